@@ -1,0 +1,148 @@
+//! The ring handle: lifecycle (join, halt), pollers, monitoring.
+
+use crate::consumer::EventPoller;
+use crate::error::RingError;
+use crate::monitor::Monitor;
+use crate::shared::{Shared, DETACHED, HALTED};
+use crate::sync::{thread, Arc, Ordering};
+use crate::wait::WaitStrategy;
+
+/// What a clean drain looked like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinReport {
+    /// Events published over the ring's life.
+    pub published: u64,
+    /// Per consumer thread: its name and how many events it went past.
+    pub consumers: Vec<(String, u64)>,
+}
+
+/// A running ring: its consumer threads, pollers not yet taken, and the way
+/// to stop it.
+///
+/// Dropping a `Ring` without [`join`](Self::join) halts it and waits for its
+/// threads, so no thread outlives it.
+pub struct Ring<T, W: WaitStrategy> {
+    shared: Arc<Shared<T, W>>,
+    threads: Vec<thread::JoinHandle<()>>,
+    pollers: Vec<EventPoller<T, W>>,
+    spawn_error: Option<String>,
+}
+
+impl<T, W: WaitStrategy> std::fmt::Debug for Ring<T, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("capacity", &self.shared.capacity)
+            .field("threads", &self.threads.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
+    pub(crate) fn new(
+        shared: Arc<Shared<T, W>>,
+        threads: Vec<thread::JoinHandle<()>>,
+        pollers: Vec<EventPoller<T, W>>,
+        spawn_error: Option<String>,
+    ) -> Self {
+        Self {
+            shared,
+            threads,
+            pollers,
+            spawn_error,
+        }
+    }
+
+    /// The number of slots.
+    pub fn capacity(&self) -> u64 {
+        self.shared.capacity
+    }
+
+    /// Takes the poller declared with
+    /// [`RingBuilder::poller`](crate::RingBuilder::poller) under `name`.
+    pub fn take_poller(&mut self, name: &str) -> Option<EventPoller<T, W>> {
+        let at = self.pollers.iter().position(|p| p.name() == name)?;
+        Some(self.pollers.swap_remove(at))
+    }
+
+    /// A cheap, cloneable view of the ring's progress for any thread.
+    pub fn monitor(&self) -> Monitor<T, W> {
+        Monitor::new(Arc::clone(&self.shared))
+    }
+
+    /// Stops the ring now: consumers stop after their current batch,
+    /// producers waiting for space (and every later publish) get a `Halted`
+    /// error with their value. [`join`](Self::join) then reports what was
+    /// left unhandled.
+    pub fn halt(&self) {
+        self.shared.halt();
+    }
+
+    /// Waits until every producer handle is gone and every consumer thread
+    /// has handled every published event (or until the ring halts), then
+    /// reports.
+    ///
+    /// Call it after the producers are dropped (or from another thread than
+    /// theirs); pollers not taken are detached first.
+    ///
+    /// # Errors
+    /// [`RingError::HandlerPanicked`] naming the consumer and the sequence if
+    /// a handler panicked; [`RingError::Halted`] with the unhandled counts
+    /// after [`halt`](Self::halt); [`RingError::Spawn`] if a consumer thread
+    /// could not start.
+    pub fn join(mut self) -> Result<JoinReport, RingError> {
+        self.pollers.clear();
+        for handle in self.threads.drain(..) {
+            // Handler panics are caught inside the thread; a join error could
+            // only come from a panic outside the handler, which `fail` covers.
+            let _ = handle.join();
+        }
+        if let Some(e) = self.spawn_error.take() {
+            return Err(RingError::Spawn(e));
+        }
+        let failure = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(f) = failure {
+            return Err(RingError::HandlerPanicked {
+                consumer: f.consumer,
+                sequence: f.sequence,
+                message: f.message,
+            });
+        }
+        let stats = self.monitor().stats();
+        if self.shared.state_acquire() & HALTED != 0 {
+            let unhandled = stats
+                .consumers
+                .iter()
+                .filter_map(|c| c.lag.map(|lag| (c.name.clone(), lag)))
+                .collect();
+            return Err(RingError::Halted { unhandled });
+        }
+        Ok(JoinReport {
+            published: stats.published,
+            consumers: self
+                .shared
+                .consumers
+                .iter()
+                // Acquire: pairs with the consumer's final Release store.
+                .map(|c| (c.name.clone(), c.seq.load(Ordering::Acquire)))
+                .filter(|(_, seq)| *seq != DETACHED)
+                .collect(),
+        })
+    }
+}
+
+impl<T, W: WaitStrategy> Drop for Ring<T, W> {
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        self.shared.halt();
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}

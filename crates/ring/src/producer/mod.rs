@@ -1,0 +1,398 @@
+//! Producer handles: claim slots, fill them in place, publish.
+//!
+//! [`Producer<T, W, K>`] has one API for both kinds; the kind `K` decides how
+//! sequences are claimed and published:
+//! * [`Single`] (`SingleProducer`): the claim is a local counter and publishing
+//!   is one Release store of the cursor: no atomic read-modify-write.
+//! * [`Multi`] (`MultiProducer`, `Clone`): claims race on the cursor; each
+//!   published slot is marked in the availability array, so consumers see
+//!   exactly the contiguous published prefix.
+//!
+//! A producer caches the gate (the slowest consumer) and reads the consumer
+//! sequences again only when the cached value says the ring is full.
+
+mod multi;
+mod single;
+
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use crate::error::{PublishError, PublishTimeoutError, TryPublishError};
+use crate::shared::{Shared, HALTED};
+use crate::sync::{Arc, Ordering};
+use crate::wait::{Adaptive, WaitStrategy};
+
+/// Marker: one producer, no atomic read-modify-write when publishing.
+#[derive(Debug)]
+pub enum Single {}
+/// Marker: many producers (the handle is `Clone`).
+#[derive(Debug)]
+pub enum Multi {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Single {}
+    impl Sealed for super::Multi {}
+}
+
+/// The producer kinds, [`Single`] and [`Multi`].
+pub trait ProducerKind: sealed::Sealed + Send + 'static {
+    #[doc(hidden)]
+    const MULTI: bool;
+}
+impl ProducerKind for Single {
+    const MULTI: bool = false;
+}
+impl ProducerKind for Multi {
+    const MULTI: bool = true;
+}
+
+/// The single-producer handle.
+pub type SingleProducer<T, W = Adaptive> = Producer<T, W, Single>;
+/// The multi-producer handle; clone it for each producing thread.
+pub type MultiProducer<T, W = Adaptive> = Producer<T, W, Multi>;
+
+/// Why a claim failed.
+pub(crate) enum ClaimError {
+    Full,
+    Timeout,
+    Halted,
+}
+
+/// How long a claim may wait for space.
+#[derive(Clone, Copy)]
+pub(crate) enum Until {
+    Never,
+    Deadline(Instant),
+    Forever,
+}
+
+/// A handle that publishes events into the ring.
+///
+/// Dropping the last producer handle closes the ring: consumers handle every
+/// event published so far, then stop, and [`Ring::join`](crate::Ring::join)
+/// returns.
+pub struct Producer<T, W: WaitStrategy, K: ProducerKind> {
+    shared: Arc<Shared<T, W>>,
+    /// Single: the next sequence to claim (local). Multi: unused.
+    next: u64,
+    /// The gate last read: sequences below `cached_gate + capacity` are free.
+    cached_gate: u64,
+    _kind: PhantomData<K>,
+}
+
+impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for Producer<T, W, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("multi", &K::MULTI)
+            .field("capacity", &self.shared.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
+    pub(crate) fn new(shared: Arc<Shared<T, W>>) -> Self {
+        Self {
+            shared,
+            next: 0,
+            cached_gate: 0,
+            _kind: PhantomData,
+        }
+    }
+
+    /// The ring's capacity.
+    pub fn capacity(&self) -> u64 {
+        self.shared.capacity
+    }
+
+    /// Claims `n` sequences; returns the first.
+    #[inline(always)]
+    fn claim(&mut self, n: u64, until: Until) -> Result<u64, ClaimError> {
+        assert!(
+            n <= self.shared.capacity,
+            "cannot publish {n} events at once into a ring of capacity {}",
+            self.shared.capacity
+        );
+        if self.shared.state() & HALTED != 0 {
+            return Err(ClaimError::Halted);
+        }
+        if K::MULTI {
+            multi::claim(&self.shared, &mut self.cached_gate, n, until)
+        } else {
+            single::claim(
+                &self.shared,
+                &mut self.next,
+                &mut self.cached_gate,
+                n,
+                until,
+            )
+        }
+    }
+
+    /// Makes `[start, start + n)` visible to consumers.
+    #[inline(always)]
+    fn commit(&mut self, start: u64, n: u64) {
+        if K::MULTI {
+            multi::commit(&self.shared, start, n);
+        } else {
+            self.next = start + n;
+            // Release: pairs with the Acquire cursor load in
+            // `Shared::published_from`; the slot writes happen before it.
+            self.shared.cursor.store(start + n, Ordering::Release);
+        }
+        self.shared.wait.notify();
+    }
+
+    /// Writes `value` into the slot of `seq`, returning the previous value.
+    #[inline(always)]
+    fn replace(&self, seq: u64, value: T) -> T {
+        self.shared.slot(seq).with_mut(|p| {
+            // SAFETY: `seq` was claimed by this producer and is below the
+            // gate plus capacity, so no consumer reads this slot and no other
+            // producer writes it until we commit.
+            unsafe { std::mem::replace(&mut *p, value) }
+        })
+    }
+
+    /// Runs `f` on the slot of `seq`.
+    #[inline(always)]
+    fn fill<R>(&self, seq: u64, f: impl FnOnce(&mut T) -> R) -> R {
+        self.shared.slot(seq).with_mut(|p| {
+            // SAFETY: as in `replace`: the slot is claimed and not yet
+            // published, so this is the only access.
+            f(unsafe { &mut *p })
+        })
+    }
+
+    #[inline(always)]
+    fn put(&mut self, value: T, until: Until) -> Result<u64, (T, ClaimError)> {
+        match self.claim(1, until) {
+            Ok(seq) => {
+                let old = self.replace(seq, value);
+                self.commit(seq, 1);
+                // The previous event is dropped after the publish, so a
+                // panicking `Drop` cannot leave a claimed slot unpublished.
+                drop(old);
+                Ok(seq)
+            }
+            Err(e) => Err((value, e)),
+        }
+    }
+
+    /// Publishes `value`, waiting by the wait strategy while the ring is full.
+    /// Returns its sequence.
+    ///
+    /// # Errors
+    /// [`PublishError::Halted`] with the value if the ring was halted.
+    #[inline]
+    pub fn publish(&mut self, value: T) -> Result<u64, PublishError<T>> {
+        self.put(value, Until::Forever)
+            .map_err(|(v, _)| PublishError::Halted(v))
+    }
+
+    /// Publishes `value` if a slot is free now; never waits.
+    ///
+    /// # Errors
+    /// [`TryPublishError::Full`] or [`TryPublishError::Halted`] with the value.
+    #[inline]
+    pub fn try_publish(&mut self, value: T) -> Result<u64, TryPublishError<T>> {
+        self.put(value, Until::Never).map_err(|(v, e)| match e {
+            ClaimError::Halted => TryPublishError::Halted(v),
+            _ => TryPublishError::Full(v),
+        })
+    }
+
+    /// Publishes `value`, waiting at most `timeout` for a free slot.
+    ///
+    /// # Errors
+    /// [`PublishTimeoutError::Timeout`] or [`PublishTimeoutError::Halted`]
+    /// with the value.
+    pub fn publish_timeout(
+        &mut self,
+        value: T,
+        timeout: Duration,
+    ) -> Result<u64, PublishTimeoutError<T>> {
+        let until = Until::Deadline(Instant::now() + timeout);
+        self.put(value, until).map_err(|(v, e)| match e {
+            ClaimError::Halted => PublishTimeoutError::Halted(v),
+            _ => PublishTimeoutError::Timeout(v),
+        })
+    }
+
+    /// Fills the next slot in place with `f` and publishes it, waiting while
+    /// the ring is full. The slot holds whatever the previous event left
+    /// (or the factory's value): `f` updates it without allocating.
+    ///
+    /// If `f` panics, a single producer publishes nothing; a multi-producer
+    /// still publishes the slot as `f` left it, so consumers never stall on a
+    /// hole, and the panic goes on unwinding.
+    ///
+    /// # Errors
+    /// [`PublishError::Halted`] with `f` if the ring was halted.
+    #[inline]
+    pub fn publish_with<F: FnOnce(&mut T)>(&mut self, f: F) -> Result<u64, PublishError<F>> {
+        match self.claim(1, Until::Forever) {
+            Ok(seq) => {
+                self.fill_one(seq, f);
+                Ok(seq)
+            }
+            Err(_) => Err(PublishError::Halted(f)),
+        }
+    }
+
+    /// Like [`publish_with`](Self::publish_with) but never waits.
+    ///
+    /// # Errors
+    /// [`TryPublishError::Full`] or [`TryPublishError::Halted`] with `f`.
+    #[inline]
+    pub fn try_publish_with<F: FnOnce(&mut T)>(&mut self, f: F) -> Result<u64, TryPublishError<F>> {
+        match self.claim(1, Until::Never) {
+            Ok(seq) => {
+                self.fill_one(seq, f);
+                Ok(seq)
+            }
+            Err(ClaimError::Halted) => Err(TryPublishError::Halted(f)),
+            Err(_) => Err(TryPublishError::Full(f)),
+        }
+    }
+
+    /// Claims `n` slots, fills them in place with `f(i, slot)` for
+    /// `i in 0..n`, and publishes the whole range at once. Waits while fewer
+    /// than `n` slots are free.
+    ///
+    /// # Errors
+    /// [`PublishError::Halted`] with `f` if the ring was halted.
+    ///
+    /// # Panics
+    /// If `n` exceeds the capacity.
+    #[inline]
+    pub fn publish_batch<F: FnMut(usize, &mut T)>(
+        &mut self,
+        n: usize,
+        f: F,
+    ) -> Result<Range<u64>, PublishError<F>> {
+        self.batch(n, Until::Forever, f)
+            .map_err(|(f, _)| PublishError::Halted(f))
+    }
+
+    /// Like [`publish_batch`](Self::publish_batch) but never waits: either all
+    /// `n` slots are free now, or nothing is published.
+    ///
+    /// # Errors
+    /// [`TryPublishError::Full`] or [`TryPublishError::Halted`] with `f`.
+    ///
+    /// # Panics
+    /// If `n` exceeds the capacity.
+    #[inline]
+    pub fn try_publish_batch<F: FnMut(usize, &mut T)>(
+        &mut self,
+        n: usize,
+        f: F,
+    ) -> Result<Range<u64>, TryPublishError<F>> {
+        self.batch(n, Until::Never, f).map_err(|(f, e)| match e {
+            ClaimError::Halted => TryPublishError::Halted(f),
+            _ => TryPublishError::Full(f),
+        })
+    }
+
+    #[inline(always)]
+    fn batch<F: FnMut(usize, &mut T)>(
+        &mut self,
+        n: usize,
+        until: Until,
+        mut f: F,
+    ) -> Result<Range<u64>, (F, ClaimError)> {
+        let n64 = n as u64;
+        if n == 0 {
+            let at = self.published_hint();
+            return Ok(at..at);
+        }
+        match self.claim(n64, until) {
+            Ok(start) => {
+                self.fill_and_commit(start, n64, &mut f);
+                Ok(start..start + n64)
+            }
+            Err(e) => Err((f, e)),
+        }
+    }
+
+    /// Fills `[start, start + n)` and commits it; for a multi-producer the
+    /// range is committed even if `f` panics (no hole for consumers).
+    #[inline(always)]
+    fn fill_and_commit(&mut self, start: u64, n: u64, mut f: impl FnMut(usize, &mut T)) {
+        if K::MULTI {
+            struct CommitOnUnwind<'a, T, W: WaitStrategy> {
+                shared: &'a Shared<T, W>,
+                start: u64,
+                n: u64,
+            }
+            impl<T, W: WaitStrategy> Drop for CommitOnUnwind<'_, T, W> {
+                fn drop(&mut self) {
+                    multi::commit(self.shared, self.start, self.n);
+                    self.shared.wait.notify();
+                }
+            }
+            let guard = CommitOnUnwind {
+                shared: &self.shared,
+                start,
+                n,
+            };
+            for i in 0..n {
+                self.fill(start + i, |slot| f(i as usize, slot));
+            }
+            drop(guard); // commits
+        } else {
+            for i in 0..n {
+                self.fill(start + i, |slot| f(i as usize, slot));
+            }
+            self.commit(start, n);
+        }
+    }
+
+    #[inline(always)]
+    fn fill_one(&mut self, seq: u64, f: impl FnOnce(&mut T)) {
+        let mut f = Some(f);
+        self.fill_and_commit(seq, 1, |_, slot| {
+            if let Some(f) = f.take() {
+                f(slot);
+            }
+        });
+    }
+
+    fn published_hint(&self) -> u64 {
+        if K::MULTI {
+            // Relaxed: only a position to report for an empty batch.
+            self.shared.cursor.load(Ordering::Relaxed)
+        } else {
+            self.next
+        }
+    }
+
+    /// Closes this handle (the same as dropping it).
+    pub fn close(self) {}
+}
+
+impl<T, W: WaitStrategy> Clone for Producer<T, W, Multi> {
+    fn clone(&self) -> Self {
+        // Relaxed: the count only needs to be exact, not ordered; the last
+        // decrement in `Drop` synchronises (AcqRel).
+        self.shared.producers.fetch_add(1, Ordering::Relaxed);
+        Self {
+            shared: Arc::clone(&self.shared),
+            next: 0,
+            cached_gate: self.cached_gate,
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<T, W: WaitStrategy, K: ProducerKind> Drop for Producer<T, W, K> {
+    fn drop(&mut self) {
+        // AcqRel: the last handle to go acquires every other handle's
+        // publishes (their Release decrements) before it closes the ring.
+        if self.shared.producers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.close();
+        }
+    }
+}

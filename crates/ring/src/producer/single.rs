@@ -1,0 +1,59 @@
+//! Claiming for the single producer: a local counter, no atomic
+//! read-modify-write.
+
+use super::{ClaimError, Until};
+use crate::shared::{Shared, HALTED};
+use crate::wait::WaitStrategy;
+
+/// Claims `[*next, *next + n)`; the caller commits it (advancing `next`).
+#[inline(always)]
+pub(super) fn claim<T, W: WaitStrategy>(
+    shared: &Shared<T, W>,
+    next: &mut u64,
+    cached_gate: &mut u64,
+    n: u64,
+    until: Until,
+) -> Result<u64, ClaimError> {
+    let end = *next + n;
+    if end > *cached_gate + shared.capacity {
+        wait_for_space(shared, end, cached_gate, until)?;
+    }
+    Ok(*next)
+}
+
+/// The slow path: the cached gate says full; read the consumers again and,
+/// if still full, wait by the strategy.
+#[cold]
+#[inline(never)]
+fn wait_for_space<T, W: WaitStrategy>(
+    shared: &Shared<T, W>,
+    end: u64,
+    cached_gate: &mut u64,
+    until: Until,
+) -> Result<(), ClaimError> {
+    *cached_gate = shared.gate();
+    if end <= *cached_gate + shared.capacity {
+        return Ok(());
+    }
+    let deadline = match until {
+        Until::Never => return Err(ClaimError::Full),
+        Until::Deadline(d) => Some(d),
+        Until::Forever => None,
+    };
+    let mut halted = false;
+    let ready = shared.wait.wait_until(deadline, || {
+        if shared.state() & HALTED != 0 {
+            halted = true;
+            return true;
+        }
+        *cached_gate = shared.gate();
+        end <= *cached_gate + shared.capacity
+    });
+    if halted {
+        Err(ClaimError::Halted)
+    } else if ready {
+        Ok(())
+    } else {
+        Err(ClaimError::Timeout)
+    }
+}

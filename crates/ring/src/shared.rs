@@ -1,0 +1,193 @@
+//! The state every handle of one ring shares: slots, cursor, consumer
+//! sequences, lifecycle flags.
+//!
+//! ## Sequences
+//! All sequences are `u64` *counts*: the cursor is the number of events
+//! published (single producer) or claimed (multi-producer); a consumer's
+//! sequence is the number of events it has finished with. Event `s` lives in
+//! slot `s & mask`. A producer may write event `s` only when
+//! `s < min(consumer sequences) + capacity` (the *gate*).
+//!
+//! ## Memory ordering
+//! * Producer → consumer: the producer writes the slot, then stores the
+//!   cursor (single) or `available[s & mask] = s` (multi) with Release; a
+//!   consumer loads them with Acquire before it reads the slot.
+//! * Consumer → producer and consumer → dependent: a consumer stores its
+//!   sequence with Release after its last access to the batch; producers
+//!   (gate) and dependent consumers load it with Acquire before they touch
+//!   those slots again.
+//! * Close: the last producer handle to go sets `CLOSED` with Release after
+//!   its last publish; a consumer that loads `CLOSED` with Acquire then sees
+//!   the final cursor, and stops once it has handled everything up to it.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, UnsafeCell};
+use crate::wait::WaitStrategy;
+
+/// Set when every producer handle has been dropped: consumers drain and stop.
+pub(crate) const CLOSED: u8 = 1;
+/// Set by `halt` or a panicking handler: everyone stops as soon as they look.
+pub(crate) const HALTED: u8 = 2;
+
+/// A consumer sequence that no longer gates anyone (a dropped poller).
+pub(crate) const DETACHED: u64 = u64::MAX;
+
+/// What made the ring halt, if a handler panicked.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) consumer: String,
+    pub(crate) sequence: u64,
+    pub(crate) message: String,
+}
+
+/// One consumer as the ring sees it.
+pub(crate) struct ConsumerCell {
+    pub(crate) name: String,
+    /// Number of events this consumer is done with (Release by its owner).
+    pub(crate) seq: CachePadded<AtomicU64>,
+    /// Indices of the consumers it must stay behind.
+    pub(crate) deps: Box<[usize]>,
+    /// `(i, n)`: handles only `s % n == i` (a worker-group member).
+    pub(crate) partition: Option<(u64, u64)>,
+}
+
+pub(crate) struct Shared<T, W> {
+    pub(crate) slots: Box<[UnsafeCell<T>]>,
+    pub(crate) mask: u64,
+    pub(crate) capacity: u64,
+    pub(crate) multi: bool,
+    /// Published (single) or claimed (multi) count.
+    pub(crate) cursor: CachePadded<AtomicU64>,
+    /// Multi-producer only: `available[s & mask] == s` once `s` is published.
+    pub(crate) available: Box<[AtomicU64]>,
+    pub(crate) consumers: Box<[ConsumerCell]>,
+    pub(crate) state: CachePadded<AtomicU8>,
+    pub(crate) producers: AtomicUsize,
+    pub(crate) max_batch: u64,
+    pub(crate) wait: W,
+    pub(crate) failure: Mutex<Option<Failure>>,
+}
+
+// SAFETY: slots are shared between producer and consumer threads. Access is
+// serialised by the sequence protocol in the module docs: a slot is written
+// only by the producer that claimed it while no consumer may read it (gate),
+// read concurrently only through `&T` (requires `T: Sync`) and mutated by a
+// consumer only when the builder proved no other consumer can read it (and
+// the value then crosses threads: `T: Send`).
+unsafe impl<T: Send + Sync, W: Send + Sync> Sync for Shared<T, W> {}
+// SAFETY: see `Sync` above; owning the ring moves `T`s between threads.
+unsafe impl<T: Send + Sync, W: Send> Send for Shared<T, W> {}
+
+impl<T, W: WaitStrategy> Shared<T, W> {
+    /// The slot of event `seq`.
+    #[inline(always)]
+    pub(crate) fn slot(&self, seq: u64) -> &UnsafeCell<T> {
+        // `mask < slots.len()`, so the index is always in bounds.
+        &self.slots[(seq & self.mask) as usize]
+    }
+
+    /// The smallest consumer sequence: producers may write below it plus the
+    /// capacity. Detached consumers count as `u64::MAX`.
+    #[inline]
+    pub(crate) fn gate(&self) -> u64 {
+        let mut min = DETACHED;
+        for c in self.consumers.iter() {
+            // Acquire: pairs with the Release store of `seq` in the
+            // consumer loop (`consumer::run`) / `EventPoller::poll`, so their
+            // reads of the slot happen before we overwrite it.
+            min = min.min(c.seq.load(Ordering::Acquire));
+        }
+        if min == DETACHED {
+            // Every consumer is detached: nobody reads, so only the cursor gates.
+            // Acquire: pairs with the Release cursor store of the producer.
+            self.cursor.load(Ordering::Acquire)
+        } else {
+            min
+        }
+    }
+
+    /// The exclusive upper bound of events published contiguously from `next`.
+    #[inline]
+    pub(crate) fn published_from(&self, next: u64) -> u64 {
+        // Acquire: pairs with the Release cursor store in
+        // `Producer::commit` (single producer), making the slots visible.
+        let cursor = self.cursor.load(Ordering::Acquire);
+        if !self.multi {
+            return cursor;
+        }
+        let mut s = next;
+        while s < cursor {
+            // Acquire: pairs with the Release store of `available` in
+            // `Producer::commit` (multi-producer), making the slot visible.
+            if self.available[(s & self.mask) as usize].load(Ordering::Acquire) != s {
+                break;
+            }
+            s += 1;
+        }
+        s
+    }
+
+    /// The exclusive upper bound of events consumer `idx` may handle now.
+    #[inline]
+    pub(crate) fn available_for(&self, idx: usize, next: u64) -> u64 {
+        let mut upper = self.published_from(next);
+        for &d in self.consumers[idx].deps.iter() {
+            // Acquire: pairs with the dependency's Release store of its
+            // sequence, so its access to the slots happens before ours.
+            upper = upper.min(self.consumers[d].seq.load(Ordering::Acquire));
+        }
+        upper
+    }
+
+    #[inline(always)]
+    pub(crate) fn state(&self) -> u8 {
+        // Relaxed: a hint on hot paths; decisions that depend on what was
+        // published before the flag use `state_acquire`.
+        self.state.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn state_acquire(&self) -> u8 {
+        // Acquire: pairs with the Release `fetch_or` in `close` / `halt`.
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Whether a consumer at `next` has nothing left to do, ever.
+    pub(crate) fn finished(&self, next: u64) -> bool {
+        let state = self.state_acquire();
+        if state & HALTED != 0 {
+            return true;
+        }
+        // After CLOSED every claimed sequence is published (producers publish
+        // before they drop), so the cursor is final.
+        // Acquire: pairs with the producers' Release cursor stores.
+        state & CLOSED != 0 && next >= self.cursor.load(Ordering::Acquire)
+    }
+
+    /// Marks the ring closed (last producer gone) and wakes everyone.
+    pub(crate) fn close(&self) {
+        // Release: pairs with the Acquire load in `finished`; everything the
+        // producers published happens before it.
+        self.state.fetch_or(CLOSED, Ordering::Release);
+        self.wait.notify();
+    }
+
+    /// Stops the ring: producers get `Halted`, consumers stop.
+    pub(crate) fn halt(&self) {
+        // Release: pairs with the Acquire load in `finished`.
+        self.state.fetch_or(HALTED, Ordering::Release);
+        self.wait.notify();
+    }
+
+    /// Records the first handler failure and halts.
+    pub(crate) fn fail(&self, failure: Failure) {
+        {
+            let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(failure);
+            }
+        }
+        self.halt();
+    }
+}
