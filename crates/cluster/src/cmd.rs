@@ -1,0 +1,300 @@
+//! The `statepipe pf | worker | master` commands (the CLI flattens
+//! [`Command`] into its own).
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::auth::Secret;
+use crate::master::listen::{Joined, Listener};
+use crate::master::sched::{Batch, SchedConfig};
+use crate::master::{Master, MasterConfig, MasterImpl};
+use crate::pf::{self, nile::Nile, pk::Pk, Bootstrap, PfConfig, SsModel};
+use crate::registry::Registry;
+use crate::spawn::{self, LocalCluster};
+use crate::stats::Stats;
+use crate::worker::{self, WorkerOptions};
+
+/// The cluster subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Particle filter on local worker processes, one per usable CPU.
+    Pf(PfArgs),
+    /// Serve a master: `STATEPIPE_SECRET` must hold the cluster's secret.
+    Worker(WorkerArgs),
+    /// Wait for N workers started by any launcher, then run the filter.
+    Master(MasterArgs),
+    /// `statepipe bench cluster` until the shared bench command calls it.
+    #[command(name = "cluster-bench", hide = true)]
+    Bench(crate::bench::BenchClusterArgs),
+}
+
+/// Which state-space model the filter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Model {
+    /// The Nile local-level model (exact answer known).
+    Nile,
+    /// The ODE pharmacokinetic model (cost set by --pk-substeps).
+    Pk,
+}
+
+/// Options of the filter run, for `pf` and `master`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FilterArgs {
+    /// Particles in all.
+    #[arg(long, default_value_t = 2000)]
+    pub particles: usize,
+    /// Independent filters the particles are split into (for the standard error).
+    #[arg(long, default_value_t = 20)]
+    pub islands: usize,
+    #[arg(long, value_enum, default_value = "nile")]
+    pub model: Model,
+    /// RK4 substeps per hour in the pk model (its cost per call).
+    #[arg(long, default_value_t = 2000)]
+    pub pk_substeps: u32,
+    /// Observations in the pk model.
+    #[arg(long, default_value_t = 48)]
+    pub pk_hours: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The master implementation.
+    #[arg(long, value_enum, default_value = "event-loop")]
+    pub master: MasterImpl,
+    /// Fixed evolve batch size (default: adaptive).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Write the result as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No progress bar, filtered means or worker table.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PfArgs {
+    /// Worker processes (default: the CPUs this process may use).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// The master's address.
+    #[arg(long)]
+    pub connect: String,
+    /// Pin the worker to this CPU.
+    #[arg(long)]
+    pub pin: Option<usize>,
+    /// Die when the parent process dies (set by `statepipe pf`).
+    #[arg(long, hide = true)]
+    pub die_with_parent: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MasterArgs {
+    /// Address to listen on (loopback unless workers are remote).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: String,
+    /// Workers to wait for.
+    #[arg(long)]
+    pub workers: usize,
+    /// Seconds to wait for them.
+    #[arg(long, default_value_t = 120)]
+    pub wait_s: u64,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+/// Logs go to stderr, `RUST_LOG` filters them (default: warnings).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs one command.
+///
+/// # Errors
+/// Whatever the command hits; `statepipe` prints it and exits non-zero.
+pub fn run(cmd: Command) -> anyhow::Result<()> {
+    init_tracing();
+    match cmd {
+        Command::Bench(a) => crate::bench::main(&a),
+        Command::Worker(a) => {
+            if a.die_with_parent {
+                spawn::die_with_parent()?;
+            }
+            let opts = WorkerOptions {
+                pin: a.pin,
+                ..WorkerOptions::default()
+            };
+            worker::run(&a.connect, &Secret::from_env()?, Registry::builtin(), &opts)
+        }
+        Command::Master(a) => {
+            let l = Listener::bind(&a.listen, Secret::from_env()?)
+                .with_context(|| format!("binding {}", a.listen))?;
+            eprintln!(
+                "listening on {}; waiting for {} workers",
+                l.local_addr()?,
+                a.workers
+            );
+            let joined = l.accept(a.workers, Duration::from_secs(a.wait_s))?;
+            filter(joined, &a.filter)
+        }
+        Command::Pf(a) => {
+            let cpus = spawn::usable_cpus();
+            let n = a.workers.unwrap_or(cpus.len()).max(1);
+            let secret = Secret::random();
+            let l = Listener::bind("127.0.0.1:0", secret.clone())?;
+            let addr = l.local_addr()?.to_string();
+            spawn::kill_on_ctrlc();
+            let pins = if a.no_pin { Vec::new() } else { cpus };
+            let exe = std::env::current_exe()?;
+            let cluster = LocalCluster::spawn(&exe, n, &addr, &secret, &pins)?;
+            tracing::info!(pids = ?cluster.pids(), "spawned {n} workers");
+            if !a.filter.quiet {
+                eprintln!("statepipe pf: {n} worker processes {:?}", cluster.pids());
+            }
+            let joined = l.accept(n, Duration::from_secs(60))?;
+            let r = filter(joined, &a.filter);
+            drop(cluster);
+            r
+        }
+    }
+}
+
+/// The master's configuration from the command line.
+pub fn master_config(a: &FilterArgs) -> MasterConfig {
+    MasterConfig {
+        imp: a.master,
+        seed: a.seed,
+        sched: SchedConfig {
+            batch: a.batch.map_or(Batch::Adaptive { max: 64 }, Batch::Fixed),
+            ..SchedConfig::default()
+        },
+        ..MasterConfig::default()
+    }
+}
+
+fn filter(joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<()> {
+    match a.model {
+        Model::Nile => {
+            let m = Nile::bundled();
+            let exact = m.exact();
+            let labels = m.years.iter().map(u32::to_string).collect();
+            let obs = m.y.clone();
+            report(run_model(m, joined, a)?, a, Some(exact), labels, &obs)
+        }
+        Model::Pk => {
+            let m = Pk::simulated(a.pk_hours, a.pk_substeps, a.seed);
+            let labels = (1..=m.y.len()).map(|h| format!("{h}h")).collect();
+            let obs = m.y.clone();
+            report(run_model(m, joined, a)?, a, None, labels, &obs)
+        }
+    }
+}
+
+/// A filter run's outcome with its cost.
+pub struct Run {
+    pub result: pf::PfResult,
+    pub stats: Stats,
+    pub wall: Duration,
+}
+
+fn run_model<M: SsModel + Clone>(m: M, joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<Run> {
+    let model = Bootstrap(m.clone());
+    let mut master = Master::new(&model, joined, master_config(a))?;
+    let bar = indicatif::ProgressBar::new(m.steps() as u64);
+    if a.quiet || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let cfg = PfConfig {
+        particles: a.particles,
+        islands: a.islands,
+        seed: a.seed,
+    };
+    anyhow::ensure!(
+        a.islands > 0 && a.particles % a.islands == 0,
+        "--islands must divide --particles"
+    );
+    let t0 = Instant::now();
+    let result = pf::run(&mut master, &m, cfg, |t| bar.set_position(t as u64))?;
+    let wall = t0.elapsed();
+    bar.finish_and_clear();
+    let stats = master.stats();
+    Ok(Run {
+        result,
+        stats,
+        wall,
+    })
+}
+
+fn report(
+    run: Run,
+    a: &FilterArgs,
+    exact: Option<(f64, Vec<f64>)>,
+    labels: Vec<String>,
+    y: &[f64],
+) -> anyhow::Result<()> {
+    let r = &run.result;
+    if !a.quiet {
+        println!(
+            "{:>6} {:>10} {:>12} {:>12}",
+            "t", "observed", "filtered", "exact"
+        );
+        for (i, mean) in r.filtered_means.iter().enumerate() {
+            let ex = exact
+                .as_ref()
+                .map_or(String::new(), |e| format!("{:.2}", e.1[i]));
+            println!("{:>6} {:>10.2} {:>12.2} {:>12}", labels[i], y[i], mean, ex);
+        }
+        println!();
+        println!("{}", run.stats.table());
+    }
+    println!(
+        "log-likelihood {:.3} ± {:.3} (particle filter, {} particles in {} islands, {} workers)",
+        r.loglik,
+        r.loglik_se,
+        r.particles,
+        r.island_logliks.len(),
+        run.stats.workers.len()
+    );
+    if let Some((ll, _)) = &exact {
+        println!(
+            "log-likelihood {:.3} (exact, Kalman filter): difference {:.2} standard errors",
+            ll,
+            (r.loglik - ll) / r.loglik_se
+        );
+    }
+    println!(
+        "wall {:.3} s, efficiency {:.1}%",
+        run.wall.as_secs_f64(),
+        run.stats.efficiency() * 100.0
+    );
+    if let Some(path) = &a.json {
+        let j = serde_json::json!({
+            "loglik": r.loglik,
+            "loglik_se": r.loglik_se,
+            "exact_loglik": exact.as_ref().map(|e| e.0),
+            "filtered_means": r.filtered_means,
+            "particles": r.particles,
+            "workers": run.stats.workers.len(),
+            "wall_s": run.wall.as_secs_f64(),
+            "efficiency": run.stats.efficiency(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

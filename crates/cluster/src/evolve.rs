@@ -1,0 +1,105 @@
+//! The user's side: the [`Evolve`] trait, state tokens, and the derivation of
+//! every random number and id from `(run seed, step, parent)`.
+//!
+//! Nothing here depends on which worker runs a call, so a run gives the same
+//! bits on one process or on 450.
+
+use rand::SeedableRng;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The random number generator handed to [`Evolve::evolve`].
+pub type Rng = rand_chacha::ChaCha8Rng;
+
+/// A token for a state held by some worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StateId(pub u64);
+
+impl std::fmt::Display for StateId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "#{:016x}", self.0)
+    }
+}
+
+/// A computation on states that live on workers.
+///
+/// The value itself (a model and its parameters) is serialised once and sent
+/// to every worker at setup; workers find the code by [`Evolve::NAME`] in
+/// their [`Registry`](crate::registry::Registry).
+///
+/// # Examples
+/// ```
+/// use rand::Rng as _;
+/// use serde::{Deserialize, Serialize};
+/// use statepipe_cluster::evolve::{Evolve, Rng};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Split;
+/// impl Evolve for Split {
+///     const NAME: &'static str = "doc-split";
+///     type State = u64;
+///     type Input = u32;
+///     type Output = u64;
+///     fn evolve(&self, s: &u64, n: &u32, rng: &mut Rng) -> Vec<(u64, u64)> {
+///         (0..*n).map(|_| { let c = s + rng.random_range(0..10); (c, c) }).collect()
+///     }
+/// }
+/// ```
+pub trait Evolve: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The name workers know this computation by.
+    const NAME: &'static str;
+    type State: Serialize + DeserializeOwned + Send;
+    type Input: Serialize + DeserializeOwned + Send;
+    type Output: Serialize + DeserializeOwned + Send;
+
+    /// Children of `state` given `input`, each with an output; may be empty.
+    /// `rng` is determined by the run seed, the step and the parent's id.
+    fn evolve(
+        &self,
+        state: &Self::State,
+        input: &Self::Input,
+        rng: &mut Rng,
+    ) -> Vec<(Self::State, Self::Output)>;
+}
+
+/// SplitMix64's finaliser: a bijection on u64 with good avalanche.
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn hash3(a: u64, b: u64, c: u64) -> u64 {
+    mix64(mix64(mix64(a) ^ b) ^ c)
+}
+
+/// The generator for the call that evolves `parent` at `step`.
+pub fn call_rng(seed: u64, step: u64, parent: StateId) -> Rng {
+    let k0 = hash3(seed, step, parent.0);
+    let k1 = mix64(k0 ^ 0x5DEE_CE66_D1CE_4E5B);
+    let mut key = [0u8; 32];
+    for (i, k) in [k0, k1, mix64(k1), mix64(k0 ^ k1)].iter().enumerate() {
+        key[i * 8..i * 8 + 8].copy_from_slice(&k.to_le_bytes());
+    }
+    Rng::from_seed(key)
+}
+
+/// The id of the `index`-th child of `parent` at `step`.
+///
+/// A hash, so two live states could in principle collide (about one chance in
+/// 2^64 / live² per step); the master checks every new id and fails the step
+/// with [`Error::IdCollision`](crate::Error::IdCollision) rather than merge two
+/// states.
+pub fn child_id(seed: u64, step: u64, parent: StateId, index: u32) -> StateId {
+    StateId(hash3(
+        seed ^ 0xC41D,
+        hash3(step, parent.0, 1),
+        u64::from(index),
+    ))
+}
+
+/// The id of the `index`-th state given to the `epoch`-th `reset_states`.
+pub fn root_id(seed: u64, epoch: u64, index: u64) -> StateId {
+    StateId(hash3(seed ^ 0x2007, hash3(epoch, index, 2), 0))
+}

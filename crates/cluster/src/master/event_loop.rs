@@ -1,0 +1,240 @@
+//! The event-loop master: one thread, one `mio::Poll` over every worker
+//! socket, a preallocated read buffer per connection that reassembles
+//! partial frames, and a write buffer per connection for what the kernel
+//! did not take at once.
+//!
+//! The loop owns every connection (`&mut self`); the [`Scheduler`] decides,
+//! this file only moves bytes.
+
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use super::sched::{Scheduler, WorkerId};
+use super::Driver;
+use crate::protocol::{self, HEADER_LEN};
+
+/// Initial read buffer per connection; grows to the largest frame seen.
+const READ_BUF: usize = 64 << 10;
+
+struct Conn {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    rlen: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    want_write: bool,
+}
+
+/// The single-threaded master driver.
+pub struct EventLoop {
+    poll: Poll,
+    events: Events,
+    conns: Vec<Option<Conn>>,
+    ready: Vec<(WorkerId, bool, bool)>,
+    dirty: Vec<WorkerId>,
+    max_frame: u32,
+    grace: Duration,
+    busy: Duration,
+}
+
+impl EventLoop {
+    /// Takes over authenticated, blocking connections.
+    ///
+    /// # Errors
+    /// If a socket cannot be made non-blocking or registered.
+    pub fn new(
+        streams: Vec<std::net::TcpStream>,
+        max_frame: u32,
+        grace: Duration,
+    ) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let mut conns = Vec::with_capacity(streams.len());
+        for (w, s) in streams.into_iter().enumerate() {
+            s.set_nonblocking(true)?;
+            let mut stream = TcpStream::from_std(s);
+            poll.registry()
+                .register(&mut stream, Token(w), Interest::READABLE)?;
+            conns.push(Some(Conn {
+                stream,
+                rbuf: vec![0; READ_BUF],
+                rlen: 0,
+                wbuf: Vec::with_capacity(READ_BUF),
+                wpos: 0,
+                want_write: false,
+            }));
+        }
+        Ok(EventLoop {
+            poll,
+            events: Events::with_capacity(1024),
+            ready: Vec::with_capacity(1024),
+            dirty: Vec::new(),
+            conns,
+            max_frame,
+            grace,
+            busy: Duration::ZERO,
+        })
+    }
+
+    fn drop_conn(&mut self, w: WorkerId, sched: &mut Scheduler, reason: &str) {
+        if let Some(mut c) = self.conns[w].take() {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+        }
+        sched.on_disconnect(w, reason);
+    }
+
+    /// Reads what `w` has sent and hands every complete frame to `sched`.
+    fn read(&mut self, w: WorkerId, sched: &mut Scheduler) {
+        loop {
+            let Some(c) = self.conns[w].as_mut() else {
+                return;
+            };
+            if c.rlen == c.rbuf.len() {
+                // A frame longer than the buffer: grow to hold it whole.
+                let need = match protocol::parse_header(&c.rbuf[..c.rlen], self.max_frame) {
+                    Ok(Some(h)) => h.frame_len(),
+                    _ => c.rbuf.len() * 2,
+                };
+                let cap = self.max_frame as usize + HEADER_LEN;
+                c.rbuf.resize(need.max(c.rbuf.len() * 2).min(cap), 0);
+            }
+            let res = match c.stream.read(&mut c.rbuf[c.rlen..]) {
+                Ok(0) => Err("connection closed by the worker".to_string()),
+                Ok(n) => {
+                    c.rlen += n;
+                    Self::dispatch(c, w, sched, self.max_frame)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+                Err(e) => Err(format!("read error: {e}")),
+            };
+            if let Err(reason) = res {
+                self.drop_conn(w, sched, &reason);
+                return;
+            }
+        }
+    }
+
+    fn dispatch(c: &mut Conn, w: WorkerId, sched: &mut Scheduler, max: u32) -> Result<(), String> {
+        let mut pos = 0;
+        while let Some((kind, payload, used)) = protocol::decode(&c.rbuf[pos..c.rlen], max)
+            .map_err(|e| format!("malformed frame: {e}"))?
+        {
+            sched.on_frame(w, kind, payload)?;
+            pos += used;
+        }
+        c.rbuf.copy_within(pos..c.rlen, 0);
+        c.rlen -= pos;
+        Ok(())
+    }
+
+    /// Moves the scheduler's frames into the write buffers and writes them.
+    fn flush_out(&mut self, sched: &mut Scheduler) {
+        for (w, f) in sched.out.drain(..) {
+            if let Some(c) = self.conns[w].as_mut() {
+                if c.wbuf.is_empty() {
+                    self.dirty.push(w);
+                }
+                c.wbuf.extend_from_slice(&f);
+            }
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for &w in &dirty {
+            self.write(w, sched);
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
+    }
+
+    fn write(&mut self, w: WorkerId, sched: &mut Scheduler) {
+        let Some(c) = self.conns[w].as_mut() else {
+            return;
+        };
+        while c.wpos < c.wbuf.len() {
+            match c.stream.write(&c.wbuf[c.wpos..]) {
+                Ok(n) => c.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !c.want_write {
+                        c.want_write = true;
+                        let i = Interest::READABLE | Interest::WRITABLE;
+                        let _ = self.poll.registry().reregister(&mut c.stream, Token(w), i);
+                    }
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let reason = format!("write error: {e}");
+                    self.drop_conn(w, sched, &reason);
+                    return;
+                }
+            }
+        }
+        c.wbuf.clear();
+        c.wpos = 0;
+        if c.want_write {
+            c.want_write = false;
+            let _ = self
+                .poll
+                .registry()
+                .reregister(&mut c.stream, Token(w), Interest::READABLE);
+        }
+    }
+}
+
+impl Driver for EventLoop {
+    fn run(&mut self, sched: &mut Scheduler) {
+        let start = Instant::now();
+        let mut waited = Duration::ZERO;
+        self.flush_out(sched);
+        while !sched.is_quiet() {
+            let timeout = match sched.failed_at() {
+                Some(t) => match (t + self.grace).checked_duration_since(Instant::now()) {
+                    Some(d) => Some(d),
+                    None => {
+                        sched.abandon();
+                        break;
+                    }
+                },
+                None => None,
+            };
+            let t0 = Instant::now();
+            if let Err(e) = self.poll.poll(&mut self.events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    tracing::error!("poll failed: {e}");
+                    for w in 0..self.conns.len() {
+                        self.drop_conn(w, sched, "poll failed");
+                    }
+                }
+            }
+            waited += t0.elapsed();
+            self.ready.clear();
+            for ev in self.events.iter() {
+                let r = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                self.ready.push((ev.token().0, r, ev.is_writable()));
+            }
+            for i in 0..self.ready.len() {
+                let (w, r, wr) = self.ready[i];
+                if wr {
+                    self.write(w, sched);
+                }
+                if r {
+                    self.read(w, sched);
+                }
+            }
+            self.flush_out(sched);
+        }
+        self.busy += start.elapsed().saturating_sub(waited);
+    }
+
+    fn busy(&self) -> Option<Duration> {
+        Some(self.busy)
+    }
+
+    fn close(&mut self, sched: &mut Scheduler) {
+        sched.shutdown_frames();
+        self.flush_out(sched);
+        self.conns.clear();
+    }
+}

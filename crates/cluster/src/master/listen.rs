@@ -1,0 +1,95 @@
+//! Accepting and authenticating workers.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::auth::Secret;
+use crate::protocol::{msg, Kind};
+use crate::wire;
+
+/// A worker connection that proved the shared secret.
+pub struct Joined {
+    pub stream: TcpStream,
+    pub addr: SocketAddr,
+}
+
+/// Where workers connect.
+pub struct Listener {
+    inner: TcpListener,
+    secret: Secret,
+}
+
+/// How long a connecting peer has to answer the challenge.
+const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Listener {
+    /// Binds `addr` (use a loopback address unless workers are remote).
+    ///
+    /// # Errors
+    /// If the address cannot be bound.
+    pub fn bind(addr: &str, secret: Secret) -> io::Result<Self> {
+        let inner = TcpListener::bind(addr)?;
+        inner.set_nonblocking(true)?;
+        Ok(Listener { inner, secret })
+    }
+
+    /// The bound address (to pass to workers).
+    ///
+    /// # Errors
+    /// As `TcpListener::local_addr`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// Waits until `n` workers have joined; peers that fail the challenge
+    /// are dropped with a logged reason and do not count.
+    ///
+    /// # Errors
+    /// `TimedOut` if fewer than `n` joined within `timeout`, with the count.
+    pub fn accept(&self, n: usize, timeout: Duration) -> io::Result<Vec<Joined>> {
+        let deadline = Instant::now() + timeout;
+        let mut joined = Vec::with_capacity(n);
+        while joined.len() < n {
+            match self.inner.accept() {
+                Ok((stream, addr)) => match self.authenticate(&stream) {
+                    Ok(()) => joined.push(Joined { stream, addr }),
+                    Err(e) => tracing::warn!(%addr, "refusing a peer: {e}"),
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("{} of {n} workers joined in {timeout:?}", joined.len()),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(joined)
+    }
+
+    fn authenticate(&self, s: &TcpStream) -> io::Result<()> {
+        s.set_nonblocking(false)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(AUTH_TIMEOUT))?;
+        let nonce: [u8; 32] = rand::random();
+        let mut s2 = s;
+        wire::write_frame(&mut s2, Kind::Challenge, &nonce)?;
+        let mut buf = Vec::new();
+        // A peer may not make us read more than an answer's worth.
+        wire::expect_frame(&mut s2, &mut buf, 64, Kind::Auth)?;
+        let answer =
+            msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if !self.secret.verify(&nonce, &answer) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "wrong secret",
+            ));
+        }
+        s.set_read_timeout(None)?;
+        Ok(())
+    }
+}

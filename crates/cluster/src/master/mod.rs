@@ -1,0 +1,210 @@
+//! The master: the [`Engine`] API over workers that hold the states.
+//!
+//! [`Master`] serialises inputs, runs one operation of the [`Scheduler`]
+//! to completion through a [`Driver`] (the event loop, or the threaded
+//! baseline), and deserialises outputs. It never deserialises a state
+//! except in `fetch_states`, where the caller asks for it.
+
+mod event_loop;
+pub mod listen;
+pub mod sched;
+mod threaded;
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use crate::engine::{Engine, Outputs};
+use crate::error::Error;
+use crate::evolve::{Evolve, StateId};
+use crate::protocol::DEFAULT_MAX_FRAME;
+use crate::registry::{decode, encode};
+use crate::stats::Stats;
+use listen::Joined;
+use sched::{SchedConfig, Scheduler};
+
+/// Moves frames between the scheduler and the sockets.
+pub trait Driver: Send {
+    /// Sends `sched.out` and feeds responses to `sched` until every live
+    /// worker has answered, or until the failure grace period has passed
+    /// (then calls [`Scheduler::abandon`]).
+    fn run(&mut self, sched: &mut Scheduler);
+    /// Time spent handling events rather than waiting, if known.
+    fn busy(&self) -> Option<Duration>;
+    /// Tells workers to exit and closes the connections.
+    fn close(&mut self, sched: &mut Scheduler);
+}
+
+/// Which master drives the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MasterImpl {
+    /// One thread, one `mio` event loop (the default).
+    EventLoop,
+    /// A thread per worker around a shared lock (the seed's first design).
+    Threaded,
+}
+
+impl MasterImpl {
+    /// The name used in benchmark reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MasterImpl::EventLoop => "event-loop",
+            MasterImpl::Threaded => "threaded",
+        }
+    }
+}
+
+/// Everything a master is built with.
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    pub imp: MasterImpl,
+    pub sched: SchedConfig,
+    /// The run seed every random number derives from.
+    pub seed: u64,
+    pub max_frame: u32,
+    /// After a worker is lost, how long to wait for the others' answers
+    /// before giving up on them too.
+    pub failure_grace: Duration,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        MasterConfig {
+            imp: MasterImpl::EventLoop,
+            sched: SchedConfig::default(),
+            seed: 0,
+            max_frame: DEFAULT_MAX_FRAME,
+            failure_grace: Duration::from_millis(500),
+        }
+    }
+}
+
+/// States on workers, evolved by `E`.
+pub struct Master<E: Evolve> {
+    sched: Scheduler,
+    driver: Box<dyn Driver>,
+    stats: Stats,
+    closed: bool,
+    _e: PhantomData<fn(E)>,
+}
+
+impl<E: Evolve> Master<E> {
+    /// Takes over joined workers and loads `model` on each.
+    ///
+    /// # Errors
+    /// If there are no workers, a socket fails, or a worker cannot build
+    /// the model (it then answers `Failed` and the error names it).
+    pub fn new(model: &E, workers: Vec<Joined>, cfg: MasterConfig) -> Result<Self, Error> {
+        if workers.is_empty() {
+            return Err(Error::NoWorkers);
+        }
+        let addrs: Vec<_> = workers.iter().map(|j| j.addr).collect();
+        let streams: Vec<_> = workers.into_iter().map(|j| j.stream).collect();
+        let driver: Box<dyn Driver> = match cfg.imp {
+            MasterImpl::EventLoop => Box::new(event_loop::EventLoop::new(
+                streams,
+                cfg.max_frame,
+                cfg.failure_grace,
+            )?),
+            MasterImpl::Threaded => Box::new(threaded::Threaded::new(
+                streams,
+                cfg.max_frame,
+                cfg.failure_grace,
+            )?),
+        };
+        let mut m = Master {
+            stats: Stats {
+                workers: vec![Default::default(); addrs.len()],
+                master_busy: driver.busy().map(|_| Duration::ZERO),
+                ..Stats::default()
+            },
+            sched: Scheduler::new(&addrs, cfg.seed, cfg.sched.clone()),
+            driver,
+            closed: false,
+            _e: PhantomData,
+        };
+        m.sched.begin_setup(E::NAME, &encode(model)?)?;
+        m.driver.run(&mut m.sched);
+        m.sched.finish()?;
+        Ok(m)
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        s.workers = self.sched.worker_stats();
+        s
+    }
+
+    /// Tells every worker to exit; dropping the master does the same.
+    pub fn shutdown(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.driver.close(&mut self.sched);
+        }
+    }
+}
+
+impl<E: Evolve> Drop for Master<E> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl<E: Evolve> Engine<E> for Master<E> {
+    fn reset_states(&mut self, states: Vec<E::State>) -> Result<Vec<StateId>, Error> {
+        let bytes = states.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        let ids = self.sched.begin_reset(bytes)?;
+        self.driver.run(&mut self.sched);
+        self.sched.finish()?;
+        Ok(ids)
+    }
+
+    fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
+        let inputs = inputs
+            .into_iter()
+            .map(|(id, i)| Ok((id, encode(&i)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let t0 = Instant::now();
+        let b0 = self.driver.busy();
+        self.sched.begin_evolve(inputs)?;
+        self.driver.run(&mut self.sched);
+        self.stats.evolve_wall += t0.elapsed();
+        self.stats.steps += 1;
+        if let (Some(b0), Some(b1), Some(acc)) =
+            (b0, self.driver.busy(), self.stats.master_busy.as_mut())
+        {
+            *acc += b1 - b0;
+        }
+        let raw = self.sched.finish_evolve()?;
+        raw.into_iter()
+            .map(|(p, kids)| {
+                let kids = kids
+                    .into_iter()
+                    .map(|(c, o)| Ok((c, decode(&o)?)))
+                    .collect::<Result<Vec<_>, Error>>()?;
+                Ok((p, kids))
+            })
+            .collect()
+    }
+
+    fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
+        self.sched.begin_fetch(ids)?;
+        self.driver.run(&mut self.sched);
+        self.sched
+            .finish_fetch()?
+            .into_iter()
+            .map(|(id, b)| Ok((id, decode(&b)?)))
+            .collect()
+    }
+
+    fn drop_states(&mut self, ids: &[StateId]) -> Result<(), Error> {
+        self.sched.begin_drop(ids)?;
+        self.driver.run(&mut self.sched);
+        self.sched.finish()
+    }
+}

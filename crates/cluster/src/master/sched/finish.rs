@@ -1,0 +1,116 @@
+//! The end of an operation: lost workers, giving up, and the outcome.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use super::{RawResults, Req, Scheduler, WorkerId};
+use crate::error::{Error, WorkerLost};
+use crate::evolve::StateId;
+use crate::protocol::{self, Kind};
+
+impl Scheduler {
+    /// Marks `w` dead: its states are lost; the operation will fail.
+    pub fn on_disconnect(&mut self, w: WorkerId, reason: &str) {
+        if !self.slots[w].alive {
+            return;
+        }
+        tracing::warn!(worker = w, addr = %self.slots[w].addr, "dropping worker: {reason}");
+        let s = &mut self.slots[w];
+        s.alive = false;
+        s.pending.clear();
+        s.in_flight.clear();
+        s.evolving = 0;
+        let addr = s.addr;
+        let mut lost: Vec<StateId> = self
+            .location
+            .iter()
+            .filter(|e| *e.1 == w)
+            .map(|e| *e.0)
+            .collect();
+        lost.sort_unstable();
+        for id in &lost {
+            self.location.remove(id);
+            self.inputs.remove(id);
+        }
+        self.failed_at.get_or_insert_with(Instant::now);
+        for s in &mut self.slots {
+            s.pending.clear();
+        }
+        let entry = self.lost.get_or_insert_with(|| WorkerLost {
+            worker: w,
+            addr,
+            reason: reason.to_string(),
+            lost: Vec::new(),
+            unfinished: Vec::new(),
+            completed: HashMap::new(),
+            others: Vec::new(),
+        });
+        if entry.worker != w {
+            entry.others.push((w, addr, reason.to_string()));
+        }
+        entry.lost.extend(lost);
+    }
+
+    /// Gives up waiting after a failure: parents still in flight are lost.
+    pub fn abandon(&mut self) {
+        let mut unfinished = Vec::new();
+        for s in self.slots.iter().filter(|s| s.alive) {
+            for r in &s.in_flight {
+                if let Req::Evolve { ids, .. } = r {
+                    unfinished.extend(ids.iter().copied());
+                }
+            }
+        }
+        for id in &unfinished {
+            self.location.remove(id);
+        }
+        if let Some(l) = &mut self.lost {
+            l.unfinished = unfinished;
+        }
+    }
+
+    fn outcome(&mut self) -> Result<(), Error> {
+        self.evolving = false;
+        self.inputs.clear();
+        if let Some(mut l) = self.lost.take() {
+            l.completed = std::mem::take(&mut self.results)
+                .into_iter()
+                .map(|(p, c)| (p, c.into_iter().map(|c| c.0).collect()))
+                .collect();
+            return Err(Error::WorkerLost(Box::new(l)));
+        }
+        match self.collision {
+            Some(id) => Err(Error::IdCollision(id)),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends an operation other than evolve and fetch.
+    pub fn finish(&mut self) -> Result<(), Error> {
+        self.outcome()
+    }
+
+    /// Ends an evolve: the children and outputs per parent.
+    pub fn finish_evolve(&mut self) -> Result<RawResults, Error> {
+        self.outcome()?;
+        debug_assert_eq!(self.remaining, 0);
+        Ok(std::mem::take(&mut self.results))
+    }
+
+    /// Ends a fetch: the serialised states.
+    pub fn finish_fetch(&mut self) -> Result<Vec<(StateId, Vec<u8>)>, Error> {
+        self.outcome()?;
+        Ok(std::mem::take(&mut self.fetched))
+    }
+
+    /// Frames telling every live worker to exit.
+    pub fn shutdown_frames(&mut self) {
+        for w in 0..self.slots.len() {
+            if self.slots[w].alive {
+                let mut f = Vec::new();
+                protocol::encode(&mut f, Kind::Shutdown, &[]);
+                self.out.push((w, f));
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The baseline master, the seed's first design: a reader thread per worker,
+//! each taking a shared lock around the [`Scheduler`] for every response.
+//! A writer thread per worker sends what the scheduler decided, in the
+//! order it decided it (frames are queued under the lock), so no thread
+//! ever blocks on a socket while holding the lock.
+
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::sched::{SchedConfig, Scheduler, WorkerId};
+use super::Driver;
+use crate::protocol::Kind;
+use crate::wire;
+
+enum Event {
+    Frame(WorkerId, Kind, Vec<u8>),
+    Closed(WorkerId, String),
+}
+
+struct Inner {
+    /// The scheduler while an operation runs; frames arriving between
+    /// operations wait in `backlog`.
+    sched: Option<Scheduler>,
+    backlog: Vec<Event>,
+    writers: Vec<Option<mpsc::Sender<Vec<u8>>>>,
+    streams: Vec<TcpStream>,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    cv: Condvar,
+}
+
+/// The thread-per-worker master driver.
+pub struct Threaded {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    grace: Duration,
+}
+
+fn lock(s: &Shared) -> MutexGuard<'_, Inner> {
+    s.inner.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    fn handle(&mut self, ev: Event) {
+        let Some(s) = self.sched.as_mut() else {
+            self.backlog.push(ev);
+            return;
+        };
+        let closed = match ev {
+            Event::Frame(w, kind, p) => s.on_frame(w, kind, &p).err().map(|r| (w, r)),
+            Event::Closed(w, r) => Some((w, r)),
+        };
+        if let Some((w, reason)) = closed {
+            s.on_disconnect(w, &reason);
+            self.writers[w] = None;
+            let _ = self.streams[w].shutdown(Shutdown::Both);
+        }
+        self.dispatch();
+    }
+
+    fn dispatch(&mut self) {
+        if let Some(s) = self.sched.as_mut() {
+            for (w, f) in s.out.drain(..) {
+                if let Some(tx) = &self.writers[w] {
+                    let _ = tx.send(f);
+                }
+            }
+        }
+    }
+}
+
+impl Threaded {
+    /// Starts two threads per authenticated connection.
+    ///
+    /// # Errors
+    /// If a socket cannot be cloned.
+    pub fn new(streams: Vec<TcpStream>, max_frame: u32, grace: Duration) -> std::io::Result<Self> {
+        let n = streams.len();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                sched: None,
+                backlog: Vec::new(),
+                writers: Vec::with_capacity(n),
+                streams: Vec::with_capacity(n),
+            }),
+            cv: Condvar::new(),
+        });
+        let mut threads = Vec::with_capacity(2 * n);
+        let mut g = lock(&shared);
+        for (w, s) in streams.into_iter().enumerate() {
+            let (tx, rx) = mpsc::channel::<Vec<u8>>();
+            let mut ws = s.try_clone()?;
+            g.streams.push(s.try_clone()?);
+            g.writers.push(Some(tx));
+            threads.push(std::thread::spawn(move || {
+                for f in rx {
+                    if ws.write_all(&f).is_err() {
+                        break;
+                    }
+                }
+            }));
+            let sh = shared.clone();
+            let mut rs = s;
+            threads.push(std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                loop {
+                    let ev = match wire::read_frame(&mut rs, &mut buf, max_frame) {
+                        Ok(Some(kind)) => Event::Frame(w, kind, std::mem::take(&mut buf)),
+                        Ok(None) => Event::Closed(w, "connection closed by the worker".into()),
+                        Err(e) => Event::Closed(w, format!("read error: {e}")),
+                    };
+                    let last = matches!(ev, Event::Closed(..));
+                    lock(&sh).handle(ev);
+                    sh.cv.notify_all();
+                    if last {
+                        return;
+                    }
+                }
+            }));
+        }
+        drop(g);
+        Ok(Threaded {
+            shared,
+            threads,
+            grace,
+        })
+    }
+}
+
+impl Driver for Threaded {
+    fn run(&mut self, sched: &mut Scheduler) {
+        let placeholder = Scheduler::new(&[], 0, SchedConfig::default());
+        let mut g = lock(&self.shared);
+        g.sched = Some(std::mem::replace(sched, placeholder));
+        for ev in std::mem::take(&mut g.backlog) {
+            g.handle(ev);
+        }
+        g.dispatch();
+        loop {
+            let s = g.sched.as_mut().expect("the scheduler is ours during run");
+            if s.is_quiet() {
+                break;
+            }
+            let wait = match s.failed_at() {
+                Some(t) => match (t + self.grace).checked_duration_since(Instant::now()) {
+                    Some(d) => d,
+                    None => {
+                        s.abandon();
+                        break;
+                    }
+                },
+                None => Duration::from_millis(100),
+            };
+            g = self
+                .shared
+                .cv
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        *sched = g.sched.take().expect("the scheduler is ours during run");
+    }
+
+    fn busy(&self) -> Option<Duration> {
+        None
+    }
+
+    fn close(&mut self, sched: &mut Scheduler) {
+        sched.shutdown_frames();
+        let mut g = lock(&self.shared);
+        for (w, f) in sched.out.drain(..) {
+            if let Some(tx) = &g.writers[w] {
+                let _ = tx.send(f);
+            }
+        }
+        g.writers.clear();
+        for s in &g.streams {
+            let _ = s.shutdown(Shutdown::Read);
+        }
+        drop(g);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Small models: the benchmark's sleeping evolve.
+
+use std::time::Duration;
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::evolve::{Evolve, Rng};
+
+/// An evolve that sleeps for its cost: hundreds of such workers on two
+/// cores load only the master, which is what the cluster bench measures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Sleep;
+
+/// What one call of [`Sleep`] does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct SleepInput {
+    /// Microseconds to sleep.
+    pub cost_us: u32,
+    /// Children to produce.
+    pub children: u32,
+}
+
+impl Default for SleepInput {
+    fn default() -> Self {
+        SleepInput {
+            cost_us: 0,
+            children: 1,
+        }
+    }
+}
+
+impl Evolve for Sleep {
+    const NAME: &'static str = "sleep";
+    type State = u64;
+    type Input = SleepInput;
+    type Output = u64;
+
+    fn evolve(&self, s: &u64, i: &SleepInput, rng: &mut Rng) -> Vec<(u64, u64)> {
+        if i.cost_us > 0 {
+            std::thread::sleep(Duration::from_micros(u64::from(i.cost_us)));
+        }
+        (0..i.children)
+            .map(|_| {
+                let c = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(rng.next_u64());
+                (c, c >> 32)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,189 @@
+//! The wire format: length-prefixed, versioned binary frames.
+//!
+//! Every message between master and worker is one frame:
+//!
+//! ```text
+//! offset 0      1        2      3         4..8
+//!        MAGIC  VERSION  kind   reserved  payload length (u32, little endian)
+//! ```
+//!
+//! followed by `length` payload bytes. [`decode`] accepts a buffer that may hold
+//! a partial frame (it then asks for more bytes) and rejects, with a
+//! [`FrameError`], a wrong magic or version, an unknown kind, a non-zero
+//! reserved byte, or a length above the connection's maximum. It never panics,
+//! whatever the bytes: `tests/protocol.rs` checks that over random and mutated
+//! input, starting from the corpus in `tests/corpus/`.
+//!
+//! The payload layouts live in [`msg`]. State bytes are opaque there: the
+//! master moves them between workers without deserialising them.
+
+pub mod msg;
+
+/// First byte of every frame.
+pub const MAGIC: u8 = 0xA7;
+/// Protocol version; a peer speaking another version is refused.
+pub const VERSION: u8 = 1;
+/// Bytes in a frame header.
+pub const HEADER_LEN: usize = 8;
+/// Default upper bound on one frame's payload (64 MiB).
+pub const DEFAULT_MAX_FRAME: u32 = 64 << 20;
+
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $name:ident = $val:expr,)*) => {
+        /// What a frame carries. Requests go master to worker, responses back.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Kind { $($(#[$doc])* $name = $val,)* }
+
+        impl Kind {
+            /// The kind for a wire byte, if any.
+            pub fn from_u8(b: u8) -> Option<Kind> {
+                match b { $($val => Some(Kind::$name),)* _ => None }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// Master to worker: a random nonce to prove the shared secret on.
+    Challenge = 1,
+    /// Master to worker: the model to run (name and parameters) and the run seed.
+    Setup = 2,
+    /// Master to worker: evolve these states with these inputs, at this step.
+    Evolve = 3,
+    /// Master to worker: hold these states.
+    Add = 4,
+    /// Master to worker: give these states back and forget them.
+    Remove = 5,
+    /// Master to worker: forget these states.
+    Drop = 6,
+    /// Master to worker: send copies of these states.
+    Fetch = 7,
+    /// Master to worker: exit.
+    Shutdown = 8,
+    /// Worker to master: HMAC of the challenge.
+    Auth = 0x81,
+    /// Worker to master: the model is loaded.
+    SetupOk = 0x82,
+    /// Worker to master: children and outputs of each evolved state.
+    Evolved = 0x83,
+    /// Worker to master: states added.
+    Added = 0x84,
+    /// Worker to master: the removed states (same layout as `Add`).
+    Removed = 0x85,
+    /// Worker to master: states dropped.
+    Dropped = 0x86,
+    /// Worker to master: the fetched states (same layout as `Add`).
+    Fetched = 0x87,
+    /// Worker to master: the request failed; the worker closes the connection.
+    Failed = 0x88,
+}
+
+/// Why bytes are not a frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("bad magic byte {0:#04x} (expected {MAGIC:#04x})")]
+    BadMagic(u8),
+    #[error("unsupported protocol version {0} (this build speaks {VERSION})")]
+    BadVersion(u8),
+    #[error("unknown frame kind {0:#04x}")]
+    UnknownKind(u8),
+    #[error("reserved header byte is {0:#04x}, not zero")]
+    Reserved(u8),
+    #[error("frame of {len} bytes exceeds the maximum of {max}")]
+    TooLarge { len: u32, max: u32 },
+}
+
+/// A frame header, as read from the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub len: u32,
+}
+
+impl Header {
+    /// Bytes this frame occupies, header included.
+    pub fn frame_len(&self) -> usize {
+        HEADER_LEN + self.len as usize
+    }
+}
+
+/// Parses a header from the start of `buf`; `Ok(None)` if fewer than
+/// [`HEADER_LEN`] bytes are there yet.
+///
+/// # Errors
+/// A [`FrameError`] for a header that no valid frame starts with.
+pub fn parse_header(buf: &[u8], max: u32) -> Result<Option<Header>, FrameError> {
+    let Some(h) = buf.get(..HEADER_LEN) else {
+        return Ok(None);
+    };
+    if h[0] != MAGIC {
+        return Err(FrameError::BadMagic(h[0]));
+    }
+    if h[1] != VERSION {
+        return Err(FrameError::BadVersion(h[1]));
+    }
+    let kind = Kind::from_u8(h[2]).ok_or(FrameError::UnknownKind(h[2]))?;
+    if h[3] != 0 {
+        return Err(FrameError::Reserved(h[3]));
+    }
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    Ok(Some(Header { kind, len }))
+}
+
+/// A complete frame in a buffer: its kind, its payload, and the bytes it used.
+pub type Decoded<'a> = (Kind, &'a [u8], usize);
+
+/// Splits the first complete frame off `buf`: its kind, its payload, and the
+/// number of bytes it used. `Ok(None)` means the frame is not complete yet.
+///
+/// # Examples
+/// ```
+/// use statepipe_cluster::protocol::{decode, encode, Kind, DEFAULT_MAX_FRAME};
+/// let mut wire = Vec::new();
+/// encode(&mut wire, Kind::Drop, b"payload");
+/// let (kind, payload, used) = decode(&wire, DEFAULT_MAX_FRAME).unwrap().unwrap();
+/// assert_eq!((kind, payload, used), (Kind::Drop, &b"payload"[..], wire.len()));
+/// assert!(decode(&wire[..5], DEFAULT_MAX_FRAME).unwrap().is_none());
+/// ```
+///
+/// # Errors
+/// A [`FrameError`] if the header is invalid.
+pub fn decode(buf: &[u8], max: u32) -> Result<Option<Decoded<'_>>, FrameError> {
+    let Some(h) = parse_header(buf, max)? else {
+        return Ok(None);
+    };
+    let end = h.frame_len();
+    Ok(buf.get(HEADER_LEN..end).map(|p| (h.kind, p, end)))
+}
+
+/// Appends one frame to `out`.
+///
+/// # Panics
+/// If `payload` is longer than `u32::MAX` bytes.
+pub fn encode(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
+    let start = begin(out, kind);
+    out.extend_from_slice(payload);
+    finish(out, start);
+}
+
+/// Starts a frame in `out` whose payload the caller appends; returns the
+/// position to hand to [`finish`].
+pub fn begin(out: &mut Vec<u8>, kind: Kind) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[MAGIC, VERSION, kind as u8, 0, 0, 0, 0, 0]);
+    start
+}
+
+/// Writes the payload length of the frame started at `start`.
+///
+/// # Panics
+/// If the payload is longer than `u32::MAX` bytes.
+pub fn finish(out: &mut [u8], start: usize) {
+    let len = out.len() - start - HEADER_LEN;
+    let len = u32::try_from(len).expect("frame payload over 4 GiB");
+    out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
+}

@@ -1,0 +1,247 @@
+//! Payload layouts of each frame [`Kind`](super::Kind).
+//!
+//! All integers are little endian; `bytes` is a u32 length then the bytes.
+//!
+//! ```text
+//! Challenge  nonce[32]                      Auth      mac[32]
+//! Setup      seed u64, model bytes, params bytes
+//! Evolve     step u64, n u32, n × (id u64, input bytes)
+//! Add        n u32, n × (id u64, state bytes)        (= Removed = Fetched)
+//! Remove     n u32, n × id u64                       (= Drop = Fetch)
+//! Evolved    busy_ns u64, n u32, n × (parent u64, k u32, k × (child u64, output bytes))
+//! Added      n u32                                    (= Dropped)
+//! Failed     message bytes (UTF-8)                    Setup/SetupOk/Shutdown: as shown / empty
+//! ```
+//!
+//! `Removed` has exactly `Add`'s layout so that the master forwards a stolen
+//! batch by rewriting the frame kind, never touching the state bytes.
+//!
+//! Decoders borrow from the payload and check every count against the bytes
+//! left before allocating, so a hostile length cannot make them allocate more
+//! than the payload's size.
+
+use crate::evolve::StateId;
+
+/// Why a payload does not match its kind's layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MsgError {
+    #[error("payload truncated")]
+    Truncated,
+    #[error("{0} unexpected trailing bytes in payload")]
+    Trailing(usize),
+    #[error("count {0} cannot fit in the payload")]
+    Count(u32),
+    #[error("string is not UTF-8")]
+    Utf8,
+}
+
+/// A cursor over a payload.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], MsgError> {
+        if self.buf.len() < n {
+            return Err(MsgError::Truncated);
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    pub fn u32(&mut self) -> Result<u32, MsgError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, MsgError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    pub fn id(&mut self) -> Result<StateId, MsgError> {
+        self.u64().map(StateId)
+    }
+
+    pub fn bytes(&mut self) -> Result<&'a [u8], MsgError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], MsgError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    /// Reads a count of entries each at least `min_entry` bytes long.
+    pub fn count(&mut self, min_entry: usize) -> Result<usize, MsgError> {
+        let n = self.u32()?;
+        if (n as usize).saturating_mul(min_entry) > self.buf.len() {
+            return Err(MsgError::Count(n));
+        }
+        Ok(n as usize)
+    }
+
+    /// Succeeds only if the whole payload was read.
+    pub fn end(self) -> Result<(), MsgError> {
+        match self.buf.len() {
+            0 => Ok(()),
+            n => Err(MsgError::Trailing(n)),
+        }
+    }
+}
+
+/// Appends a u32 length and the bytes.
+///
+/// # Panics
+/// If `b` is longer than `u32::MAX`.
+pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    let n = u32::try_from(b.len()).expect("field over 4 GiB");
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+pub fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_count(out: &mut Vec<u8>, n: usize) {
+    put_u32(out, u32::try_from(n).expect("more than 2^32 entries"));
+}
+
+/// `Setup` payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup<'a> {
+    pub seed: u64,
+    pub model: &'a str,
+    pub params: &'a [u8],
+}
+
+pub fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
+    put_u64(out, s.seed);
+    put_bytes(out, s.model.as_bytes());
+    put_bytes(out, s.params);
+}
+
+pub fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
+    let mut r = Reader::new(p);
+    let seed = r.u64()?;
+    let model = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
+    let params = r.bytes()?;
+    r.end()?;
+    Ok(Setup {
+        seed,
+        model,
+        params,
+    })
+}
+
+/// Appends `n × (id, bytes)`: the `Add`, `Removed` and `Fetched` payloads.
+pub fn put_states<'b>(
+    out: &mut Vec<u8>,
+    items: impl ExactSizeIterator<Item = (StateId, &'b [u8])>,
+) {
+    put_count(out, items.len());
+    for (id, b) in items {
+        put_u64(out, id.0);
+        put_bytes(out, b);
+    }
+}
+
+/// Decodes `n × (id, bytes)`.
+pub fn states(p: &[u8]) -> Result<IdBytes<'_>, MsgError> {
+    let mut r = Reader::new(p);
+    let v = id_bytes_list(&mut r)?;
+    r.end()?;
+    Ok(v)
+}
+
+fn id_bytes_list<'a>(r: &mut Reader<'a>) -> Result<IdBytes<'a>, MsgError> {
+    let n = r.count(12)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push((r.id()?, r.bytes()?));
+    }
+    Ok(v)
+}
+
+/// Ids only: the `Remove`, `Drop` and `Fetch` payloads.
+pub fn put_ids(out: &mut Vec<u8>, ids: &[StateId]) {
+    put_count(out, ids.len());
+    for id in ids {
+        put_u64(out, id.0);
+    }
+}
+
+pub fn ids(p: &[u8]) -> Result<Vec<StateId>, MsgError> {
+    let mut r = Reader::new(p);
+    let n = r.count(8)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(r.id()?);
+    }
+    r.end()?;
+    Ok(v)
+}
+
+/// `(id, bytes)` pairs borrowed from a payload.
+pub type IdBytes<'a> = Vec<(StateId, &'a [u8])>;
+
+/// `Evolve` payload: the step and `(id, input)` pairs.
+pub fn evolve(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
+    let mut r = Reader::new(p);
+    let step = r.u64()?;
+    let v = id_bytes_list(&mut r)?;
+    r.end()?;
+    Ok((step, v))
+}
+
+/// Children of one evolved parent: `(child id, output bytes)`.
+pub type Children<'a> = IdBytes<'a>;
+
+/// `Evolved` payload: the worker's busy time and the children per parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evolved<'a> {
+    pub busy_ns: u64,
+    pub parents: Vec<(StateId, Children<'a>)>,
+}
+
+pub fn evolved(p: &[u8]) -> Result<Evolved<'_>, MsgError> {
+    let mut r = Reader::new(p);
+    let busy_ns = r.u64()?;
+    let n = r.count(12)?;
+    let mut parents = Vec::with_capacity(n);
+    for _ in 0..n {
+        let parent = r.id()?;
+        parents.push((parent, id_bytes_list(&mut r)?));
+    }
+    r.end()?;
+    Ok(Evolved { busy_ns, parents })
+}
+
+/// A u32 count alone: the `Added` and `Dropped` payloads.
+pub fn count(p: &[u8]) -> Result<u32, MsgError> {
+    let mut r = Reader::new(p);
+    let n = r.u32()?;
+    r.end()?;
+    Ok(n)
+}
+
+/// A 32-byte array alone: the `Challenge` and `Auth` payloads.
+pub fn array32(p: &[u8]) -> Result<[u8; 32], MsgError> {
+    let mut r = Reader::new(p);
+    let a = r.array::<32>()?;
+    r.end()?;
+    Ok(a)
+}

@@ -1,0 +1,152 @@
+//! The distributed engine against the single-process reference, bit for bit.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{stealing, threads, Branchy};
+use statepipe_cluster::engine::{Engine, Local, Outputs};
+use statepipe_cluster::evolve::StateId;
+use statepipe_cluster::master::MasterImpl;
+use statepipe_cluster::pf::{self, nile::Nile, Bootstrap, PfConfig};
+use statepipe_cluster::Error;
+
+const STEPS: usize = if cfg!(debug_assertions) { 6 } else { 12 };
+
+/// Runs `STEPS` steps, every state with input 0 (random children), and
+/// returns every step's outputs with children in a canonical order.
+/// One step's outputs, sorted by parent.
+type Step = Vec<(StateId, Vec<(StateId, (u64, f64))>)>;
+
+fn drive(e: &mut impl Engine<Branchy>) -> Vec<Step> {
+    let mut ids = e
+        .reset_states((0..40).map(|i| (i, vec![])).collect())
+        .unwrap();
+    let mut trace = Vec::new();
+    for _ in 0..STEPS {
+        let out: Outputs<Branchy> = e
+            .evolve_many(ids.iter().map(|&i| (i, 0)).collect())
+            .unwrap();
+        let mut step: Vec<_> = out.into_iter().collect();
+        step.sort_by_key(|p| p.0);
+        ids = step.iter().flat_map(|p| p.1.iter().map(|c| c.0)).collect();
+        ids.truncate(60);
+        let keep: std::collections::HashSet<_> = ids.iter().copied().collect();
+        let extra: Vec<_> = step
+            .iter()
+            .flat_map(|p| p.1.iter().map(|c| c.0))
+            .filter(|c| !keep.contains(c))
+            .collect();
+        e.drop_states(&extra).unwrap();
+        trace.push(step);
+    }
+    let fetched = e.fetch_states(&ids).unwrap();
+    assert_eq!(fetched.len(), ids.len());
+    trace
+}
+
+#[test]
+fn distributed_equals_local_bit_for_bit_with_stealing_forced() {
+    let model = Branchy { max: 3 };
+    let reference = drive(&mut Local::new(model.clone(), 11));
+    for imp in [MasterImpl::EventLoop, MasterImpl::Threaded] {
+        for n in [1, 2, 7] {
+            let mut m = threads(&model, n, stealing(imp, 11));
+            assert_eq!(drive(&mut m), reference, "{imp:?} with {n} workers");
+            let st = m.stats();
+            if n > 1 {
+                assert!(
+                    st.workers.iter().map(|w| w.steals_in).sum::<u64>() > 0,
+                    "no steal happened"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn default_config_equals_local_too() {
+    let model = Branchy { max: 3 };
+    let reference = drive(&mut Local::new(model.clone(), 5));
+    let cfg = statepipe_cluster::master::MasterConfig {
+        seed: 5,
+        ..Default::default()
+    };
+    assert_eq!(drive(&mut threads(&model, 3, cfg)), reference);
+}
+
+#[test]
+fn one_state_with_no_children_and_one_with_fifty() {
+    let model = Branchy { max: 0 };
+    let mut m = threads(&model, 2, stealing(MasterImpl::EventLoop, 3));
+    let ids = m.reset_states(vec![(1, vec![]), (2, vec![])]).unwrap();
+    // Input 0 with max 0 draws 0 children; input 50 makes 50.
+    let out = m
+        .evolve_many(HashMap::from([(ids[0], 0), (ids[1], 50)]))
+        .unwrap();
+    assert!(out[&ids[0]].is_empty());
+    assert_eq!(out[&ids[1]].len(), 50);
+    let kids: Vec<StateId> = out[&ids[1]].iter().map(|c| c.0).collect();
+    // The parents are gone, the 50 children live and evolve on.
+    assert!(matches!(m.fetch_states(&ids[..1]), Err(Error::UnknownStates(v)) if v == ids[..1]));
+    let next = m
+        .evolve_many(kids.iter().map(|&k| (k, 1)).collect())
+        .unwrap();
+    assert_eq!(next.values().map(Vec::len).sum::<usize>(), 50);
+    let mut local = Local::new(model, 3);
+    let lids = local.reset_states(vec![(1, vec![]), (2, vec![])]).unwrap();
+    let lout = local
+        .evolve_many(HashMap::from([(lids[0], 0), (lids[1], 50)]))
+        .unwrap();
+    assert_eq!(lout[&lids[1]], out[&ids[1]]);
+}
+
+#[test]
+fn unknown_ids_are_rejected_before_anything_runs() {
+    let mut m = threads(&Branchy { max: 1 }, 2, Default::default());
+    let ids = m.reset_states(vec![(1, vec![])]).unwrap();
+    let err = m
+        .evolve_many(HashMap::from([(ids[0], 1), (StateId(42), 1)]))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownStates(ref v) if v == &[StateId(42)]),
+        "{err}"
+    );
+    assert_eq!(
+        m.evolve_many(HashMap::from([(ids[0], 1)])).unwrap()[&ids[0]].len(),
+        1
+    );
+}
+
+#[test]
+fn nile_filter_is_the_same_on_threads_and_locally_and_close_to_kalman() {
+    let nile = Nile::bundled();
+    let (exact, kalman_means) = nile.exact();
+    let cfg = PfConfig {
+        particles: 1000,
+        islands: 10,
+        seed: 9,
+    };
+    let model = Bootstrap(nile.clone());
+    let local = pf::run(&mut Local::new(model.clone(), 9), &nile, cfg, |_| {}).unwrap();
+    let mut m = threads(
+        &model,
+        2,
+        statepipe_cluster::master::MasterConfig {
+            seed: 9,
+            ..Default::default()
+        },
+    );
+    let dist = pf::run(&mut m, &nile, cfg, |_| {}).unwrap();
+    assert_eq!(dist, local);
+    let z = (dist.loglik - exact) / dist.loglik_se;
+    assert!(
+        z.abs() < 3.0,
+        "loglik {} ± {} vs exact {exact}",
+        dist.loglik,
+        dist.loglik_se
+    );
+    for (p, k) in dist.filtered_means.iter().zip(&kalman_means) {
+        assert!((p - k).abs() < 25.0, "filtered mean {p} vs Kalman {k}");
+    }
+}

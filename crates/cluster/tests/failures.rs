@@ -1,0 +1,184 @@
+//! Failure and bad input: lost workers, malformed frames, wrong secrets.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{registry, Branchy};
+use statepipe_cluster::auth::Secret;
+use statepipe_cluster::engine::Engine;
+use statepipe_cluster::master::listen::Listener;
+use statepipe_cluster::master::{Master, MasterConfig, MasterImpl};
+use statepipe_cluster::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
+use statepipe_cluster::worker::{self, Next, WorkerCore};
+use statepipe_cluster::{wire, Error};
+
+/// What the misbehaving worker does on its first `Evolve`.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    Disconnect,
+    Garbage,
+    Oversized,
+    Truncated,
+}
+
+fn fake_worker(addr: std::net::SocketAddr, secret: Secret, fault: Fault) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut buf = Vec::new();
+    wire::expect_frame(&mut s, &mut buf, 64, Kind::Challenge).unwrap();
+    wire::write_frame(
+        &mut s,
+        Kind::Auth,
+        &secret.answer(&msg::array32(&buf).unwrap()),
+    )
+    .unwrap();
+    let mut core = WorkerCore::new(registry());
+    let mut out = Vec::new();
+    while let Ok(Some(kind)) = wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME) {
+        if kind == Kind::Evolve {
+            match fault {
+                Fault::Disconnect => return,
+                Fault::Garbage => s.write_all(b"this is not a frame at all").unwrap(),
+                Fault::Oversized => {
+                    let mut f = vec![protocol::MAGIC, protocol::VERSION, Kind::Evolved as u8, 0];
+                    f.extend_from_slice(&u32::MAX.to_le_bytes());
+                    s.write_all(&f).unwrap();
+                }
+                Fault::Truncated => {
+                    s.write_all(&[
+                        protocol::MAGIC,
+                        protocol::VERSION,
+                        Kind::Evolved as u8,
+                        0,
+                        200,
+                        0,
+                        0,
+                        0,
+                        1,
+                        2,
+                    ])
+                    .unwrap();
+                    return;
+                }
+            }
+            // Stay connected: the master must drop us on its own.
+            std::thread::sleep(Duration::from_secs(3));
+            return;
+        }
+        out.clear();
+        if core.handle(kind, &buf, &mut out) != Ok(Next::Continue) {
+            return;
+        }
+        s.write_all(&out).unwrap();
+    }
+}
+
+fn cluster(good: usize, fault: Option<Fault>, imp: MasterImpl) -> Master<Branchy> {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    for _ in 0..good {
+        let _ = worker::spawn_thread(addr, secret.clone(), registry());
+    }
+    let extra = usize::from(fault.is_some());
+    if let Some(f) = fault {
+        let s = secret.clone();
+        std::thread::spawn(move || fake_worker(addr, s, f));
+    }
+    let joined = l.accept(good + extra, Duration::from_secs(30)).unwrap();
+    let cfg = MasterConfig {
+        imp,
+        seed: 1,
+        ..MasterConfig::default()
+    };
+    Master::new(&Branchy { max: 2 }, joined, cfg).unwrap()
+}
+
+/// A step where one worker fails: the error names it and what was lost, and
+/// every surviving state can be evolved afterwards.
+fn survives(fault: Fault, imp: MasterImpl) {
+    let mut m = cluster(2, Some(fault), imp);
+    let ids = m
+        .reset_states((0..30).map(|i| (i, vec![])).collect())
+        .unwrap();
+    let t0 = Instant::now();
+    let err = m.evolve_many(ids.iter().map(|&i| (i, 1)).collect());
+    eprintln!("{fault:?}/{imp:?}: failed after {:?}", t0.elapsed());
+    let Err(Error::WorkerLost(l)) = err else {
+        panic!("expected a lost worker, got {err:?}")
+    };
+    assert!(!l.lost.is_empty() || !l.unfinished.is_empty(), "{l:?}");
+    let text = Error::WorkerLost(l.clone()).to_string();
+    assert!(
+        text.contains(&format!("worker {}", l.worker)) && text.contains("lost"),
+        "{text}"
+    );
+    let gone: std::collections::HashSet<_> = l.lost.iter().chain(&l.unfinished).copied().collect();
+    let mut alive: Vec<_> = ids
+        .iter()
+        .filter(|i| !gone.contains(i) && !l.completed.contains_key(i))
+        .copied()
+        .collect();
+    alive.extend(l.completed.values().flatten());
+    let again = m
+        .evolve_many(alive.iter().map(|&i| (i, 1)).collect())
+        .unwrap();
+    assert_eq!(again.len(), alive.len());
+    assert!(matches!(
+        m.fetch_states(&l.lost[..l.lost.len().min(1)]),
+        Err(Error::UnknownStates(_)) | Ok(_)
+    ));
+}
+
+#[test]
+fn a_worker_that_disconnects_mid_step() {
+    survives(Fault::Disconnect, MasterImpl::EventLoop);
+    survives(Fault::Disconnect, MasterImpl::Threaded);
+}
+
+#[test]
+fn malformed_frames_drop_only_that_connection() {
+    for f in [Fault::Garbage, Fault::Oversized, Fault::Truncated] {
+        survives(f, MasterImpl::EventLoop);
+    }
+    survives(Fault::Garbage, MasterImpl::Threaded);
+}
+
+#[test]
+fn an_evolve_that_panics_fails_the_step_with_the_workers_message() {
+    // Every worker panics on u32::MAX; the first failure is reported.
+    let mut m = cluster(2, None, MasterImpl::EventLoop);
+    let ids = m.reset_states(vec![(1, vec![]), (2, vec![])]).unwrap();
+    let err = m
+        .evolve_many(HashMap::from([(ids[0], u32::MAX)]))
+        .unwrap_err();
+    assert!(err.to_string().contains("asked to panic"), "{err}");
+}
+
+#[test]
+fn wrong_secret_is_refused_and_right_ones_join() {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let intruder = worker::spawn_thread(addr, Secret::new("guess"), registry());
+    let _ = worker::spawn_thread(addr, secret, registry());
+    let joined = l.accept(1, Duration::from_secs(30)).unwrap();
+    assert_eq!(joined.len(), 1);
+    // The intruder was closed after its answer and never counted.
+    let _ = intruder.join();
+    assert!(l.accept(1, Duration::from_millis(100)).is_err());
+}
+
+#[test]
+fn a_peer_sending_garbage_instead_of_an_answer_is_refused() {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&[0u8; 16]).unwrap();
+    let _ = worker::spawn_thread(addr, secret, registry());
+    assert_eq!(l.accept(1, Duration::from_secs(30)).unwrap().len(), 1);
+}

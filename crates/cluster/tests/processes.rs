@@ -1,0 +1,189 @@
+//! Real worker processes: the `statepipe-cluster` binary (the cluster
+//! commands of `statepipe`) as workers and as the embedded `pf` command.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use statepipe_cluster::auth::Secret;
+use statepipe_cluster::engine::{Engine, Local};
+use statepipe_cluster::master::listen::Listener;
+use statepipe_cluster::master::{Master, MasterConfig};
+use statepipe_cluster::models::{Sleep, SleepInput};
+use statepipe_cluster::spawn::LocalCluster;
+use statepipe_cluster::Error;
+
+const EXE: &str = env!("CARGO_BIN_EXE_statepipe-cluster");
+
+/// Whether `pid` is gone (or a zombie nobody will run again).
+fn gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let dead = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(s) => s
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with(['Z', 'X'])),
+        };
+        if dead || Instant::now() > deadline {
+            return dead;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn start_pf(args: &[&str]) -> (std::process::Child, Vec<u32>) {
+    let mut pf = Command::new(EXE)
+        .arg("pf")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(pf.stderr.take().unwrap()).lines();
+    let line = lines
+        .find_map(|l| l.ok().filter(|l| l.contains("worker processes")))
+        .unwrap();
+    let pids = line[line.find('[').unwrap() + 1..line.find(']').unwrap()]
+        .split(',')
+        .map(|p| p.trim().parse().unwrap())
+        .collect();
+    // Keep draining stderr so the child never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    (pf, pids)
+}
+
+#[test]
+fn pf_on_two_worker_processes_matches_kalman_and_writes_json() {
+    let json = std::env::temp_dir().join(format!("statepipe-pf-{}.json", std::process::id()));
+    let out = Command::new(EXE)
+        .args([
+            "pf",
+            "--workers",
+            "2",
+            "--particles",
+            "1000",
+            "--islands",
+            "10",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let (ll, se, exact) = (
+        j["loglik"].as_f64().unwrap(),
+        j["loglik_se"].as_f64().unwrap(),
+        j["exact_loglik"].as_f64().unwrap(),
+    );
+    assert!(((ll - exact) / se).abs() < 3.0, "{j}");
+    assert_eq!(j["filtered_means"].as_array().unwrap().len(), 100);
+    assert_eq!(
+        (j["particles"].as_u64(), j["workers"].as_u64()),
+        (Some(1000), Some(2))
+    );
+    assert!(j["wall_s"].as_f64().unwrap() > 0.0 && j["efficiency"].as_f64().is_some());
+}
+
+#[test]
+fn ctrl_c_leaves_no_worker_behind() {
+    let (mut pf, pids) = start_pf(&["--workers", "2", "--model", "pk", "--pk-substeps", "200000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(pf.id() as i32), Signal::SIGINT).unwrap();
+    let status = pf.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    for p in pids {
+        assert!(gone(p), "worker {p} outlived its master");
+    }
+}
+
+#[test]
+fn a_killed_worker_fails_the_run_and_the_others_are_cleaned_up() {
+    let (mut pf, pids) = start_pf(&["--workers", "2", "--model", "pk", "--pk-substeps", "200000"]);
+    std::thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(pids[0] as i32), Signal::SIGKILL).unwrap();
+    let status = pf.wait().unwrap();
+    assert!(!status.success());
+    for p in pids {
+        assert!(gone(p), "worker {p} outlived its master");
+    }
+}
+
+#[test]
+fn real_processes_match_local_and_survive_a_killed_worker() {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let mut cluster = LocalCluster::spawn(EXE.as_ref(), 3, &addr, &secret, &[]).unwrap();
+    let joined = l.accept(3, Duration::from_secs(30)).unwrap();
+    let cfg = MasterConfig {
+        seed: 4,
+        ..MasterConfig::default()
+    };
+    let mut m = Master::new(&Sleep, joined, cfg).unwrap();
+    let mut local = Local::new(Sleep, 4);
+    let states: Vec<u64> = (0..12).collect();
+    let ids = m.reset_states(states.clone()).unwrap();
+    assert_eq!(local.reset_states(states).unwrap(), ids);
+    let step = |i: u64| SleepInput {
+        cost_us: 0,
+        children: (i % 3) as u32,
+    };
+    let inputs: HashMap<_, _> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (i, step(k as u64)))
+        .collect();
+    let out = m.evolve_many(inputs.clone()).unwrap();
+    assert_eq!(out, local.evolve_many(inputs).unwrap());
+    // Kill one worker while every state sleeps 300 ms.
+    let kids: Vec<_> = out.values().flatten().map(|c| c.0).collect();
+    let slow: HashMap<_, _> = kids
+        .iter()
+        .map(|&k| {
+            (
+                k,
+                SleepInput {
+                    cost_us: 300_000,
+                    children: 1,
+                },
+            )
+        })
+        .collect();
+    let victim = cluster.pids()[0];
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = kill(Pid::from_raw(victim as i32), Signal::SIGKILL);
+    });
+    let t0 = Instant::now();
+    let err = m.evolve_many(slow).unwrap_err();
+    eprintln!("killed worker reported after {:?}: {err}", t0.elapsed());
+    let Error::WorkerLost(lost) = err else {
+        panic!("{err}")
+    };
+    assert!(!lost.lost.is_empty() || !lost.unfinished.is_empty());
+    let gone_ids: std::collections::HashSet<_> = lost.lost.iter().chain(&lost.unfinished).collect();
+    let mut alive: Vec<_> = kids
+        .iter()
+        .filter(|k| !gone_ids.contains(k) && !lost.completed.contains_key(k))
+        .copied()
+        .collect();
+    alive.extend(lost.completed.values().flatten());
+    let again = m
+        .evolve_many(alive.iter().map(|&k| (k, SleepInput::default())).collect())
+        .unwrap();
+    assert_eq!(again.len(), alive.len());
+    drop(m);
+    cluster.kill_all();
+}
