@@ -357,7 +357,8 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
         } else {
             Box::new([])
         };
-        let mut starters = Vec::with_capacity(self.specs.len());
+        let consumer_count = self.specs.len();
+        let mut starters = Vec::with_capacity(consumer_count);
         let consumers: Box<[ConsumerCell]> = self
             .specs
             .drain(..)
@@ -381,6 +382,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
             consumers,
             state: CachePadded::new(AtomicU8::new(0)),
             producers: AtomicUsize::new(1),
+            attached: AtomicUsize::new(consumer_count),
             max_batch: self.max_batch,
             wait: self.wait,
             failure: Mutex::new(None),

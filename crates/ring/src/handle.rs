@@ -3,8 +3,8 @@
 use crate::consumer::EventPoller;
 use crate::error::RingError;
 use crate::monitor::Monitor;
-use crate::shared::{Shared, DETACHED, HALTED};
-use crate::sync::{thread, Arc, Ordering};
+use crate::shared::{Shared, HALTED};
+use crate::sync::{thread, Arc};
 use crate::wait::WaitStrategy;
 
 /// What a clean drain looked like.
@@ -12,7 +12,8 @@ use crate::wait::WaitStrategy;
 pub struct JoinReport {
     /// Events published over the ring's life.
     pub published: u64,
-    /// Per consumer thread: its name and how many events it went past.
+    /// Per consumer (handler threads and pollers): its name and how many
+    /// events it went past.
     pub consumers: Vec<(String, u64)>,
 }
 
@@ -26,6 +27,7 @@ pub struct Ring<T, W: WaitStrategy> {
     threads: Vec<thread::JoinHandle<()>>,
     pollers: Vec<EventPoller<T, W>>,
     spawn_error: Option<String>,
+    joined: bool,
 }
 
 impl<T, W: WaitStrategy> std::fmt::Debug for Ring<T, W> {
@@ -49,6 +51,7 @@ impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
             threads,
             pollers,
             spawn_error,
+            joined: false,
         }
     }
 
@@ -90,6 +93,7 @@ impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
     /// after [`halt`](Self::halt); [`RingError::Spawn`] if a consumer thread
     /// could not start.
     pub fn join(mut self) -> Result<JoinReport, RingError> {
+        self.joined = true;
         self.pollers.clear();
         for handle in self.threads.drain(..) {
             // Handler panics are caught inside the thread; a join error could
@@ -117,19 +121,16 @@ impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
             let unhandled = stats
                 .consumers
                 .iter()
-                .filter_map(|c| c.lag.map(|lag| (c.name.clone(), lag)))
+                .map(|c| (c.name.clone(), c.lag))
                 .collect();
             return Err(RingError::Halted { unhandled });
         }
         Ok(JoinReport {
             published: stats.published,
-            consumers: self
-                .shared
+            consumers: stats
                 .consumers
-                .iter()
-                // Acquire: pairs with the consumer's final Release store.
-                .map(|c| (c.name.clone(), c.seq.load(Ordering::Acquire)))
-                .filter(|(_, seq)| *seq != DETACHED)
+                .into_iter()
+                .map(|c| (c.name, c.handled))
                 .collect(),
         })
     }
@@ -137,7 +138,7 @@ impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
 
 impl<T, W: WaitStrategy> Drop for Ring<T, W> {
     fn drop(&mut self) {
-        if self.threads.is_empty() {
+        if self.joined {
             return;
         }
         self.shared.halt();

@@ -10,10 +10,12 @@ use crate::wait::WaitStrategy;
 pub struct ConsumerStats {
     /// The name given to the builder.
     pub name: String,
-    /// Events handled (`None` for a dropped poller).
-    pub handled: Option<u64>,
-    /// Events published but not yet handled (`None` for a dropped poller).
-    pub lag: Option<u64>,
+    /// Events handled (for a dropped poller: where it stopped).
+    pub handled: u64,
+    /// Events published but not yet handled.
+    pub lag: u64,
+    /// A dropped poller: it no longer gates anyone.
+    pub detached: bool,
 }
 
 /// A snapshot of a ring's progress.
@@ -70,12 +72,14 @@ impl<T, W: WaitStrategy> Monitor<T, W> {
             // Relaxed: a statistic; nothing is read through it.
             .map(|c| c.seq.load(Ordering::Relaxed))
             .collect();
-        let min = handled
-            .iter()
-            .copied()
-            .filter(|&s| s != DETACHED)
-            .min()
-            .unwrap_or(0);
+        // The slowest attached consumer; if none is attached, where the last
+        // ones stopped (they still gate, see `Shared::gate`).
+        let min = handled.iter().copied().min().unwrap_or(0);
+        let min = if min >= DETACHED {
+            min & !DETACHED
+        } else {
+            min
+        };
         // Relaxed: a statistic.
         let claimed = shared.cursor.load(Ordering::Relaxed);
         let published = if shared.multi {
@@ -103,8 +107,9 @@ impl<T, W: WaitStrategy> Monitor<T, W> {
                 .zip(handled)
                 .map(|(c, h)| ConsumerStats {
                     name: c.name.clone(),
-                    handled: (h != DETACHED).then_some(h),
-                    lag: (h != DETACHED).then(|| published.saturating_sub(h)),
+                    handled: h & !DETACHED,
+                    lag: published.saturating_sub(h & !DETACHED),
+                    detached: h & DETACHED != 0,
                 })
                 .collect(),
         }

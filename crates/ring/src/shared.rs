@@ -30,8 +30,11 @@ pub(crate) const CLOSED: u8 = 1;
 /// Set by `halt` or a panicking handler: everyone stops as soon as they look.
 pub(crate) const HALTED: u8 = 2;
 
-/// A consumer sequence that no longer gates anyone (a dropped poller).
-pub(crate) const DETACHED: u64 = u64::MAX;
+/// Set in the sequence of a consumer that left (a dropped poller). Real
+/// sequences stay below 2^63, so a detached sequence constrains neither
+/// dependents nor producers through `min`; the bits below it keep where the
+/// consumer stopped.
+pub(crate) const DETACHED: u64 = 1 << 63;
 
 /// What made the ring halt, if a handler panicked.
 #[derive(Debug, Clone)]
@@ -64,6 +67,8 @@ pub(crate) struct Shared<T, W> {
     pub(crate) consumers: Box<[ConsumerCell]>,
     pub(crate) state: CachePadded<AtomicU8>,
     pub(crate) producers: AtomicUsize,
+    /// Consumers not detached; the last one to detach halts an undrained ring.
+    pub(crate) attached: AtomicUsize,
     pub(crate) max_batch: u64,
     pub(crate) wait: W,
     pub(crate) failure: Mutex<Option<Failure>>,
@@ -87,23 +92,41 @@ impl<T, W: WaitStrategy> Shared<T, W> {
         &self.slots[(seq & self.mask) as usize]
     }
 
-    /// The smallest consumer sequence: producers may write below it plus the
-    /// capacity. Detached consumers count as `u64::MAX`.
+    /// The smallest attached consumer sequence: producers may write below it
+    /// plus the capacity. If every consumer is detached (the ring is then
+    /// halted or drained), where the last ones stopped still gates, so two
+    /// producers can never reach the same slot.
     #[inline]
     pub(crate) fn gate(&self) -> u64 {
-        let mut min = DETACHED;
+        let mut min = u64::MAX;
         for c in self.consumers.iter() {
             // Acquire: pairs with the Release store of `seq` in the
-            // consumer loop (`consumer::run`) / `EventPoller::poll`, so their
-            // reads of the slot happen before we overwrite it.
+            // consumer loop (`consumer::run`) / `EventPoller::poll` / its
+            // `Drop`, so their reads of the slot happen before we overwrite it.
             min = min.min(c.seq.load(Ordering::Acquire));
         }
-        if min == DETACHED {
-            // Every consumer is detached: nobody reads, so only the cursor gates.
-            // Acquire: pairs with the Release cursor store of the producer.
-            self.cursor.load(Ordering::Acquire)
+        if min >= DETACHED {
+            min & !DETACHED
         } else {
             min
+        }
+    }
+
+    /// Detaches consumer `idx` (a dropped poller) that stopped at `next`.
+    pub(crate) fn detach(&self, idx: usize, next: u64) {
+        // Release: pairs with the Acquire loads in `gate` / `available_for`;
+        // the consumer's reads happen before producers reuse its slots.
+        self.consumers[idx]
+            .seq
+            .store(next | DETACHED, Ordering::Release);
+        // AcqRel: the last consumer to leave sees every other detach.
+        let last = self.attached.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last && !self.finished(next) {
+            // Nobody is left to consume: stop the producers rather than let
+            // them publish into a ring nobody reads.
+            self.halt();
+        } else {
+            self.wait.notify();
         }
     }
 

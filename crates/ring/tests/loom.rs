@@ -158,3 +158,28 @@ fn halt_releases_a_producer_waiting_on_a_full_ring() {
         assert!(matches!(ring.join(), Err(RingError::Halted { .. })));
     });
 }
+
+/// When the last consumer leaves, two producers racing for one slot must
+/// still never write it at once (the slot is a loom cell: overlapping
+/// writes are a reported race), and both come back with an answer.
+#[test]
+fn last_detach_keeps_producers_apart() {
+    model(|| {
+        let (mut producer, mut ring) = RingBuilder::new(1, || 0u64)
+            .wait_strategy(BusySpin)
+            .poller("p")
+            .build_multi();
+        let mut poller = ring.take_poller("p").unwrap();
+        let mut other = producer.clone();
+        let t = loom::thread::spawn(move || other.publish(2).is_ok());
+        // Not `publish`: this thread also drives the poller, so it must not
+        // wait for space.
+        let mine = producer.try_publish(1).is_ok();
+        let _ = poller.poll(|_, _, _| {});
+        drop(poller);
+        let theirs = t.join().unwrap();
+        assert!(mine || theirs, "the one slot was free for one of them");
+        drop(producer);
+        drop(ring);
+    });
+}

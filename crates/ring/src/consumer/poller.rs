@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::PollError;
-use crate::shared::{Shared, DETACHED, HALTED};
+use crate::shared::{Shared, HALTED};
 use crate::sync::{Arc, Ordering};
 use crate::wait::WaitStrategy;
 
@@ -11,8 +11,10 @@ use crate::wait::WaitStrategy;
 /// any thread to handle whatever is available.
 ///
 /// The poller gates producers like any consumer: a poller that is never
-/// polled fills the ring. Dropping it detaches it: it stops gating producers
-/// and dependents.
+/// polled fills the ring. Dropping it detaches it: it stops gating
+/// producers and dependents; if it was the last consumer and had not handled
+/// everything of a closed ring, the ring halts (nobody is left to consume,
+/// so producers get `Halted` instead of publishing into the void).
 pub struct EventPoller<T, W: WaitStrategy> {
     ring: Arc<Shared<T, W>>,
     idx: usize,
@@ -47,6 +49,9 @@ impl<T: Send + Sync, W: WaitStrategy> EventPoller<T, W> {
     /// handled; [`PollError::Halted`] if the ring was halted.
     pub fn poll<F: FnMut(&T, u64, bool)>(&mut self, mut f: F) -> Result<usize, PollError> {
         let ring = &*self.ring;
+        if ring.state_acquire() & HALTED != 0 {
+            return Err(PollError::Halted);
+        }
         let upper = ring.available_for(self.idx, self.next);
         if upper == self.next {
             if ring.finished(self.next) {
@@ -97,11 +102,6 @@ impl<T: Send + Sync, W: WaitStrategy> EventPoller<T, W> {
 
 impl<T, W: WaitStrategy> Drop for EventPoller<T, W> {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire loads in `Shared::gate` /
-        // `available_for`; our last reads happen before producers reuse slots.
-        self.ring.consumers[self.idx]
-            .seq
-            .store(DETACHED, Ordering::Release);
-        self.ring.wait.notify();
+        self.ring.detach(self.idx, self.next);
     }
 }

@@ -305,6 +305,9 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
     ) -> Result<Range<u64>, (F, ClaimError)> {
         let n64 = n as u64;
         if n == 0 {
+            if self.shared.state() & HALTED != 0 {
+                return Err((f, ClaimError::Halted));
+            }
             let at = self.published_hint();
             return Ok(at..at);
         }
