@@ -56,7 +56,7 @@ use crate::consumer::{
 };
 use crate::handle::Ring;
 use crate::producer::{Multi, Producer, ProducerKind, Single};
-use crate::shared::{ConsumerCell, Shared};
+use crate::shared::{ConsumerCell, Shared, Slot};
 use crate::sync::{thread, Arc, AtomicU64, AtomicU8, AtomicUsize, Mutex, UnsafeCell};
 use crate::wait::{Adaptive, WaitStrategy};
 
@@ -103,8 +103,32 @@ use state::{
     AcceptsExclusive, AcceptsShared, Complete, Empty, ExclusiveStage, NewStage, SharedStage,
 };
 
-type Starter<T, W> =
-    Box<dyn FnOnce(Arc<Shared<T, W>>, usize) -> std::io::Result<thread::JoinHandle<()>> + Send>;
+/// Starts a consumer thread once the producer kind (and so the ring's type)
+/// is known; each method is monomorphised for the handler, so the hot loop
+/// calls the handler directly.
+trait Start<T, W>: Send {
+    fn single(self: Box<Self>, ring: Arc<Shared<T, W, Single>>, idx: usize) -> SpawnResult;
+    fn multi(self: Box<Self>, ring: Arc<Shared<T, W, Multi>>, idx: usize) -> SpawnResult;
+}
+
+type SpawnResult = std::io::Result<thread::JoinHandle<()>>;
+type Starter<T, W> = Box<dyn Start<T, W>>;
+
+struct StartWith<A>(A);
+
+impl<T, W, A> Start<T, W> for StartWith<A>
+where
+    T: Send + Sync + 'static,
+    W: WaitStrategy,
+    A: Access<T>,
+{
+    fn single(self: Box<Self>, ring: Arc<Shared<T, W, Single>>, idx: usize) -> SpawnResult {
+        spawn(ring, idx, self.0)
+    }
+    fn multi(self: Box<Self>, ring: Arc<Shared<T, W, Multi>>, idx: usize) -> SpawnResult {
+        spawn(ring, idx, self.0)
+    }
+}
 
 struct Spec<T, W> {
     name: String,
@@ -239,7 +263,7 @@ where
     W: WaitStrategy,
     A: Access<T>,
 {
-    Box::new(move |ring, idx| spawn(ring, idx, access))
+    Box::new(StartWith(access))
 }
 
 impl<T: Send + Sync + 'static, W: WaitStrategy, S: AcceptsShared> RingBuilder<T, W, S> {
@@ -337,26 +361,27 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
     }
 
     /// Builds the ring for one producer and starts the consumer threads.
-    pub fn build_single(self) -> (Producer<T, W, Single>, Ring<T, W>) {
-        self.build::<Single>()
+    pub fn build_single(self) -> (Producer<T, W, Single>, Ring<T, W, Single>) {
+        self.build::<Single>(|start, ring, idx| start.single(ring, idx))
     }
 
     /// Builds the ring for many producers (clone the handle) and starts the
     /// consumer threads.
-    pub fn build_multi(self) -> (Producer<T, W, Multi>, Ring<T, W>) {
-        self.build::<Multi>()
+    pub fn build_multi(self) -> (Producer<T, W, Multi>, Ring<T, W, Multi>) {
+        self.build::<Multi>(|start, ring, idx| start.multi(ring, idx))
     }
 
-    fn build<K: ProducerKind>(mut self) -> (Producer<T, W, K>, Ring<T, W>) {
+    fn build<K: ProducerKind>(
+        mut self,
+        start: impl Fn(Starter<T, W>, Arc<Shared<T, W, K>>, usize) -> SpawnResult,
+    ) -> (Producer<T, W, K>, Ring<T, W, K>) {
         let capacity = self.capacity;
-        let slots: Box<[UnsafeCell<T>]> = (0..capacity)
-            .map(|_| UnsafeCell::new((self.factory)()))
+        let slots: Box<[Slot<T, K::Stamp>]> = (0..capacity)
+            .map(|_| Slot {
+                stamp: K::new_stamp(),
+                value: UnsafeCell::new((self.factory)()),
+            })
             .collect();
-        let available: Box<[AtomicU64]> = if K::MULTI {
-            (0..capacity).map(|_| AtomicU64::new(u64::MAX)).collect()
-        } else {
-            Box::new([])
-        };
         let consumer_count = self.specs.len();
         let mut starters = Vec::with_capacity(consumer_count);
         let consumers: Box<[ConsumerCell]> = self
@@ -376,9 +401,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
             slots,
             mask: capacity as u64 - 1,
             capacity: capacity as u64,
-            multi: K::MULTI,
             cursor: CachePadded::new(AtomicU64::new(0)),
-            available,
             consumers,
             state: CachePadded::new(AtomicU8::new(0)),
             producers: AtomicUsize::new(1),
@@ -390,9 +413,9 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
         let mut threads = Vec::new();
         let mut pollers = Vec::new();
         let mut spawn_error = None;
-        for (idx, start) in starters.into_iter().enumerate() {
-            match start {
-                Some(start) => match start(Arc::clone(&shared), idx) {
+        for (idx, starter) in starters.into_iter().enumerate() {
+            match starter {
+                Some(starter) => match start(starter, Arc::clone(&shared), idx) {
                     Ok(handle) => threads.push(handle),
                     Err(e) => {
                         spawn_error.get_or_insert_with(|| e.to_string());

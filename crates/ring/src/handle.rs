@@ -3,6 +3,7 @@
 use crate::consumer::EventPoller;
 use crate::error::RingError;
 use crate::monitor::Monitor;
+use crate::producer::ProducerKind;
 use crate::shared::{Shared, HALTED};
 use crate::sync::{thread, Arc};
 use crate::wait::WaitStrategy;
@@ -22,15 +23,15 @@ pub struct JoinReport {
 ///
 /// Dropping a `Ring` without [`join`](Self::join) halts it and waits for its
 /// threads, so no thread outlives it.
-pub struct Ring<T, W: WaitStrategy> {
-    shared: Arc<Shared<T, W>>,
+pub struct Ring<T, W: WaitStrategy, K: ProducerKind> {
+    shared: Arc<Shared<T, W, K>>,
     threads: Vec<thread::JoinHandle<()>>,
-    pollers: Vec<EventPoller<T, W>>,
+    pollers: Vec<EventPoller<T, W, K>>,
     spawn_error: Option<String>,
     joined: bool,
 }
 
-impl<T, W: WaitStrategy> std::fmt::Debug for Ring<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for Ring<T, W, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ring")
             .field("capacity", &self.shared.capacity)
@@ -39,11 +40,11 @@ impl<T, W: WaitStrategy> std::fmt::Debug for Ring<T, W> {
     }
 }
 
-impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
+impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Ring<T, W, K> {
     pub(crate) fn new(
-        shared: Arc<Shared<T, W>>,
+        shared: Arc<Shared<T, W, K>>,
         threads: Vec<thread::JoinHandle<()>>,
-        pollers: Vec<EventPoller<T, W>>,
+        pollers: Vec<EventPoller<T, W, K>>,
         spawn_error: Option<String>,
     ) -> Self {
         Self {
@@ -62,13 +63,13 @@ impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
 
     /// Takes the poller declared with
     /// [`RingBuilder::poller`](crate::RingBuilder::poller) under `name`.
-    pub fn take_poller(&mut self, name: &str) -> Option<EventPoller<T, W>> {
+    pub fn take_poller(&mut self, name: &str) -> Option<EventPoller<T, W, K>> {
         let at = self.pollers.iter().position(|p| p.name() == name)?;
         Some(self.pollers.swap_remove(at))
     }
 
     /// A cheap, cloneable view of the ring's progress for any thread.
-    pub fn monitor(&self) -> Monitor<T, W> {
+    pub fn monitor(&self) -> Monitor<T, W, K> {
         Monitor::new(Arc::clone(&self.shared))
     }
 
@@ -136,7 +137,7 @@ impl<T: Send + Sync, W: WaitStrategy> Ring<T, W> {
     }
 }
 
-impl<T, W: WaitStrategy> Drop for Ring<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> Drop for Ring<T, W, K> {
     fn drop(&mut self) {
         if self.joined {
             return;

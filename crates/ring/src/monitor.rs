@@ -1,6 +1,7 @@
 //! Progress of a ring, readable from any thread without touching the hot
 //! path: only loads of the cursor and the consumer sequences.
 
+use crate::producer::ProducerKind;
 use crate::shared::{Shared, CLOSED, DETACHED, HALTED};
 use crate::sync::{Arc, Ordering};
 use crate::wait::WaitStrategy;
@@ -36,11 +37,11 @@ pub struct RingStats {
 }
 
 /// A cloneable view of a ring's progress.
-pub struct Monitor<T, W: WaitStrategy> {
-    shared: Arc<Shared<T, W>>,
+pub struct Monitor<T, W: WaitStrategy, K: ProducerKind> {
+    shared: Arc<Shared<T, W, K>>,
 }
 
-impl<T, W: WaitStrategy> Clone for Monitor<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> Clone for Monitor<T, W, K> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -48,14 +49,14 @@ impl<T, W: WaitStrategy> Clone for Monitor<T, W> {
     }
 }
 
-impl<T, W: WaitStrategy> std::fmt::Debug for Monitor<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for Monitor<T, W, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Monitor").finish_non_exhaustive()
     }
 }
 
-impl<T, W: WaitStrategy> Monitor<T, W> {
-    pub(crate) fn new(shared: Arc<Shared<T, W>>) -> Self {
+impl<T, W: WaitStrategy, K: ProducerKind> Monitor<T, W, K> {
+    pub(crate) fn new(shared: Arc<Shared<T, W, K>>) -> Self {
         Self { shared }
     }
 
@@ -82,11 +83,9 @@ impl<T, W: WaitStrategy> Monitor<T, W> {
         };
         // Relaxed: a statistic.
         let claimed = shared.cursor.load(Ordering::Relaxed);
-        let published = if shared.multi {
+        let published = if K::MULTI {
             let mut s = min;
-            while s < claimed
-                // Relaxed: a statistic.
-                && shared.available[(s & shared.mask) as usize].load(Ordering::Relaxed) == s
+            while s < claimed && K::is_published(&shared.slots[(s & shared.mask) as usize].stamp, s)
             {
                 s += 1;
             }

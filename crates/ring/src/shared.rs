@@ -10,7 +10,7 @@
 //!
 //! ## Memory ordering
 //! * Producer → consumer: the producer writes the slot, then stores the
-//!   cursor (single) or `available[s & mask] = s` (multi) with Release; a
+//!   cursor (single) or the slot's stamp `= s` (multi) with Release; a
 //!   consumer loads them with Acquire before it reads the slot.
 //! * Consumer → producer and consumer → dependent: a consumer stores its
 //!   sequence with Release after its last access to the batch; producers
@@ -22,6 +22,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::producer::ProducerKind;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, UnsafeCell};
 use crate::wait::WaitStrategy;
 
@@ -55,15 +56,20 @@ pub(crate) struct ConsumerCell {
     pub(crate) partition: Option<(u64, u64)>,
 }
 
-pub(crate) struct Shared<T, W> {
-    pub(crate) slots: Box<[UnsafeCell<T>]>,
+/// One slot: the event, and for a multi-producer ring the sequence last
+/// published in it, on the same cache line so that publishing one event
+/// moves one line between cores, not two.
+pub(crate) struct Slot<T, S> {
+    pub(crate) stamp: S,
+    pub(crate) value: UnsafeCell<T>,
+}
+
+pub(crate) struct Shared<T, W, K: ProducerKind> {
+    pub(crate) slots: Box<[Slot<T, K::Stamp>]>,
     pub(crate) mask: u64,
     pub(crate) capacity: u64,
-    pub(crate) multi: bool,
     /// Published (single) or claimed (multi) count.
     pub(crate) cursor: CachePadded<AtomicU64>,
-    /// Multi-producer only: `available[s & mask] == s` once `s` is published.
-    pub(crate) available: Box<[AtomicU64]>,
     pub(crate) consumers: Box<[ConsumerCell]>,
     pub(crate) state: CachePadded<AtomicU8>,
     pub(crate) producers: AtomicUsize,
@@ -80,16 +86,16 @@ pub(crate) struct Shared<T, W> {
 // read concurrently only through `&T` (requires `T: Sync`) and mutated by a
 // consumer only when the builder proved no other consumer can read it (and
 // the value then crosses threads: `T: Send`).
-unsafe impl<T: Send + Sync, W: Send + Sync> Sync for Shared<T, W> {}
+unsafe impl<T: Send + Sync, W: Send + Sync, K: ProducerKind> Sync for Shared<T, W, K> {}
 // SAFETY: see `Sync` above; owning the ring moves `T`s between threads.
-unsafe impl<T: Send + Sync, W: Send> Send for Shared<T, W> {}
+unsafe impl<T: Send + Sync, W: Send, K: ProducerKind> Send for Shared<T, W, K> {}
 
-impl<T, W: WaitStrategy> Shared<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
     /// The slot of event `seq`.
     #[inline(always)]
     pub(crate) fn slot(&self, seq: u64) -> &UnsafeCell<T> {
         // `mask < slots.len()`, so the index is always in bounds.
-        &self.slots[(seq & self.mask) as usize]
+        &self.slots[(seq & self.mask) as usize].value
     }
 
     /// The smallest attached consumer sequence: producers may write below it
@@ -133,17 +139,19 @@ impl<T, W: WaitStrategy> Shared<T, W> {
     /// The exclusive upper bound of events published contiguously from `next`.
     #[inline]
     pub(crate) fn published_from(&self, next: u64) -> u64 {
-        // Acquire: pairs with the Release cursor store in
-        // `Producer::commit` (single producer), making the slots visible.
-        let cursor = self.cursor.load(Ordering::Acquire);
-        if !self.multi {
-            return cursor;
+        if !K::MULTI {
+            // Acquire: pairs with the Release cursor store in
+            // `Producer::commit` (single producer), making the slots visible.
+            return self.cursor.load(Ordering::Acquire);
         }
+        // Multi-producer: the availability flags alone say what is published;
+        // the claim cursor is the producers' contended line, so stay off it.
         let mut s = next;
-        while s < cursor {
-            // Acquire: pairs with the Release store of `available` in
-            // `Producer::commit` (multi-producer), making the slot visible.
-            if self.available[(s & self.mask) as usize].load(Ordering::Acquire) != s {
+        let limit = next + self.capacity;
+        while s < limit {
+            // Acquire inside: pairs with the Release in `K::mark_published`
+            // (`producer::multi::commit`), making the slot visible.
+            if !K::is_published(&self.slots[(s & self.mask) as usize].stamp, s) {
                 break;
             }
             s += 1;

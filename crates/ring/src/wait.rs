@@ -17,7 +17,9 @@
 //! Waiter: (1) `sleepers += 1` (SeqCst), (2) `fence(SeqCst)`, (3) lock,
 //! (4) re-check the condition, (5) `wait_timeout` (atomically unlocks).
 //! Notifier: (a) publish its progress with a Release store, (b) `fence(SeqCst)`
-//! ([`Blocking`] only), (c) load `sleepers`, (d) if non-zero: lock, `notify_all`.
+//! ([`Blocking`] only), (c) load `sleepers`, (d) if non-zero: swap it to 0
+//! and, if it was still non-zero, lock and `notify_all`. Resetting the count
+//! makes a burst of publishes pay one wake-up, not one each.
 //! With both fences, either (c) sees the waiter or (4) sees the progress, so
 //! no wake-up is lost. [`Adaptive`] skips (b) to keep publishing cheap; the
 //! rare lost wake-up then costs at most its park timeout (≤ 1 ms), never a
@@ -140,9 +142,11 @@ impl WaitStrategy for SpinYield {
 }
 
 /// Sleepers registered on a condvar; shared by [`Blocking`] and [`Adaptive`].
+/// Kept on cache lines of their own (`CachePadded` where used): parking
+/// writes the lock, which must not evict the ring's read-mostly fields.
 #[derive(Debug, Default)]
 struct Sleepers {
-    count: CachePadded<AtomicUsize>,
+    count: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
 }
@@ -165,9 +169,10 @@ impl Sleepers {
                 let _unused = self.cond.wait_timeout(guard, timeout);
             }
         }
-        // Release: nothing is published by leaving; Relaxed would do, but
-        // Release keeps the count from being observed before the wait.
-        self.count.fetch_sub(1, Ordering::Release);
+        // No decrement: the notifier that wakes us resets the count, so a
+        // producer publishing at full speed pays one wake-up per sleep, not
+        // one per event until we are scheduled again. A sleeper that timed
+        // out leaves the count up: one later notifier pays a spurious wake.
         ok
     }
 
@@ -184,8 +189,12 @@ impl Sleepers {
 
     #[cold]
     fn wake_slow(&self) {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.cond.notify_all();
+        // AcqRel: only the notifier that takes the count to 0 wakes; a
+        // sleeper registering after the swap is seen by the next notifier.
+        if self.count.swap(0, Ordering::AcqRel) != 0 {
+            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.cond.notify_all();
+        }
     }
 }
 
@@ -195,7 +204,7 @@ impl Sleepers {
 /// wake-up is lost (see the module docs).
 #[derive(Debug, Default)]
 pub struct Blocking {
-    sleepers: Sleepers,
+    sleepers: CachePadded<Sleepers>,
     timeout: Option<Duration>,
 }
 
@@ -209,7 +218,7 @@ impl Blocking {
     /// after `timeout` without an event.
     pub fn with_timeout(timeout: Duration) -> Self {
         Self {
-            sleepers: Sleepers::default(),
+            sleepers: CachePadded::default(),
             timeout: Some(timeout),
         }
     }
@@ -266,7 +275,7 @@ pub struct Adaptive {
     spins: u32,
     yields: u32,
     max_park: Duration,
-    sleepers: Sleepers,
+    sleepers: CachePadded<Sleepers>,
 }
 
 impl Adaptive {
@@ -277,10 +286,14 @@ impl Adaptive {
             spins,
             yields,
             max_park: max_park.max(Duration::from_micros(1)),
-            sleepers: Sleepers::default(),
+            sleepers: CachePadded::default(),
         }
     }
 }
+
+/// The longest spin between two checks of an [`Adaptive`] waiter: 2^4
+/// pauses, well under a microsecond.
+const SPIN_SHIFT: u32 = 4;
 
 impl Default for Adaptive {
     fn default() -> Self {
@@ -298,7 +311,13 @@ impl WaitStrategy for Adaptive {
                 return true;
             }
             if round < self.spins && !cfg!(loom) {
-                spin_loop();
+                // Back off exponentially (up to 2^SPIN_SHIFT pauses): a waiter
+                // that re-reads the line the producer is writing steals it on
+                // every event; spacing the reads lets events accumulate into
+                // a batch at a small, bounded cost in latency.
+                for _ in 0..1u32 << round.min(SPIN_SHIFT) {
+                    spin_loop();
+                }
             } else if round < self.spins + self.yields {
                 if past(deadline) {
                     return false;

@@ -21,7 +21,7 @@ use statepipe_ring::state::SharedStage;
 use statepipe_ring::wait::{Adaptive, Blocking, WaitStrategy};
 use statepipe_ring::{
     EventHandler, EventHandlerMut, JoinReport, PollError, Producer, ProducerKind, PublishError,
-    PublishTimeoutError, RingBuilder, RingError, TryPublishError,
+    PublishTimeoutError, Ring, RingBuilder, RingError, TryPublishError,
 };
 
 /// Lets another thread reach its blocking call. Correctness never depends
@@ -1212,25 +1212,31 @@ fn monitor_at_quiescent_points(multi: bool) {
         .poller("b")
         .then()
         .poller("c");
-    let (mut single, mut multi_p, mut ring) = if multi {
-        let (p, r) = builder.build_multi();
-        (None, Some(p), r)
+    if multi {
+        let (p, ring) = builder.build_multi();
+        let second = p.clone();
+        monitor_at_quiescent_points_with(ring, vec![p, second]);
     } else {
-        let (p, r) = builder.build_single();
-        (Some(p), None, r)
-    };
-    let mut second = multi_p.clone();
-    let mut publish = |v: u64| match (&mut single, &mut multi_p, &mut second) {
-        (Some(p), _, _) => p.publish(v).map(drop).expect("room"),
-        (None, Some(p), Some(q)) => {
-            let published = if v % 2 == 0 {
-                p.publish(v)
-            } else {
-                q.publish(v)
-            };
-            published.map(drop).expect("room")
-        }
-        _ => unreachable!(),
+        let (p, ring) = builder.build_single();
+        monitor_at_quiescent_points_with(ring, vec![p]);
+    }
+}
+
+/// Publishes `v` through producer `v % n` (alternating for two handles).
+fn publish_round_robin<K: ProducerKind>(
+    producers: &mut [Producer<u64, Adaptive, K>],
+    v: u64,
+) -> Result<u64, PublishError<u64>> {
+    let n = producers.len() as u64;
+    producers[(v % n) as usize].publish(v)
+}
+
+fn monitor_at_quiescent_points_with<K: ProducerKind>(
+    mut ring: Ring<u64, Adaptive, K>,
+    mut producers: Vec<Producer<u64, Adaptive, K>>,
+) {
+    let publish = |ps: &mut Vec<Producer<u64, Adaptive, K>>, v: u64| {
+        publish_round_robin(ps, v).map(drop).expect("room")
     };
     let mut a = ring.take_poller("a").expect("declared");
     let mut b = ring.take_poller("b").expect("declared");
@@ -1271,7 +1277,7 @@ fn monitor_at_quiescent_points(multi: bool) {
         };
     check(0, 0, [Some(0); 3], false, false);
     for v in 0..5 {
-        publish(v);
+        publish(&mut producers, v);
     }
     check(5, 5, [Some(0); 3], false, false);
     assert_eq!(c.poll(|_, _, _| {}), Ok(0), "c waits for a and b");
@@ -1281,14 +1287,14 @@ fn monitor_at_quiescent_points(multi: bool) {
     assert_eq!(c.poll(|_, _, _| {}), Ok(5));
     check(5, 0, [Some(5); 3], false, false);
     for v in 5..8 {
-        publish(v);
+        publish(&mut producers, v);
     }
     assert_eq!(a.poll(|_, _, _| {}), Ok(3));
     assert_eq!(b.poll(|_, _, _| {}), Ok(3));
     check(8, 3, [Some(8), Some(8), Some(5)], false, false);
     drop(a);
     check(8, 3, [None, Some(8), Some(5)], false, false);
-    drop((single, multi_p, second));
+    producers.clear();
     check(8, 3, [None, Some(8), Some(5)], true, false);
     assert_eq!(c.poll(|_, _, _| {}), Ok(3));
     check(8, 0, [None, Some(8), Some(8)], true, false);
@@ -1312,21 +1318,20 @@ fn monitor_stats_are_exact_at_quiescent_points_multi_producer() {
 /// publishing into the void; `join` reports what was left.
 fn last_detach_halts(multi: bool) {
     let builder = RingBuilder::new(4, || 0u64).poller("p");
-    let (mut single, mut multi_p) = (None, None);
-    let mut ring = if multi {
-        let (p, r) = builder.build_multi();
-        multi_p = Some(p);
-        r
+    if multi {
+        let (p, ring) = builder.build_multi();
+        last_detach_halts_with(ring, vec![p]);
     } else {
-        let (p, r) = builder.build_single();
-        single = Some(p);
-        r
-    };
-    let mut publish = |v: u64| match (&mut single, &mut multi_p) {
-        (Some(p), _) => p.publish(v),
-        (_, Some(p)) => p.publish(v),
-        _ => unreachable!(),
-    };
+        let (p, ring) = builder.build_single();
+        last_detach_halts_with(ring, vec![p]);
+    }
+}
+
+fn last_detach_halts_with<K: ProducerKind>(
+    mut ring: Ring<u64, Adaptive, K>,
+    mut producers: Vec<Producer<u64, Adaptive, K>>,
+) {
+    let mut publish = |v: u64| publish_round_robin(&mut producers, v);
     for i in 0..3 {
         assert_eq!(publish(i), Ok(i));
     }
@@ -1342,7 +1347,7 @@ fn last_detach_halts(multi: bool) {
         "{stats:?}"
     );
     assert!(stats.consumers[0].detached);
-    drop((single, multi_p));
+    producers.clear();
     assert_halted_join(ring.join(), &[("p", 1)]);
 }
 

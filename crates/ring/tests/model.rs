@@ -30,8 +30,8 @@ use proptest::prelude::*;
 use statepipe_ring::state::{Empty, ExclusiveStage, NewStage, SharedStage};
 use statepipe_ring::wait::{Adaptive, Blocking, BusySpin, SpinYield, WaitStrategy};
 use statepipe_ring::{
-    EventHandler, EventHandlerMut, JoinReport, MultiProducer, PollError, Producer, ProducerKind,
-    PublishTimeoutError, RingBuilder, SingleProducer, TryPublishError,
+    EventHandler, EventHandlerMut, JoinReport, PollError, Producer, ProducerKind,
+    PublishTimeoutError, Ring, RingBuilder, TryPublishError,
 };
 
 /// The event: who published it, its per-producer counter, and one bit per
@@ -337,11 +337,6 @@ macro_rules! add_exclusive {
     };
 }
 
-enum Built<W: WaitStrategy> {
-    Single(SingleProducer<Ev, W>),
-    Multi(MultiProducer<Ev, W>),
-}
-
 fn run_case(case: Case) {
     let topo = Topology::new(&case.units);
     let threads = case.producers.len() + topo.members.len();
@@ -405,25 +400,42 @@ fn run_with<W: WaitStrategy>(case: &Case, topo: Topology, wait: W) {
             };
         }
     }
-    let (producer, mut ring) = match (b, multi) {
+    match (b, multi) {
         (B::Shared(x), false) => {
             let (p, r) = x.build_single();
-            (Built::Single(p), r)
+            drive(case, &topo, &ctx, total, vec![p], r);
         }
         (B::Excl(x), false) => {
             let (p, r) = x.build_single();
-            (Built::Single(p), r)
+            drive(case, &topo, &ctx, total, vec![p], r);
         }
         (B::Shared(x), true) => {
             let (p, r) = x.build_multi();
-            (Built::Multi(p), r)
+            let handles = case.producers.iter().map(|_| p.clone()).collect();
+            // The handles on the threads keep the ring open.
+            drop(p);
+            drive(case, &topo, &ctx, total, handles, r);
         }
         (B::Excl(x), true) => {
             let (p, r) = x.build_multi();
-            (Built::Multi(p), r)
+            let handles = case.producers.iter().map(|_| p.clone()).collect();
+            drop(p);
+            drive(case, &topo, &ctx, total, handles, r);
         }
         _ => unreachable!("at least one consumer"),
-    };
+    }
+}
+
+/// Runs a built case: pollers on threads, one thread per producer handle,
+/// then checks everything against the sequential model.
+fn drive<W: WaitStrategy, K: ProducerKind>(
+    case: &Case,
+    topo: &Topology,
+    ctx: &Ctx,
+    total: u64,
+    producers: Vec<Producer<Ev, W, K>>,
+    mut ring: Ring<Ev, W, K>,
+) {
     assert_eq!(ring.capacity(), case.capacity as u64);
     let monitor = ring.monitor();
 
@@ -442,7 +454,7 @@ fn run_with<W: WaitStrategy>(case: &Case, topo: Topology, wait: W) {
                 .iter()
                 .position(|x| x.name == unit.name)
                 .expect("the unit exists");
-            let mut rec = ctx.recorder(&topo, u, 0);
+            let mut rec = ctx.recorder(topo, u, 0);
             let name = unit.name.clone();
             thread::spawn(move || {
                 let mut round = 0u64;
@@ -474,26 +486,14 @@ fn run_with<W: WaitStrategy>(case: &Case, topo: Topology, wait: W) {
         })
         .collect();
 
-    let producer_threads: Vec<thread::JoinHandle<Result<Vec<u64>, String>>> = match producer {
-        Built::Single(p) => {
-            let (count, seed) = case.producers[0];
-            vec![thread::spawn(move || produce(p, 0, count, seed))]
-        }
-        Built::Multi(p) => {
-            let handles = case
-                .producers
-                .iter()
-                .enumerate()
-                .map(|(id, &(count, seed))| {
-                    let p = p.clone();
-                    thread::spawn(move || produce(p, id as u32, count, seed))
-                })
-                .collect();
-            // The handles on the threads keep the ring open.
-            drop(p);
-            handles
-        }
-    };
+    let producer_threads: Vec<thread::JoinHandle<Result<Vec<u64>, String>>> = producers
+        .into_iter()
+        .enumerate()
+        .map(|(id, p)| {
+            let (count, seed) = case.producers[id];
+            thread::spawn(move || produce(p, id as u32, count, seed))
+        })
+        .collect();
 
     let join_producers = |threads: Vec<thread::JoinHandle<Result<Vec<u64>, String>>>| {
         threads
@@ -533,7 +533,7 @@ fn run_with<W: WaitStrategy>(case: &Case, topo: Topology, wait: W) {
         })
         .collect();
 
-    check_events(case, &topo, total, multi, &producer_seqs, &logs);
+    check_events(case, topo, total, K::MULTI, &producer_seqs, &logs);
 
     // `join` and the monitor agree with the model.
     let expected = JoinReport {

@@ -258,7 +258,11 @@ impl Diamond {
         wait: W,
         capacity: usize,
         total: u64,
-    ) -> (Self, MultiProducer<u64, W>, statepipe_ring::Ring<u64, W>) {
+    ) -> (
+        Self,
+        MultiProducer<u64, W>,
+        statepipe_ring::Ring<u64, W, statepipe_ring::Multi>,
+    ) {
         let d = Diamond {
             a: Arc::default(),
             w: vec![Arc::default(), Arc::default()],

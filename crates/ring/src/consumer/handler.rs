@@ -3,6 +3,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
+use crate::producer::ProducerKind;
 use crate::shared::{Failure, Shared as Ring, HALTED};
 use crate::sync::{thread, Arc, Ordering, UnsafeCell};
 use crate::wait::WaitStrategy;
@@ -132,14 +133,15 @@ impl<T, H: EventHandlerMut<T>> Access<T> for Exclusive<H> {
 }
 
 /// Spawns the thread of consumer `idx`.
-pub(crate) fn spawn<T, W, A>(
-    ring: Arc<Ring<T, W>>,
+pub(crate) fn spawn<T, W, K, A>(
+    ring: Arc<Ring<T, W, K>>,
     idx: usize,
     mut access: A,
 ) -> std::io::Result<thread::JoinHandle<()>>
 where
     T: Send + Sync + 'static,
     W: WaitStrategy,
+    K: ProducerKind,
     A: Access<T>,
 {
     let name = format!("ring-{}", ring.consumers[idx].name);
@@ -162,8 +164,8 @@ where
 }
 
 /// The loop of one handler thread: wait, handle a batch, publish progress.
-fn run<T, W: WaitStrategy, A: Access<T>>(
-    ring: &Ring<T, W>,
+fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
+    ring: &Ring<T, W, K>,
     idx: usize,
     access: &mut A,
     at: &std::cell::Cell<u64>,

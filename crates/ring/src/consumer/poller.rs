@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::PollError;
+use crate::producer::ProducerKind;
 use crate::shared::{Shared, HALTED};
 use crate::sync::{Arc, Ordering};
 use crate::wait::WaitStrategy;
@@ -15,13 +16,13 @@ use crate::wait::WaitStrategy;
 /// producers and dependents; if it was the last consumer and had not handled
 /// everything of a closed ring, the ring halts (nobody is left to consume,
 /// so producers get `Halted` instead of publishing into the void).
-pub struct EventPoller<T, W: WaitStrategy> {
-    ring: Arc<Shared<T, W>>,
+pub struct EventPoller<T, W: WaitStrategy, K: ProducerKind> {
+    ring: Arc<Shared<T, W, K>>,
     idx: usize,
     next: u64,
 }
 
-impl<T, W: WaitStrategy> std::fmt::Debug for EventPoller<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for EventPoller<T, W, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventPoller")
             .field("idx", &self.idx)
@@ -30,8 +31,8 @@ impl<T, W: WaitStrategy> std::fmt::Debug for EventPoller<T, W> {
     }
 }
 
-impl<T: Send + Sync, W: WaitStrategy> EventPoller<T, W> {
-    pub(crate) fn new(ring: Arc<Shared<T, W>>, idx: usize) -> Self {
+impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
+    pub(crate) fn new(ring: Arc<Shared<T, W, K>>, idx: usize) -> Self {
         Self { ring, idx, next: 0 }
     }
 
@@ -100,7 +101,7 @@ impl<T: Send + Sync, W: WaitStrategy> EventPoller<T, W> {
     }
 }
 
-impl<T, W: WaitStrategy> Drop for EventPoller<T, W> {
+impl<T, W: WaitStrategy, K: ProducerKind> Drop for EventPoller<T, W, K> {
     fn drop(&mut self) {
         self.ring.detach(self.idx, self.next);
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{PublishError, PublishTimeoutError, TryPublishError};
 use crate::shared::{Shared, HALTED};
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::wait::{Adaptive, WaitStrategy};
 
 /// Marker: one producer, no atomic read-modify-write when publishing.
@@ -37,15 +37,51 @@ mod sealed {
 }
 
 /// The producer kinds, [`Single`] and [`Multi`].
-pub trait ProducerKind: sealed::Sealed + Send + 'static {
+pub trait ProducerKind: sealed::Sealed + Send + Sync + 'static {
     #[doc(hidden)]
     const MULTI: bool;
+    /// What a slot carries besides the event: nothing for a single producer
+    /// (the cursor says what is published), the sequence last published in
+    /// it for many (so consumers never read the producers' claim cursor).
+    #[doc(hidden)]
+    type Stamp: Send + Sync + 'static;
+    #[doc(hidden)]
+    fn new_stamp() -> Self::Stamp;
+    /// Whether the slot's stamp says sequence `seq` is published.
+    #[doc(hidden)]
+    fn is_published(stamp: &Self::Stamp, seq: u64) -> bool;
+    /// Marks the slot's stamp published for `seq`.
+    #[doc(hidden)]
+    fn mark_published(stamp: &Self::Stamp, seq: u64);
 }
 impl ProducerKind for Single {
     const MULTI: bool = false;
+    type Stamp = ();
+    fn new_stamp() {}
+    #[inline(always)]
+    fn is_published(_: &(), _: u64) -> bool {
+        unreachable!("a single-producer ring publishes through its cursor")
+    }
+    #[inline(always)]
+    fn mark_published(_: &(), _: u64) {}
 }
 impl ProducerKind for Multi {
     const MULTI: bool = true;
+    type Stamp = AtomicU64;
+    fn new_stamp() -> AtomicU64 {
+        AtomicU64::new(u64::MAX)
+    }
+    #[inline(always)]
+    fn is_published(stamp: &AtomicU64, seq: u64) -> bool {
+        // Acquire: pairs with the Release store in `mark_published`; the
+        // producer's write of the slot happens before we read it.
+        stamp.load(Ordering::Acquire) == seq
+    }
+    #[inline(always)]
+    fn mark_published(stamp: &AtomicU64, seq: u64) {
+        // Release: pairs with the Acquire load in `is_published`.
+        stamp.store(seq, Ordering::Release);
+    }
 }
 
 /// The single-producer handle.
@@ -74,7 +110,7 @@ pub(crate) enum Until {
 /// event published so far, then stop, and [`Ring::join`](crate::Ring::join)
 /// returns.
 pub struct Producer<T, W: WaitStrategy, K: ProducerKind> {
-    shared: Arc<Shared<T, W>>,
+    shared: Arc<Shared<T, W, K>>,
     /// Single: the next sequence to claim (local). Multi: unused.
     next: u64,
     /// The gate last read: sequences below `cached_gate + capacity` are free.
@@ -92,7 +128,7 @@ impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for Producer<T, W, K> 
 }
 
 impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
-    pub(crate) fn new(shared: Arc<Shared<T, W>>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared<T, W, K>>) -> Self {
         Self {
             shared,
             next: 0,
@@ -325,12 +361,12 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
     #[inline(always)]
     fn fill_and_commit(&mut self, start: u64, n: u64, mut f: impl FnMut(usize, &mut T)) {
         if K::MULTI {
-            struct CommitOnUnwind<'a, T, W: WaitStrategy> {
-                shared: &'a Shared<T, W>,
+            struct CommitOnUnwind<'a, T, W: WaitStrategy, K: ProducerKind> {
+                shared: &'a Shared<T, W, K>,
                 start: u64,
                 n: u64,
             }
-            impl<T, W: WaitStrategy> Drop for CommitOnUnwind<'_, T, W> {
+            impl<T, W: WaitStrategy, K: ProducerKind> Drop for CommitOnUnwind<'_, T, W, K> {
                 fn drop(&mut self) {
                     multi::commit(self.shared, self.start, self.n);
                     self.shared.wait.notify();

@@ -1,14 +1,14 @@
 //! Claiming for the single producer: a local counter, no atomic
 //! read-modify-write.
 
-use super::{ClaimError, Until};
+use super::{ClaimError, ProducerKind, Until};
 use crate::shared::{Shared, HALTED};
 use crate::wait::WaitStrategy;
 
 /// Claims `[*next, *next + n)`; the caller commits it (advancing `next`).
 #[inline(always)]
-pub(super) fn claim<T, W: WaitStrategy>(
-    shared: &Shared<T, W>,
+pub(super) fn claim<T, W: WaitStrategy, K: ProducerKind>(
+    shared: &Shared<T, W, K>,
     next: &mut u64,
     cached_gate: &mut u64,
     n: u64,
@@ -25,8 +25,8 @@ pub(super) fn claim<T, W: WaitStrategy>(
 /// if still full, wait by the strategy.
 #[cold]
 #[inline(never)]
-fn wait_for_space<T, W: WaitStrategy>(
-    shared: &Shared<T, W>,
+fn wait_for_space<T, W: WaitStrategy, K: ProducerKind>(
+    shared: &Shared<T, W, K>,
     end: u64,
     cached_gate: &mut u64,
     until: Until,
