@@ -1,0 +1,29 @@
+//! Benchmarks of statepipe against named peers, run side by side in one process.
+//!
+//! Every `statepipe bench <what>` subcommand is built from the same pieces:
+//!
+//! - [`host`] measures the machine first (usable CPUs, a cross-core ping-pong), because
+//!   a noisy host reverses rankings and the reader must know which kind of run they see;
+//! - [`harness`] runs *groups* of contenders (ours and the peers) sample by sample,
+//!   interleaved round-robin, and reduces the samples to a median, min and max;
+//! - [`report`] holds the JSON shape shared by every subcommand, the console table and
+//!   the SVG chart of the ratios ours/peer;
+//! - [`ring`] is the first user: the Disruptor ring against the `disruptor` crate,
+//!   rtrb, crossbeam-channel and `std::sync::mpsc`.
+//!
+//! A benchmark that gives a wrong answer is worse than none: every workload checks its
+//! result (the sums the consumers saw) and fails with a [`BenchError`] when it is wrong,
+//! and every sample is bounded in time by a [`watchdog`], so a run never hangs.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
+mod error;
+pub mod harness;
+pub mod host;
+pub mod report;
+pub mod ring;
+pub mod stats;
+pub mod watchdog;
+
+pub use error::BenchError;

@@ -1,0 +1,117 @@
+//! `statepipe bench ...`: benchmarks of statepipe side by side with its peers.
+//!
+//! Every subcommand follows the same steps, so that `bench pipeline` and `bench cluster`
+//! only add a [`BenchWhich`] variant and a function building their report:
+//! measure the host and print it, run the groups (progress on stderr), print the table
+//! on stdout, write `--json` and `--svg` when asked.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use statepipe_bench::harness::SampleDone;
+use statepipe_bench::host::{self, Host};
+use statepipe_bench::report::{svg, table, Report};
+use statepipe_bench::ring::{self, RingOptions};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub which: BenchWhich,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchWhich {
+    /// The Disruptor ring against the `disruptor` crate, rtrb, crossbeam-channel and
+    /// std::sync::mpsc, on every topology, plus oversubscription and one-hop latency.
+    Ring(RingArgs),
+}
+
+/// Options every `statepipe bench` subcommand takes.
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// Short samples: the whole run in well under a minute (figures are noisier).
+    #[arg(long)]
+    pub quick: bool,
+    /// Samples per contender and case (medians need at least 5).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    pub samples: u16,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write a bar chart of the ratios ours/peer as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct RingArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Do not pin threads to CPUs, even where a case's threads fit one per CPU.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.which {
+        BenchWhich::Ring(args) => run_ring(args),
+    }
+}
+
+fn run_ring(args: RingArgs) -> anyhow::Result<()> {
+    let host = measure_host(&args.common);
+    let options = RingOptions {
+        quick: args.common.quick,
+        samples: args.common.samples.into(),
+        pin: !args.no_pin,
+    };
+    println!("{}", ring::describe(&options, &host));
+    println!();
+    let started = Instant::now();
+    let report = ring::run(&options, &host, &mut print_progress).context("bench ring failed")?;
+    finish(&report, &args.common, started)
+}
+
+/// Measures the host and prints it first, so the reader knows what kind of run follows.
+fn measure_host(common: &CommonArgs) -> Host {
+    if common.samples < 5 {
+        eprintln!(
+            "note: {} sample(s) per contender; medians are fragile below 5",
+            common.samples
+        );
+    }
+    let budget = if common.quick {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_millis(300)
+    };
+    let host = host::measure(budget);
+    println!("{}", host.describe());
+    host
+}
+
+fn print_progress(done: &SampleDone<'_>) {
+    eprintln!("{done}");
+}
+
+/// Prints the table and writes the files asked for.
+fn finish(report: &Report, common: &CommonArgs, started: Instant) -> anyhow::Result<()> {
+    println!();
+    print!("{}", table::render(report));
+    println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
+    if let Some(path) = &common.json {
+        write(path, &report.to_json())?;
+    }
+    if let Some(path) = &common.svg {
+        write(path, &svg::render(report))?;
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
