@@ -98,6 +98,15 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
         &self.slots[(seq & self.mask) as usize].value
     }
 
+    /// The slots of `[from, end)` that are contiguous in memory from `from`:
+    /// all of them, or those up to the end of the array (the rest wraps).
+    #[inline(always)]
+    pub(crate) fn run(&self, from: u64, end: u64) -> &[Slot<T, K::Stamp>] {
+        let at = (from & self.mask) as usize;
+        let len = ((end - from) as usize).min(self.slots.len() - at);
+        &self.slots[at..at + len]
+    }
+
     /// The smallest attached consumer sequence: producers may write below it
     /// plus the capacity. If every consumer is detached (the ring is then
     /// halted or drained), where the last ones stopped still gates, so two

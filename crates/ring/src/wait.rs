@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{fence, spin_loop, yield_now, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{fence, spin_loop, yield_now, AtomicU32, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// How threads wait for progress on the ring.
 ///
@@ -80,9 +80,9 @@ impl WaitStrategy for BusySpin {
             }
             if cfg!(loom) {
                 yield_now();
-            } else {
-                spin_loop();
             }
+            // No `pause`: this strategy is for threads that own a core, where
+            // a pause only delays noticing the event by its ~40-140 cycles.
         }
     }
 
@@ -263,71 +263,111 @@ impl WaitStrategy for Blocking {
     }
 }
 
-/// The default: spin briefly, then yield, then sleep with a short, growing
-/// timeout.
+/// The default: spin, then yield, then sleep with a short, growing timeout;
+/// how long it spins adapts to what spinning has been worth.
 ///
-/// Stays close to [`BusySpin`] when every thread has a core, and degrades
-/// gracefully when threads outnumber cores (the yield and sleep phases hand
-/// the core to the thread being waited for). Publishing costs one relaxed
-/// load of a read-mostly cache line.
+/// The spin budget (in rounds of one `pause`) is shared by the ring's
+/// waiters and learned like an adaptive mutex's. It doubles (up to
+/// `max_spins`) when a wait ends late in its spin phase, or during the yield
+/// phase while yields come straight back (no other thread wanted the core:
+/// spinning a little longer was free). It halves (down to `min_spins`) when a
+/// yield took long (another thread ran: the core is oversubscribed and
+/// spinning steals its time) or when the wait had to sleep. When every
+/// thread has a core, waits end while spinning and latency stays at
+/// [`BusySpin`]'s; when threads outnumber cores, the waiter hands its core
+/// over almost at once. Publishing costs one relaxed load of a
+/// read-mostly cache line.
 #[derive(Debug)]
 pub struct Adaptive {
-    spins: u32,
+    min_spins: u32,
+    max_spins: u32,
     yields: u32,
     max_park: Duration,
+    budget: CachePadded<AtomicU32>,
     sleepers: CachePadded<Sleepers>,
 }
 
 impl Adaptive {
-    /// Spins `spins` times, yields `yields` times, then sleeps for at most
-    /// `max_park` between checks.
-    pub fn new(spins: u32, yields: u32, max_park: Duration) -> Self {
+    /// Spins between `min_spins` and `max_spins` rounds (learned), yields
+    /// `yields` times, then sleeps for at most `max_park` between checks.
+    pub fn new(min_spins: u32, max_spins: u32, yields: u32, max_park: Duration) -> Self {
+        let max_spins = max_spins.max(min_spins);
         Self {
-            spins,
+            min_spins,
+            max_spins,
             yields,
             max_park: max_park.max(Duration::from_micros(1)),
+            budget: CachePadded::new(AtomicU32::new(min_spins.max(128).min(max_spins))),
             sleepers: CachePadded::default(),
+        }
+    }
+
+    /// Adjusts the budget after a wait of `spins` that ended at `round`;
+    /// `crowded`: a yield handed the core to another thread.
+    fn learn(&self, spins: u32, round: u32, crowded: bool) {
+        let grow = if round < spins {
+            round > spins / 2
+        } else {
+            round < spins + self.yields && !crowded
+        };
+        let shrink = !grow && round >= spins;
+        let next = if grow {
+            spins.saturating_mul(2).max(1).min(self.max_spins)
+        } else if shrink {
+            (spins / 2).max(self.min_spins)
+        } else {
+            return;
+        };
+        if next != spins {
+            // Relaxed: a tuning hint; any value in range is correct.
+            self.budget.store(next, Ordering::Relaxed);
         }
     }
 }
 
-/// The longest spin between two checks of an [`Adaptive`] waiter: 2^4
-/// pauses, well under a microsecond.
-const SPIN_SHIFT: u32 = 4;
+/// A `yield_now` that returns later than this ran another thread.
+const CROWDED_YIELD: Duration = Duration::from_micros(20);
 
 impl Default for Adaptive {
     fn default() -> Self {
-        Self::new(128, 32, Duration::from_millis(1))
+        Self::new(16, 4096, 32, Duration::from_millis(1))
     }
 }
 
 impl WaitStrategy for Adaptive {
     #[inline]
     fn wait_until<F: FnMut() -> bool>(&self, deadline: Option<Instant>, mut ready: F) -> bool {
+        if ready() {
+            return true;
+        }
+        // Relaxed: a tuning hint.
+        let spins = if cfg!(loom) {
+            0
+        } else {
+            self.budget.load(Ordering::Relaxed)
+        };
         let mut round: u32 = 0;
         let mut park = Duration::from_micros(20);
+        let mut crowded = false;
         loop {
-            if ready() {
-                return true;
-            }
-            if round < self.spins && !cfg!(loom) {
-                // Back off exponentially (up to 2^SPIN_SHIFT pauses): a waiter
-                // that re-reads the line the producer is writing steals it on
-                // every event; spacing the reads lets events accumulate into
-                // a batch at a small, bounded cost in latency.
-                for _ in 0..1u32 << round.min(SPIN_SHIFT) {
-                    spin_loop();
-                }
-            } else if round < self.spins + self.yields {
-                if past(deadline) {
+            if round < spins {
+                spin_loop();
+            } else if round < spins + self.yields {
+                let before = Instant::now();
+                if deadline.is_some_and(|d| before >= d) {
+                    self.learn(spins, round, crowded);
                     return false;
                 }
                 yield_now();
+                // A yield that kept us off the core this long ran someone
+                // else: the core is wanted.
+                crowded |= before.elapsed() > CROWDED_YIELD;
             } else {
                 let slice = match deadline {
                     Some(d) => {
                         let now = Instant::now();
                         if now >= d {
+                            self.learn(spins, round, crowded);
                             return false;
                         }
                         (d - now).min(park)
@@ -335,11 +375,16 @@ impl WaitStrategy for Adaptive {
                     None => park,
                 };
                 if self.sleepers.sleep(slice, &mut ready) {
+                    self.learn(spins, round, crowded);
                     return true;
                 }
                 park = (park * 2).min(self.max_park);
             }
             round = round.saturating_add(1);
+            if ready() {
+                self.learn(spins, round, crowded);
+                return true;
+            }
         }
     }
 

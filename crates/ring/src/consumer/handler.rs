@@ -199,9 +199,17 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
         let end = upper.min(next.saturating_add(ring.max_batch));
         match partition {
             None => {
-                for s in next..end {
-                    at.set(s);
-                    access.handle(ring.slot(s), s, s + 1 == end);
+                // Walk the batch as (at most two) contiguous runs of slots:
+                // no masking or bounds check per event.
+                let mut s = next;
+                while s < end {
+                    let run = ring.run(s, end);
+                    for (k, slot) in run.iter().enumerate() {
+                        let seq = s + k as u64;
+                        at.set(seq);
+                        access.handle(&slot.value, seq, seq + 1 == end);
+                    }
+                    s += run.len() as u64;
                 }
             }
             Some((i, n)) => {

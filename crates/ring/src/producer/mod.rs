@@ -191,16 +191,6 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
         })
     }
 
-    /// Runs `f` on the slot of `seq`.
-    #[inline(always)]
-    fn fill<R>(&self, seq: u64, f: impl FnOnce(&mut T) -> R) -> R {
-        self.shared.slot(seq).with_mut(|p| {
-            // SAFETY: as in `replace`: the slot is claimed and not yet
-            // published, so this is the only access.
-            f(unsafe { &mut *p })
-        })
-    }
-
     #[inline(always)]
     fn put(&mut self, value: T, until: Until) -> Result<u64, (T, ClaimError)> {
         match self.claim(1, until) {
@@ -377,15 +367,29 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
                 start,
                 n,
             };
-            for i in 0..n {
-                self.fill(start + i, |slot| f(i as usize, slot));
-            }
+            self.fill_runs(start, n, &mut f);
             drop(guard); // commits
         } else {
-            for i in 0..n {
-                self.fill(start + i, |slot| f(i as usize, slot));
-            }
+            self.fill_runs(start, n, &mut f);
             self.commit(start, n);
+        }
+    }
+
+    /// Runs `f(i, slot)` on the slots of `[start, start + n)`, walking them
+    /// as contiguous runs (no masking or bounds check per slot).
+    #[inline(always)]
+    fn fill_runs(&self, start: u64, n: u64, f: &mut impl FnMut(usize, &mut T)) {
+        let mut done = 0u64;
+        while done < n {
+            let run = self.shared.run(start + done, start + n);
+            for (k, slot) in run.iter().enumerate() {
+                slot.value.with_mut(|p| {
+                    // SAFETY: as in `replace`: the range is claimed and not
+                    // yet published, so this is the only access.
+                    f(done as usize + k, unsafe { &mut *p })
+                });
+            }
+            done += run.len() as u64;
         }
     }
 

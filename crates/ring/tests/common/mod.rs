@@ -105,7 +105,7 @@ pub fn adaptive() -> Adaptive {
 /// An adaptive strategy that parks almost at once: exercises the sleep
 /// protocol (and its lost-wake-up bound) on nearly every wait.
 pub fn adaptive_eager_park() -> Adaptive {
-    Adaptive::new(0, 1, Duration::from_micros(50))
+    Adaptive::new(0, 0, 1, Duration::from_micros(50))
 }
 
 pub fn busy_spin() -> BusySpin {
