@@ -1,0 +1,71 @@
+//! Pipelines of state machines.
+//!
+//! A stage is a state machine `(&mut S, In) -> 0..n Out` ([`machine`]);
+//! machines fuse into bigger machines inside one stage with no queue between
+//! them (`then`, `first`, `fanout`, `split`, `choice`, `merge`, `map`). A
+//! [`Pipeline`] connects named stages (sequence, fan-out, par, choice, N-ary
+//! fan-out and choice, shards), typed so that mismatched stages do not
+//! compile. Its meaning is the sequential interpreter
+//! ([`Pipeline::run_sequential`]); deploying a pipeline on rings and workers
+//! (a later layer) must produce the same outputs. A stage that returns an
+//! error sends the item to the error output, and the pipeline goes on.
+//!
+//! The seed's laundry: wash, dry on two dryers, fold; one load jams.
+//!
+//! ```
+//! use statepipe_pipeline::{machine, Pipeline};
+//!
+//! #[derive(Clone, Debug, PartialEq)]
+//! struct Load {
+//!     owner: &'static str,
+//!     steps: Vec<&'static str>,
+//! }
+//!
+//! let wash = Pipeline::map("wash", |mut l: Load| {
+//!     l.steps.push("washed");
+//!     l
+//! });
+//! let dry = Pipeline::shard(2, |k| {
+//!     Pipeline::try_map(&format!("dryer {k}"), |mut l: Load| {
+//!         if l.owner == "mallory" {
+//!             return Err("lint filter jammed");
+//!         }
+//!         l.steps.push("dried");
+//!         Ok(l)
+//!     })
+//! });
+//! let fold = Pipeline::stage("fold", 0u32, machine::step(|folded: &mut u32, mut l: Load| {
+//!     *folded += 1;
+//!     l.steps.push("folded");
+//!     l
+//! }));
+//! let laundry = wash.then(dry).then(fold);
+//! println!("{}", laundry.to_dot()); // paste into `dot -Tsvg`
+//!
+//! let loads = ["ann", "bob", "mallory", "cy"].map(|owner| Load { owner, steps: vec![] });
+//! let run = laundry.run_sequential(loads);
+//! let owners: Vec<_> = run.outputs.iter().map(|l| l.owner).collect();
+//! assert_eq!(owners, ["ann", "bob", "cy"]);
+//! assert_eq!(run.outputs[0].steps, ["washed", "dried", "folded"]);
+//! assert_eq!(run.failures.len(), 1);
+//! assert_eq!(run.failures[0].stage, "dryer 0"); // the third load, 2 % 2 == 0
+//! assert_eq!(run.state::<u32>("fold"), Some(&3));
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod dot;
+mod either;
+mod failure;
+pub mod machine;
+mod node;
+mod pipeline;
+mod sequential;
+
+pub use either::Either;
+pub use failure::{FailedItem, Failure, StageState};
+pub use machine::Machine;
+pub use node::shard_of;
+pub use pipeline::Pipeline;
+pub use sequential::{Interpreter, Run};

@@ -1,0 +1,167 @@
+//! Branches that all see the item and whose outputs are paired: fan-out, par,
+//! N-ary fan-out.
+//!
+//! Each branch may emit `0..n` outputs per item; the pairing emits every
+//! combination (the list meaning of `&&&`), first branch outermost. An item
+//! that fails in a branch has no output there, so it produces no pair.
+
+use super::{Emit, Node};
+use crate::dot::{Dot, NodeId, Shape};
+use crate::{Failure, Pipeline, StageState};
+
+/// Emits every pair of `left` × `right`, `left` outermost, and empties both.
+fn pairs<C: Clone, D: Clone>(
+    left: &mut Vec<C>,
+    right: &mut Vec<D>,
+    failures: &mut Vec<Failure>,
+    emit: Emit<'_, (C, D)>,
+) {
+    for c in left.drain(..) {
+        for d in right.iter() {
+            emit((c.clone(), d.clone()), failures);
+        }
+    }
+    right.clear();
+}
+
+/// Both branches read every item: `Pipeline::fan_out`.
+pub(crate) struct FanOutNode<I, C, D> {
+    pub(crate) a: Pipeline<I, C>,
+    pub(crate) b: Pipeline<I, D>,
+    pub(crate) left: Vec<C>,
+    pub(crate) right: Vec<D>,
+}
+
+impl<I, C, D> Node<I, (C, D)> for FanOutNode<I, C, D>
+where
+    I: Clone + Send + 'static,
+    C: Clone + Send + 'static,
+    D: Clone + Send + 'static,
+{
+    fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, (C, D)>) {
+        let (left, right) = (&mut self.left, &mut self.right);
+        self.a
+            .push(seq, item.clone(), failures, &mut |c, _| left.push(c));
+        self.b.push(seq, item, failures, &mut |d, _| right.push(d));
+        pairs(left, right, failures, emit);
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let fork = dot.node("fan-out", Shape::Split);
+        dot.edges(from, fork);
+        let a = self.a.draw(dot, &[fork]);
+        let b = self.b.draw(dot, &[fork]);
+        let join = dot.node("pair", Shape::Join);
+        dot.edges(&a, join);
+        dot.edges(&b, join);
+        vec![join]
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.a.states(out);
+        self.b.states(out);
+    }
+}
+
+/// One branch per half of a pair: `Pipeline::par`.
+pub(crate) struct ParNode<A, B, C, D> {
+    pub(crate) a: Pipeline<A, C>,
+    pub(crate) b: Pipeline<B, D>,
+    pub(crate) left: Vec<C>,
+    pub(crate) right: Vec<D>,
+}
+
+impl<A, B, C, D> Node<(A, B), (C, D)> for ParNode<A, B, C, D>
+where
+    A: Send + 'static,
+    B: Send + 'static,
+    C: Clone + Send + 'static,
+    D: Clone + Send + 'static,
+{
+    fn push(
+        &mut self,
+        seq: u64,
+        item: (A, B),
+        failures: &mut Vec<Failure>,
+        emit: Emit<'_, (C, D)>,
+    ) {
+        let (x, y) = item;
+        let (left, right) = (&mut self.left, &mut self.right);
+        self.a.push(seq, x, failures, &mut |c, _| left.push(c));
+        self.b.push(seq, y, failures, &mut |d, _| right.push(d));
+        pairs(left, right, failures, emit);
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let fork = dot.node("unpair", Shape::Split);
+        dot.edges(from, fork);
+        let a = self.a.draw(dot, &[fork]);
+        let b = self.b.draw(dot, &[fork]);
+        let join = dot.node("pair", Shape::Join);
+        dot.edges(&a, join);
+        dot.edges(&b, join);
+        vec![join]
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.a.states(out);
+        self.b.states(out);
+    }
+}
+
+/// Every branch reads every item; outputs are vectors, one element per
+/// branch: `Pipeline::fan_out_n`.
+pub(crate) struct FanOutN<I, O> {
+    pub(crate) branches: Vec<Pipeline<I, O>>,
+    pub(crate) bufs: Vec<Vec<O>>,
+}
+
+impl<I, O> Node<I, Vec<O>> for FanOutN<I, O>
+where
+    I: Clone + Send + 'static,
+    O: Clone + Send + 'static,
+{
+    fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, Vec<O>>) {
+        for (branch, buf) in self.branches.iter_mut().zip(self.bufs.iter_mut()) {
+            branch.push(seq, item.clone(), failures, &mut |o, _| buf.push(o));
+        }
+        if self.bufs.iter().all(|b| !b.is_empty()) {
+            // A mixed-radix counter over the branches' outputs, last branch
+            // fastest, so the first branch is outermost as in `pairs`.
+            let mut idx = vec![0usize; self.bufs.len()];
+            'all: loop {
+                emit(
+                    idx.iter()
+                        .zip(&self.bufs)
+                        .map(|(&i, b)| b[i].clone())
+                        .collect(),
+                    failures,
+                );
+                for k in (0..idx.len()).rev() {
+                    idx[k] += 1;
+                    if idx[k] < self.bufs[k].len() {
+                        continue 'all;
+                    }
+                    idx[k] = 0;
+                }
+                break;
+            }
+        }
+        self.bufs.iter_mut().for_each(Vec::clear);
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let fork = dot.node(&format!("fan-out ×{}", self.branches.len()), Shape::Split);
+        dot.edges(from, fork);
+        let join = dot.node("tuple", Shape::Join);
+        for b in &self.branches {
+            let outs = b.draw(dot, &[fork]);
+            dot.edges(&outs, join);
+        }
+        vec![join]
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.branches.into_iter().for_each(|b| b.states(out));
+    }
+}

@@ -1,0 +1,314 @@
+//! Branches that each see some of the items: choice, merge, N-ary choice and
+//! the two kinds of shard.
+//!
+//! In the sequential meaning every item goes through its branch at once, so
+//! outputs leave in input order. A deployment must keep that order for
+//! `shard` (merging by sequence number) and per key for `shard_by_key`.
+
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+
+use super::{Emit, Node};
+use crate::dot::{Dot, NodeId, Shape};
+use crate::{Either, Failure, Pipeline, StageState};
+
+/// `Left` items to `a`, `Right` items to `b`, outputs tagged: `Pipeline::choice`.
+pub(crate) struct ChoiceNode<A, B, C, D> {
+    pub(crate) a: Pipeline<A, C>,
+    pub(crate) b: Pipeline<B, D>,
+}
+
+impl<A, B, C, D> Node<Either<A, B>, Either<C, D>> for ChoiceNode<A, B, C, D>
+where
+    A: Send + 'static,
+    B: Send + 'static,
+    C: Send + 'static,
+    D: Send + 'static,
+{
+    fn push(
+        &mut self,
+        seq: u64,
+        item: Either<A, B>,
+        failures: &mut Vec<Failure>,
+        emit: Emit<'_, Either<C, D>>,
+    ) {
+        match item {
+            Either::Left(x) => self
+                .a
+                .push(seq, x, failures, &mut |c, f| emit(Either::Left(c), f)),
+            Either::Right(y) => self
+                .b
+                .push(seq, y, failures, &mut |d, f| emit(Either::Right(d), f)),
+        }
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        draw_branches(
+            dot,
+            from,
+            "choice",
+            "either",
+            [&self.a as &dyn Draw, &self.b],
+        )
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.a.states(out);
+        self.b.states(out);
+    }
+}
+
+/// `Left` items to `a`, `Right` items to `b`, outputs merged: `Pipeline::merge`.
+pub(crate) struct MergeNode<A, B, C> {
+    pub(crate) a: Pipeline<A, C>,
+    pub(crate) b: Pipeline<B, C>,
+}
+
+impl<A, B, C> Node<Either<A, B>, C> for MergeNode<A, B, C>
+where
+    A: Send + 'static,
+    B: Send + 'static,
+    C: Send + 'static,
+{
+    fn push(
+        &mut self,
+        seq: u64,
+        item: Either<A, B>,
+        failures: &mut Vec<Failure>,
+        emit: Emit<'_, C>,
+    ) {
+        match item {
+            Either::Left(x) => self.a.push(seq, x, failures, emit),
+            Either::Right(y) => self.b.push(seq, y, failures, emit),
+        }
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        draw_branches(
+            dot,
+            from,
+            "choice",
+            "merge",
+            [&self.a as &dyn Draw, &self.b],
+        )
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.a.states(out);
+        self.b.states(out);
+    }
+}
+
+/// Each item to the branch `route` picks: `Pipeline::choose`.
+pub(crate) struct ChooseNode<I, O, F> {
+    pub(crate) name: String,
+    pub(crate) route: F,
+    pub(crate) branches: Vec<Pipeline<I, O>>,
+}
+
+/// The error of an item routed past the last branch.
+#[derive(Debug)]
+struct NoSuchBranch {
+    chosen: usize,
+    branches: usize,
+}
+
+impl std::fmt::Display for NoSuchBranch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "routed to branch {} of {}", self.chosen, self.branches)
+    }
+}
+
+impl std::error::Error for NoSuchBranch {}
+
+impl<I, O, F> Node<I, O> for ChooseNode<I, O, F>
+where
+    I: Debug + Send + 'static,
+    O: Send + 'static,
+    F: FnMut(&I) -> usize + Send,
+{
+    fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
+        let k = (self.route)(&item);
+        match self.branches.get_mut(k) {
+            Some(branch) => branch.push(seq, item, failures, emit),
+            None => failures.push(Failure {
+                seq,
+                stage: self.name.clone(),
+                item: Box::new(item),
+                error: Box::new(NoSuchBranch {
+                    chosen: k,
+                    branches: self.branches.len(),
+                }),
+            }),
+        }
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let branches: Vec<&dyn Draw> = self.branches.iter().map(|b| b as &dyn Draw).collect();
+        draw_routes(dot, from, &self.name, "merge", branches, true)
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.branches.into_iter().for_each(|b| b.states(out));
+    }
+}
+
+/// Item number `i` (counted at the shard's input) to copy `i % n`:
+/// `Pipeline::shard`.
+pub(crate) struct ShardNode<I, O> {
+    pub(crate) copies: Vec<Pipeline<I, O>>,
+    pub(crate) next: u64,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Node<I, O> for ShardNode<I, O> {
+    fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
+        let n = self.copies.len() as u64;
+        let copy = (self.next % n) as usize;
+        self.next += 1;
+        self.copies[copy].push(seq, item, failures, emit);
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let n = self.copies.len();
+        draw_copies(dot, from, &format!("shard ×{n} (i mod {n})"), &self.copies)
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.copies.into_iter().for_each(|c| c.states(out));
+    }
+}
+
+/// Each item to the copy its key hashes to: `Pipeline::shard_by_key`.
+pub(crate) struct ShardByKeyNode<I, O, F> {
+    pub(crate) copies: Vec<Pipeline<I, O>>,
+    pub(crate) key: F,
+}
+
+impl<I, O, K, F> Node<I, O> for ShardByKeyNode<I, O, F>
+where
+    I: Send + 'static,
+    O: Send + 'static,
+    K: Hash,
+    F: FnMut(&I) -> K + Send,
+{
+    fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
+        let copy = shard_of(&(self.key)(&item), self.copies.len());
+        self.copies[copy].push(seq, item, failures, emit);
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        draw_copies(
+            dot,
+            from,
+            &format!("shard ×{} by key", self.copies.len()),
+            &self.copies,
+        )
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.copies.into_iter().for_each(|c| c.states(out));
+    }
+}
+
+/// The copy, of `n`, that `shard_by_key` sends an item with key `key` to.
+///
+/// The hash is FNV-1a over the key's `Hash` bytes, fixed so that every
+/// process and every build routes a key to the same copy.
+///
+/// # Panics
+///
+/// If `n` is 0.
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_pipeline::shard_of;
+///
+/// assert_eq!(shard_of(&"alice", 4), shard_of(&"alice", 4));
+/// assert!(shard_of(&17u32, 3) < 3);
+/// ```
+pub fn shard_of<K: Hash + ?Sized>(key: &K, n: usize) -> usize {
+    assert!(n > 0, "shard_of: no copies");
+    let mut h = Fnv1a(0xcbf2_9ce4_8422_2325);
+    key.hash(&mut h);
+    (h.finish() % n as u64) as usize
+}
+
+struct Fnv1a(u64);
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// Something that can be drawn from some nodes: lets branches of different
+/// types be drawn by one function.
+trait Draw {
+    fn draw_from(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId>;
+}
+
+impl<I, O> Draw for Pipeline<I, O> {
+    fn draw_from(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        self.draw(dot, from)
+    }
+}
+
+fn draw_branches<'a>(
+    dot: &mut Dot,
+    from: &[NodeId],
+    split: &str,
+    join: &str,
+    branches: impl IntoIterator<Item = &'a dyn Draw>,
+) -> Vec<NodeId> {
+    draw_routes(dot, from, split, join, branches, false)
+}
+
+/// Draws a router named `split`, its branches, and where they meet, `join`;
+/// a router that can reject items gets an edge to the error output.
+fn draw_routes<'a>(
+    dot: &mut Dot,
+    from: &[NodeId],
+    split: &str,
+    join: &str,
+    branches: impl IntoIterator<Item = &'a dyn Draw>,
+    may_fail: bool,
+) -> Vec<NodeId> {
+    let fork = dot.node(split, Shape::Split);
+    if may_fail {
+        dot.may_fail(fork);
+    }
+    dot.edges(from, fork);
+    let outs: Vec<NodeId> = branches
+        .into_iter()
+        .flat_map(|b| b.draw_from(dot, &[fork]))
+        .collect();
+    let merge = dot.node(join, Shape::Join);
+    dot.edges(&outs, merge);
+    vec![merge]
+}
+
+fn draw_copies<I, O>(
+    dot: &mut Dot,
+    from: &[NodeId],
+    label: &str,
+    copies: &[Pipeline<I, O>],
+) -> Vec<NodeId> {
+    let fork = dot.node(label, Shape::Split);
+    dot.edges(from, fork);
+    let mut outs = Vec::new();
+    for (k, c) in copies.iter().enumerate() {
+        dot.begin_cluster(&format!("copy {k}"));
+        outs.extend(c.draw(dot, &[fork]));
+        dot.end_cluster();
+    }
+    let merge = dot.node("merge by seq", Shape::Join);
+    dot.edges(&outs, merge);
+    vec![merge]
+}

@@ -1,0 +1,117 @@
+//! Stages (one state machine each) and their sequencing.
+
+use std::error::Error;
+use std::fmt::Debug;
+use std::marker::PhantomData;
+
+use super::{Emit, Node};
+use crate::dot::{Dot, NodeId, Shape};
+use crate::machine::Machine;
+use crate::{Failure, Pipeline, StageState};
+
+/// A named state machine with its state.
+pub(crate) struct StageNode<S, M> {
+    pub(crate) name: String,
+    pub(crate) state: S,
+    pub(crate) machine: M,
+}
+
+impl<S, M> Node<M::In, M::Out> for StageNode<S, M>
+where
+    S: Send + 'static,
+    M: Machine<S> + Send,
+{
+    fn push(
+        &mut self,
+        _seq: u64,
+        item: M::In,
+        failures: &mut Vec<Failure>,
+        emit: Emit<'_, M::Out>,
+    ) {
+        self.machine
+            .step(&mut self.state, item, &mut |_, o| emit(o, failures));
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let me = dot.node(&self.name, Shape::Stage);
+        dot.edges(from, me);
+        vec![me]
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        out.push(StageState::new(&self.name, self.state));
+    }
+}
+
+/// A named state machine whose outputs are `Result`s: `Err`s go to the
+/// failures, `Ok`s on.
+pub(crate) struct TryStageNode<S, M, O> {
+    pub(crate) name: String,
+    pub(crate) state: S,
+    pub(crate) machine: M,
+    pub(crate) _ok: PhantomData<fn() -> O>,
+}
+
+impl<S, M, O, Er> Node<M::In, O> for TryStageNode<S, M, O>
+where
+    S: Send + 'static,
+    M: Machine<S, Out = Result<O, Er>> + Send,
+    M::In: Clone + Debug + Send + 'static,
+    Er: Into<Box<dyn Error + Send + Sync>>,
+{
+    fn push(&mut self, seq: u64, item: M::In, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
+        // The machine consumes the item, so a copy is kept to hand back with
+        // an error.
+        let copy = item.clone();
+        let name = &self.name;
+        self.machine
+            .step(&mut self.state, item, &mut |_, r| match r {
+                Ok(o) => emit(o, failures),
+                Err(e) => failures.push(Failure {
+                    seq,
+                    stage: name.clone(),
+                    item: Box::new(copy.clone()),
+                    error: e.into(),
+                }),
+            });
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let me = dot.node(&self.name, Shape::FallibleStage);
+        dot.edges(from, me);
+        vec![me]
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        out.push(StageState::new(&self.name, self.state));
+    }
+}
+
+/// `a` then `b` (the seed's `:>>>`).
+pub(crate) struct ThenNode<A, B, C> {
+    pub(crate) a: Pipeline<A, B>,
+    pub(crate) b: Pipeline<B, C>,
+}
+
+impl<A, B, C> Node<A, C> for ThenNode<A, B, C>
+where
+    A: Send + 'static,
+    B: Send + 'static,
+    C: Send + 'static,
+{
+    fn push(&mut self, seq: u64, item: A, failures: &mut Vec<Failure>, emit: Emit<'_, C>) {
+        let b = &mut self.b;
+        self.a
+            .push(seq, item, failures, &mut |x, f| b.push(seq, x, f, emit));
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let mid = self.a.draw(dot, from);
+        self.b.draw(dot, &mid)
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.a.states(out);
+        self.b.states(out);
+    }
+}

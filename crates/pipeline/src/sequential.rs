@@ -1,0 +1,112 @@
+//! The sequential interpreter: the meaning of a [`Pipeline`].
+//!
+//! Items enter one at a time, numbered from 0, and each goes through the whole
+//! pipeline before the next enters, on the calling thread. Whatever a
+//! deployment does (stages on many workers, shards in parallel), it must
+//! produce these outputs in this order (per key for `shard_by_key`), these
+//! failures and these final states.
+
+use crate::{Failure, Pipeline, StageState};
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct Run<O> {
+    /// Every output, in order.
+    pub outputs: Vec<O>,
+    /// For each output, the number of the input it came from.
+    pub seqs: Vec<u64>,
+    /// Every rejected item, in the order the stages rejected them.
+    pub failures: Vec<Failure>,
+    /// The final state of every stage, in description order.
+    pub states: Vec<StageState>,
+}
+
+impl<O> Run<O> {
+    /// The final state of the first stage named `name`, if it has type `S`.
+    pub fn state<S: 'static>(&self, name: &str) -> Option<&S> {
+        self.states.iter().find(|s| s.name == name)?.get()
+    }
+}
+
+/// A pipeline being run sequentially, one item per [`push`](Interpreter::push):
+/// a loop a test can step.
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_pipeline::Pipeline;
+///
+/// let mut run = Pipeline::map("double", |x: i32| 2 * x).sequential();
+/// assert_eq!(run.push(1), 0);
+/// assert_eq!(run.push(5), 1);
+/// assert_eq!(run.outputs(), [2, 10]);
+/// let done = run.finish();
+/// assert_eq!(done.seqs, [0, 1]);
+/// ```
+pub struct Interpreter<I, O> {
+    pipeline: Pipeline<I, O>,
+    next_seq: u64,
+    outputs: Vec<O>,
+    seqs: Vec<u64>,
+    failures: Vec<Failure>,
+}
+
+impl<I, O> Interpreter<I, O> {
+    /// Runs one item through the whole pipeline; returns its sequence number.
+    pub fn push(&mut self, item: I) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let (outputs, seqs) = (&mut self.outputs, &mut self.seqs);
+        self.pipeline
+            .push(seq, item, &mut self.failures, &mut |o, _| {
+                outputs.push(o);
+                seqs.push(seq);
+            });
+        seq
+    }
+
+    /// The outputs so far.
+    pub fn outputs(&self) -> &[O] {
+        &self.outputs
+    }
+
+    /// The failures so far.
+    pub fn failures(&self) -> &[Failure] {
+        &self.failures
+    }
+
+    /// Ends the run: everything produced, and the final states.
+    pub fn finish(self) -> Run<O> {
+        let mut states = Vec::new();
+        self.pipeline.states(&mut states);
+        Run {
+            outputs: self.outputs,
+            seqs: self.seqs,
+            failures: self.failures,
+            states,
+        }
+    }
+}
+
+impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
+    /// Starts a sequential run that is fed one item at a time.
+    pub fn sequential(self) -> Interpreter<I, O> {
+        Interpreter {
+            pipeline: self,
+            next_seq: 0,
+            outputs: Vec::new(),
+            seqs: Vec::new(),
+            failures: Vec::new(),
+        }
+    }
+
+    /// Runs every input through the pipeline in order, on this thread: the
+    /// reference meaning of the pipeline.
+    pub fn run_sequential(self, inputs: impl IntoIterator<Item = I>) -> Run<O> {
+        let mut run = self.sequential();
+        for x in inputs {
+            run.push(x);
+        }
+        run.finish()
+    }
+}

@@ -1,0 +1,364 @@
+//! Issue 3 item 6 at the sequential level: random pipelines built from every
+//! combinator (depth ≤ 4, random shard counts, keys and failing items) give
+//! exactly the outputs, failures and final states of a reference written in
+//! plain Rust from the same random description.
+
+use proptest::prelude::*;
+use statepipe_pipeline::machine::{self, Machine};
+use statepipe_pipeline::{shard_of, Either, Pipeline, Run};
+
+/// A random pipeline from `i64` to `i64`.
+#[derive(Clone, Debug)]
+enum Desc {
+    /// `x + c`.
+    Add(i64),
+    /// Counts its items: `x + count`.
+    Count,
+    /// `x mod 3` outputs: `x, x + 1, ...`.
+    Dup,
+    /// Rejects multiples of `m`.
+    Fail(i64),
+    /// One stage of fused machines: count, fanout with a filter, map.
+    Fused,
+    Then(Box<Desc>, Box<Desc>),
+    FanOut(Box<Desc>, Box<Desc>),
+    Par(Box<Desc>, Box<Desc>),
+    Choice(Box<Desc>, Box<Desc>),
+    Merge(Box<Desc>, Box<Desc>),
+    FanOutN(Vec<Desc>),
+    /// Routes by `x mod (n + 1)`, so branch `n` does not exist and fails.
+    Choose(Vec<Desc>),
+    Shard(usize, Box<Desc>),
+    /// Keyed by `x mod m`.
+    ShardByKey(usize, i64, Box<Desc>),
+}
+
+fn desc() -> impl Strategy<Value = Desc> {
+    let leaf = prop_oneof![
+        (-3i64..3).prop_map(Desc::Add),
+        Just(Desc::Count),
+        Just(Desc::Dup),
+        (2i64..6).prop_map(Desc::Fail),
+        Just(Desc::Fused),
+    ];
+    leaf.prop_recursive(4, 24, 3, |inner| {
+        let two = || (inner.clone(), inner.clone()).prop_map(|(a, b)| (Box::new(a), Box::new(b)));
+        prop_oneof![
+            two().prop_map(|(a, b)| Desc::Then(a, b)),
+            two().prop_map(|(a, b)| Desc::FanOut(a, b)),
+            two().prop_map(|(a, b)| Desc::Par(a, b)),
+            two().prop_map(|(a, b)| Desc::Choice(a, b)),
+            two().prop_map(|(a, b)| Desc::Merge(a, b)),
+            prop::collection::vec(inner.clone(), 1..4).prop_map(Desc::FanOutN),
+            prop::collection::vec(inner.clone(), 1..4).prop_map(Desc::Choose),
+            (1usize..5, inner.clone()).prop_map(|(n, d)| Desc::Shard(n, Box::new(d))),
+            (1usize..5, 1i64..6, inner).prop_map(|(n, m, d)| Desc::ShardByKey(n, m, Box::new(d))),
+        ]
+    })
+}
+
+fn count(s: &mut i64, x: i64) -> i64 {
+    *s += 1;
+    x.wrapping_add(*s)
+}
+
+fn fail(x: i64, m: i64) -> Result<i64, String> {
+    if x.rem_euclid(m) == 0 {
+        Err(format!("{x} is a multiple of {m}"))
+    } else {
+        Ok(x)
+    }
+}
+
+fn pair(a: i64, b: i64) -> i64 {
+    a.wrapping_mul(3).wrapping_add(b)
+}
+
+fn tuple(v: &[i64]) -> i64 {
+    v.iter()
+        .fold(0i64, |acc, &y| acc.wrapping_mul(7).wrapping_add(y))
+}
+
+fn side(x: i64) -> Either<i64, i64> {
+    if x % 2 == 0 {
+        Either::Left(x)
+    } else {
+        Either::Right(x)
+    }
+}
+
+/// The pipeline for `d`; stage names are paths in the description.
+fn build(d: &Desc, path: &str) -> Pipeline<i64, i64> {
+    let sub = |k: usize, d: &Desc| build(d, &format!("{path}.{k}"));
+    let pre = format!("{path}:pre");
+    let post = format!("{path}:post");
+    match d {
+        &Desc::Add(c) => Pipeline::map(path, move |x: i64| x.wrapping_add(c)),
+        Desc::Count => Pipeline::stage(path, 0i64, machine::step(count)),
+        Desc::Dup => Pipeline::stage(
+            path,
+            (),
+            machine::flat(|_: &mut (), x: i64| {
+                (0..x.rem_euclid(3)).map(move |k| x.wrapping_add(k))
+            }),
+        ),
+        &Desc::Fail(m) => Pipeline::try_map(path, move |x: i64| fail(x, m)),
+        Desc::Fused => {
+            let m = machine::step(count)
+                .fanout(machine::filter(|x: &i64| x % 2 == 0))
+                .map(|(a, b): (i64, i64)| a.wrapping_sub(b));
+            Pipeline::stage(path, 0i64, m)
+        }
+        Desc::Then(a, b) => sub(0, a).then(sub(1, b)),
+        Desc::FanOut(a, b) => sub(0, a)
+            .fan_out(sub(1, b))
+            .then(Pipeline::map(&post, |(a, b)| pair(a, b))),
+        Desc::Par(a, b) => Pipeline::map(&pre, |x: i64| (x, x / 2))
+            .then(sub(0, a).par(sub(1, b)))
+            .then(Pipeline::map(&post, |(a, b): (i64, i64)| a.wrapping_sub(b))),
+        Desc::Choice(a, b) => Pipeline::map(&pre, side)
+            .then(sub(0, a).choice(sub(1, b)))
+            .then(Pipeline::map(&post, |e: Either<i64, i64>| match e {
+                Either::Left(a) => a,
+                Either::Right(b) => b.wrapping_add(1000),
+            })),
+        Desc::Merge(a, b) => Pipeline::map(&pre, side).then(sub(0, a).merge(sub(1, b))),
+        Desc::FanOutN(ds) => {
+            let branches = ds.iter().enumerate().map(|(k, d)| sub(k, d)).collect();
+            Pipeline::fan_out_n(branches).then(Pipeline::map(&post, |v: Vec<i64>| tuple(&v)))
+        }
+        Desc::Choose(ds) => {
+            let n = ds.len() as i64;
+            let branches = ds.iter().enumerate().map(|(k, d)| sub(k, d)).collect();
+            Pipeline::choose(path, move |x: &i64| x.rem_euclid(n + 1) as usize, branches)
+        }
+        Desc::Shard(n, d) => Pipeline::shard(*n, |k| build(d, &format!("{path}/{k}"))),
+        &Desc::ShardByKey(n, m, ref d) => Pipeline::shard_by_key(
+            n,
+            move |x: &i64| x.rem_euclid(m),
+            |k| build(d, &format!("{path}/{k}")),
+        ),
+    }
+}
+
+/// The same description, run by hand.
+enum Ref {
+    Add(i64),
+    Count(String, i64),
+    Dup,
+    Fail(String, i64),
+    Fused(String, i64),
+    Then(Box<Ref>, Box<Ref>),
+    FanOut(Box<Ref>, Box<Ref>),
+    Par(Box<Ref>, Box<Ref>),
+    Choice(Box<Ref>, Box<Ref>),
+    Merge(Box<Ref>, Box<Ref>),
+    FanOutN(Vec<Ref>),
+    Choose(String, Vec<Ref>),
+    Shard(Vec<Ref>, usize),
+    ShardByKey(Vec<Ref>, i64),
+}
+
+type Fail = (u64, String, i64, String);
+
+impl Ref {
+    fn new(d: &Desc, path: &str) -> Ref {
+        let sub = |k: usize, d: &Desc| Box::new(Ref::new(d, &format!("{path}.{k}")));
+        let copies = |n: usize, d: &Desc| {
+            (0..n)
+                .map(|k| Ref::new(d, &format!("{path}/{k}")))
+                .collect()
+        };
+        match d {
+            &Desc::Add(c) => Ref::Add(c),
+            Desc::Count => Ref::Count(path.into(), 0),
+            Desc::Dup => Ref::Dup,
+            &Desc::Fail(m) => Ref::Fail(path.into(), m),
+            Desc::Fused => Ref::Fused(path.into(), 0),
+            Desc::Then(a, b) => Ref::Then(sub(0, a), sub(1, b)),
+            Desc::FanOut(a, b) => Ref::FanOut(sub(0, a), sub(1, b)),
+            Desc::Par(a, b) => Ref::Par(sub(0, a), sub(1, b)),
+            Desc::Choice(a, b) => Ref::Choice(sub(0, a), sub(1, b)),
+            Desc::Merge(a, b) => Ref::Merge(sub(0, a), sub(1, b)),
+            Desc::FanOutN(ds) => {
+                Ref::FanOutN(ds.iter().enumerate().map(|(k, d)| *sub(k, d)).collect())
+            }
+            Desc::Choose(ds) => Ref::Choose(
+                path.into(),
+                ds.iter().enumerate().map(|(k, d)| *sub(k, d)).collect(),
+            ),
+            Desc::Shard(n, d) => Ref::Shard(copies(*n, d), 0),
+            &Desc::ShardByKey(n, m, ref d) => Ref::ShardByKey(copies(n, d), m),
+        }
+    }
+
+    fn apply(&mut self, seq: u64, x: i64, fails: &mut Vec<Fail>) -> Vec<i64> {
+        match self {
+            Ref::Add(c) => vec![x.wrapping_add(*c)],
+            Ref::Count(_, s) => vec![count(s, x)],
+            Ref::Dup => (0..x.rem_euclid(3)).map(|k| x.wrapping_add(k)).collect(),
+            Ref::Fail(name, m) => match fail(x, *m) {
+                Ok(y) => vec![y],
+                Err(e) => {
+                    fails.push((seq, name.clone(), x, e));
+                    vec![]
+                }
+            },
+            Ref::Fused(_, s) => {
+                let a = count(s, x);
+                if x % 2 == 0 {
+                    vec![a.wrapping_sub(x)]
+                } else {
+                    vec![]
+                }
+            }
+            Ref::Then(a, b) => {
+                let ys = a.apply(seq, x, fails);
+                ys.into_iter()
+                    .flat_map(|y| b.apply(seq, y, fails))
+                    .collect()
+            }
+            Ref::FanOut(a, b) => {
+                let ys = a.apply(seq, x, fails);
+                let zs = b.apply(seq, x, fails);
+                ys.iter()
+                    .flat_map(|&y| zs.iter().map(move |&z| pair(y, z)))
+                    .collect()
+            }
+            Ref::Par(a, b) => {
+                let ys = a.apply(seq, x, fails);
+                let zs = b.apply(seq, x / 2, fails);
+                ys.iter()
+                    .flat_map(|&y| zs.iter().map(move |&z| y.wrapping_sub(z)))
+                    .collect()
+            }
+            Ref::Choice(a, b) => match side(x) {
+                Either::Left(l) => a.apply(seq, l, fails),
+                Either::Right(r) => b
+                    .apply(seq, r, fails)
+                    .into_iter()
+                    .map(|y| y.wrapping_add(1000))
+                    .collect(),
+            },
+            Ref::Merge(a, b) => match side(x) {
+                Either::Left(l) => a.apply(seq, l, fails),
+                Either::Right(r) => b.apply(seq, r, fails),
+            },
+            Ref::FanOutN(branches) => {
+                let lists: Vec<Vec<i64>> = branches
+                    .iter_mut()
+                    .map(|b| b.apply(seq, x, fails))
+                    .collect();
+                let mut combos: Vec<Vec<i64>> = vec![vec![]];
+                for list in &lists {
+                    combos = combos
+                        .iter()
+                        .flat_map(|prefix| {
+                            list.iter()
+                                .map(move |&y| [prefix.as_slice(), &[y]].concat())
+                        })
+                        .collect();
+                }
+                combos.iter().map(|v| tuple(v)).collect()
+            }
+            Ref::Choose(name, branches) => {
+                let k = x.rem_euclid(branches.len() as i64 + 1) as usize;
+                match branches.get_mut(k) {
+                    Some(b) => b.apply(seq, x, fails),
+                    None => {
+                        let e = format!("routed to branch {k} of {}", branches.len());
+                        fails.push((seq, name.clone(), x, e));
+                        vec![]
+                    }
+                }
+            }
+            Ref::Shard(copies, next) => {
+                let k = *next % copies.len();
+                *next += 1;
+                copies[k].apply(seq, x, fails)
+            }
+            Ref::ShardByKey(copies, m) => {
+                let k = shard_of(&x.rem_euclid(*m), copies.len());
+                copies[k].apply(seq, x, fails)
+            }
+        }
+    }
+
+    /// The counters' final states, in description order.
+    fn states(&self, out: &mut Vec<(String, i64)>) {
+        match self {
+            Ref::Count(name, s) | Ref::Fused(name, s) => out.push((name.clone(), *s)),
+            Ref::Add(_) | Ref::Dup | Ref::Fail(..) => {}
+            Ref::Then(a, b)
+            | Ref::FanOut(a, b)
+            | Ref::Par(a, b)
+            | Ref::Choice(a, b)
+            | Ref::Merge(a, b) => {
+                a.states(out);
+                b.states(out);
+            }
+            Ref::FanOutN(bs) | Ref::Choose(_, bs) | Ref::Shard(bs, _) | Ref::ShardByKey(bs, _) => {
+                bs.iter().for_each(|b| b.states(out));
+            }
+        }
+    }
+}
+
+fn failures(run: &Run<i64>) -> Vec<Fail> {
+    let item = |f: &statepipe_pipeline::Failure| *f.item::<i64>().expect("items are i64");
+    run.failures
+        .iter()
+        .map(|f| (f.seq, f.stage.clone(), item(f), f.error.to_string()))
+        .collect()
+}
+
+fn counters(run: &Run<i64>) -> Vec<(String, i64)> {
+    run.states
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), *s.get::<i64>()?)))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_pipelines_match_the_plain_reference(
+        d in desc(),
+        inputs in prop::collection::vec(-30i64..30, 0..30),
+    ) {
+        let pipeline = build(&d, "p");
+        let dot = pipeline.to_dot();
+        let well_formed = dot.starts_with("digraph pipeline {") && dot.ends_with("}\n");
+        prop_assert!(well_formed, "{}", dot);
+
+        let run = pipeline.run_sequential(inputs.clone());
+
+        let mut reference = Ref::new(&d, "p");
+        let mut want = Vec::new();
+        let mut want_seqs = Vec::new();
+        let mut want_fails = Vec::new();
+        for (seq, &x) in inputs.iter().enumerate() {
+            let ys = reference.apply(seq as u64, x, &mut want_fails);
+            want_seqs.extend(ys.iter().map(|_| seq as u64));
+            want.extend(ys);
+        }
+        let mut want_states = Vec::new();
+        reference.states(&mut want_states);
+
+        prop_assert_eq!(&run.outputs, &want);
+        prop_assert_eq!(&run.seqs, &want_seqs);
+        prop_assert_eq!(failures(&run), want_fails);
+        prop_assert_eq!(counters(&run), want_states);
+    }
+}
+
+#[test]
+fn a_fused_stage_needs_no_state_annotation() {
+    // Stateless machines learn the stage's state type from `stage`.
+    let m = machine::map(|x: u8| x + 1)
+        .fanout(machine::id())
+        .map(|(a, b)| a as u16 * b as u16);
+    let run = Pipeline::stage("f", (), m).run_sequential([2, 3]);
+    assert_eq!(run.outputs, [6, 12]);
+}
