@@ -26,6 +26,9 @@ pub enum BenchWhich {
     /// The Disruptor ring against the `disruptor` crate, rtrb, crossbeam-channel and
     /// std::sync::mpsc, on every topology, plus oversubscription and one-hop latency.
     Ring(RingArgs),
+    /// The distributed evolve engine's two masters: efficiency against workers (workers
+    /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
+    Cluster(statepipe_cluster::bench::BenchClusterArgs),
 }
 
 /// Options every `statepipe bench` subcommand takes.
@@ -57,6 +60,7 @@ pub struct RingArgs {
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         BenchWhich::Ring(args) => run_ring(args),
+        BenchWhich::Cluster(args) => statepipe_cluster::bench::main(&args),
     }
 }
 

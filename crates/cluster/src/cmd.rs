@@ -9,7 +9,7 @@ use anyhow::Context as _;
 
 use crate::auth::Secret;
 use crate::master::listen::{Joined, Listener};
-use crate::master::sched::{Batch, SchedConfig};
+use crate::master::sched::{Batch, Deadlines, SchedConfig, StealVia};
 use crate::master::{Master, MasterConfig, MasterImpl};
 use crate::pf::{self, nile::Nile, pk::Pk, Bootstrap, PfConfig, SsModel};
 use crate::registry::Registry;
@@ -26,9 +26,6 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Wait for N workers started by any launcher, then run the filter.
     Master(MasterArgs),
-    /// `statepipe bench cluster` until the shared bench command calls it.
-    #[command(name = "cluster-bench", hide = true)]
-    Bench(crate::bench::BenchClusterArgs),
 }
 
 /// Which state-space model the filter runs.
@@ -65,6 +62,14 @@ pub struct FilterArgs {
     /// Fixed evolve batch size (default: adaptive).
     #[arg(long)]
     pub batch: Option<usize>,
+    /// How stolen states travel: through the master (default, fewer hops)
+    /// or worker to worker (the bytes skip the master).
+    #[arg(long, value_enum, default_value = "master")]
+    pub steal_via: StealVia,
+    /// Declare a worker lost after this many seconds without an answer it
+    /// owes (default: 10 × the p99 batch time, at least 1 s).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub deadline_s: Option<Duration>,
     /// Write the result as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -113,6 +118,14 @@ pub struct MasterArgs {
     pub filter: FilterArgs,
 }
 
+fn seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s} is not a positive number of seconds"))
+}
+
 /// Logs go to stderr, `RUST_LOG` filters them (default: warnings).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -130,7 +143,6 @@ pub fn init_tracing() {
 pub fn run(cmd: Command) -> anyhow::Result<()> {
     init_tracing();
     match cmd {
-        Command::Bench(a) => crate::bench::main(&a),
         Command::Worker(a) => {
             if a.die_with_parent {
                 spawn::die_with_parent()?;
@@ -181,6 +193,11 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
         seed: a.seed,
         sched: SchedConfig {
             batch: a.batch.map_or(Batch::Adaptive { max: 64 }, Batch::Fixed),
+            steal_via: a.steal_via,
+            deadlines: Deadlines {
+                fixed: a.deadline_s,
+                ..Deadlines::default()
+            },
             ..SchedConfig::default()
         },
         ..MasterConfig::default()

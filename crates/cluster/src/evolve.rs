@@ -60,6 +60,17 @@ pub trait Evolve: Serialize + DeserializeOwned + Send + Sync + 'static {
         input: &Self::Input,
         rng: &mut Rng,
     ) -> Vec<(Self::State, Self::Output)>;
+
+    /// The expected cost of evolving a state with `input`, on any scale
+    /// (only ratios matter). The master places and orders work by it:
+    /// each step it evens out expected work per worker and starts the
+    /// longest calls first, which is what bounds a step's duration when a
+    /// few calls are much slower than the rest. The default, 1, treats all
+    /// calls alike; a cost that is not finite or is negative counts as 1.
+    fn expected_cost(&self, input: &Self::Input) -> f64 {
+        let _ = input;
+        1.0
+    }
 }
 
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.

@@ -1,4 +1,4 @@
-//! Small models: the benchmark's sleeping evolve.
+//! Small models: the benchmark's sleeping evolves.
 
 use std::time::Duration;
 
@@ -36,6 +36,11 @@ impl Evolve for Sleep {
     type Input = SleepInput;
     type Output = u64;
 
+    /// The sleep, plus a little for the call itself.
+    fn expected_cost(&self, i: &SleepInput) -> f64 {
+        f64::from(i.cost_us) + 10.0
+    }
+
     fn evolve(&self, s: &u64, i: &SleepInput, rng: &mut Rng) -> Vec<(u64, u64)> {
         if i.cost_us > 0 {
             std::thread::sleep(Duration::from_micros(u64::from(i.cost_us)));
@@ -46,6 +51,36 @@ impl Evolve for Sleep {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(rng.next_u64());
                 (c, c >> 32)
+            })
+            .collect()
+    }
+}
+
+/// [`Sleep`] with states of any size (the bytes of the initial states): for
+/// measuring how moving large states costs on each steal route. A child is
+/// its parent's bytes with the first eight replaced.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Ballast;
+
+impl Evolve for Ballast {
+    const NAME: &'static str = "ballast";
+    type State = Vec<u8>;
+    type Input = SleepInput;
+    type Output = u64;
+
+    fn expected_cost(&self, i: &SleepInput) -> f64 {
+        Sleep.expected_cost(i)
+    }
+
+    fn evolve(&self, s: &Vec<u8>, i: &SleepInput, rng: &mut Rng) -> Vec<(Vec<u8>, u64)> {
+        Sleep
+            .evolve(&0, i, rng)
+            .into_iter()
+            .map(|(c, o)| {
+                let mut b = s.clone();
+                let n = b.len().min(8);
+                b[..n].copy_from_slice(&c.to_le_bytes()[..n]);
+                (b, o)
             })
             .collect()
     }

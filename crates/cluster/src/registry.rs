@@ -52,12 +52,13 @@ impl Registry {
     }
 
     /// Every model this crate ships: the particle filters and the bench's
-    /// sleeping model.
+    /// sleeping models.
     pub fn builtin() -> Self {
         Registry::new()
             .with::<crate::pf::Bootstrap<crate::pf::nile::Nile>>()
             .with::<crate::pf::Bootstrap<crate::pf::pk::Pk>>()
             .with::<crate::models::Sleep>()
+            .with::<crate::models::Ballast>()
     }
 
     /// Adds `E`.

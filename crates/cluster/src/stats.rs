@@ -19,6 +19,14 @@ pub struct WorkerStats {
     pub steals_out: u64,
     /// States moved to this worker by steals.
     pub stolen_states: u64,
+    /// States moved to this worker by the start-of-step rebalance.
+    pub rebalanced_states: u64,
+    /// Moves (steals and rebalance) that reached this worker, and their
+    /// total time from the master's decision to the states being evolvable here.
+    pub transfers: u64,
+    pub transfer_ns: u64,
+    /// Of those, how many came straight from the victim (`StealVia::Peer`).
+    pub direct_transfers: u64,
     /// Bytes the master sent to this worker.
     pub bytes_out: u64,
     /// Bytes the master received from this worker.
@@ -51,6 +59,14 @@ impl Stats {
             return 0.0;
         }
         self.total_busy().as_secs_f64() / self.workers.len() as f64 / wall
+    }
+
+    /// Mean time from deciding a move to the states being evolvable at the
+    /// thief, if any move happened.
+    pub fn mean_transfer(&self) -> Option<Duration> {
+        let n: u64 = self.workers.iter().map(|w| w.transfers).sum();
+        let t: u64 = self.workers.iter().map(|w| w.transfer_ns).sum();
+        (n > 0).then(|| Duration::from_nanos(t / n))
     }
 
     /// Share of `evolve_many` wall time the master loop was busy.

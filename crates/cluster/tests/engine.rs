@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use common::{stealing, threads, Branchy};
 use statepipe_cluster::engine::{Engine, Local, Outputs};
 use statepipe_cluster::evolve::StateId;
+use statepipe_cluster::master::sched::StealVia;
 use statepipe_cluster::master::MasterImpl;
 use statepipe_cluster::pf::{self, nile::Nile, Bootstrap, PfConfig};
 use statepipe_cluster::Error;
@@ -62,6 +63,75 @@ fn distributed_equals_local_bit_for_bit_with_stealing_forced() {
             }
         }
     }
+}
+
+#[test]
+fn worker_to_worker_steals_and_rebalancing_equal_local_too() {
+    let model = Branchy { max: 3 };
+    let reference = drive(&mut Local::new(model.clone(), 11));
+    for imp in [MasterImpl::EventLoop, MasterImpl::Threaded] {
+        // Dynamic steals, victim to thief directly.
+        let mut cfg = stealing(imp, 11);
+        cfg.sched.steal_via = StealVia::Peer;
+        let mut m = threads(&model, 3, cfg);
+        assert_eq!(drive(&mut m), reference, "{imp:?}, peer steals");
+        let st = m.stats();
+        let direct: u64 = st.workers.iter().map(|w| w.direct_transfers).sum();
+        let all: u64 = st.workers.iter().map(|w| w.transfers).sum();
+        assert!(
+            all > 0 && direct == all,
+            "{direct} of {all} moves went direct"
+        );
+        // Everything starts on worker 0; the start-of-step rebalance
+        // spreads it, through the master and then directly.
+        for via in [StealVia::Master, StealVia::Peer] {
+            let mut cfg = stealing(imp, 11);
+            cfg.sched.rebalance = true;
+            cfg.sched.steal_via = via;
+            let mut m = threads(&model, 4, cfg);
+            assert_eq!(drive(&mut m), reference, "{imp:?}, rebalance via {via:?}");
+            let st = m.stats();
+            let moved: u64 = st.workers.iter().map(|w| w.rebalanced_states).sum();
+            assert!(moved > 0, "{imp:?} {via:?}: the rebalance moved nothing");
+            let direct: u64 = st.workers.iter().map(|w| w.direct_transfers).sum();
+            assert_eq!(direct > 0, via == StealVia::Peer);
+        }
+    }
+}
+
+#[test]
+fn longest_calls_are_spread_first() {
+    // Two workers, one state in 20 expensive: the rebalance deals the
+    // expensive ones out first, so each worker gets half of them.
+    let mut cfg = stealing(MasterImpl::EventLoop, 2);
+    cfg.sched.rebalance = true;
+    cfg.sched.steal = false;
+    let model = statepipe_cluster::models::Sleep;
+    let mut m = threads(&model, 2, cfg);
+    let ids = m.reset_states((0..40).collect()).unwrap();
+    let inputs: HashMap<_, _> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, &id)| {
+            let cost_us = if k % 20 == 0 { 2000 } else { 10 };
+            (
+                id,
+                statepipe_cluster::models::SleepInput {
+                    cost_us,
+                    children: 1,
+                },
+            )
+        })
+        .collect();
+    m.evolve_many(inputs).unwrap();
+    let st = m.stats();
+    // 40 states all on worker 0; the plan moves half the cost to worker 1.
+    assert_eq!(st.workers[1].evolved, st.workers[1].rebalanced_states);
+    assert!(st.workers[1].rebalanced_states > 0);
+    assert_eq!((st.workers[0].evolved, st.workers[1].evolved), (20, 20));
+    // A sleep never ends early: each worker slept through one long call.
+    let busy: Vec<u64> = st.workers.iter().map(|w| w.busy_ns).collect();
+    assert!(busy.iter().all(|&b| b >= 2_000_000), "{busy:?}");
 }
 
 #[test]

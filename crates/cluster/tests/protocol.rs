@@ -17,6 +17,11 @@ fn decode_everything(bytes: &[u8]) {
         let _ = msg::ids(payload);
         let _ = msg::count(payload);
         let _ = msg::array32(payload);
+        let _ = msg::give(payload);
+        let _ = msg::handoff(payload);
+        let _ = msg::arrived(payload);
+        let _ = msg::setup_ok(payload);
+        // A core without peers: a `Give` never makes it connect anywhere.
         let mut core = WorkerCore::new(statepipe_cluster::registry::Registry::builtin());
         let _ = core.handle(kind, payload, &mut Vec::new());
         pos += used;
@@ -69,6 +74,23 @@ fn sample_frames() -> Vec<Vec<u8>> {
     msg::put_ids(&mut f, &[StateId(1), StateId(2)]);
     protocol::finish(&mut f, st);
     v.push(f);
+    let mut f = Vec::new();
+    let st = protocol::begin(&mut f, Kind::Give);
+    msg::put_give(&mut f, 9, "127.0.0.1:1", &[StateId(7)]);
+    protocol::finish(&mut f, st);
+    v.push(f);
+    let mut f = Vec::new();
+    let st = protocol::begin(&mut f, Kind::Handoff);
+    msg::put_u64(&mut f, 9);
+    msg::put_states(&mut f, [(StateId(7), &b"state"[..])].into_iter());
+    protocol::finish(&mut f, st);
+    v.push(f);
+    let mut f = Vec::new();
+    let st = protocol::begin(&mut f, Kind::Arrived);
+    msg::put_u64(&mut f, 9);
+    msg::put_u32(&mut f, 1);
+    protocol::finish(&mut f, st);
+    v.push(f);
     v
 }
 
@@ -87,7 +109,7 @@ fn corpus() -> Vec<Vec<u8>> {
 #[test]
 fn corpus_decodes_without_panic() {
     let c = corpus();
-    assert!(c.len() >= 5);
+    assert!(c.len() >= 8);
     for bytes in c {
         decode_everything(&bytes);
     }
@@ -181,10 +203,33 @@ proptest! {
     }
 
     #[test]
+    fn transfer_payloads_round_trip(ticket in any::<u64>(), to in "[0-9.:a-z]{0,30}",
+                                    ids in prop::collection::vec(any::<u64>(), 0..20), n in any::<u32>()) {
+        let ids: Vec<StateId> = ids.into_iter().map(StateId).collect();
+        let mut p = Vec::new();
+        msg::put_give(&mut p, ticket, &to, &ids);
+        let g = msg::give(&p).unwrap();
+        prop_assert_eq!((g.ticket, g.to, &g.ids), (ticket, to.as_str(), &ids));
+        let mut a = Vec::new();
+        msg::put_u64(&mut a, ticket);
+        msg::put_u32(&mut a, n);
+        prop_assert_eq!(msg::arrived(&a).unwrap(), (ticket, n));
+        let mut h = Vec::new();
+        msg::put_u64(&mut h, ticket);
+        msg::put_states(&mut h, ids.iter().map(|&i| (i, &b"s"[..])));
+        let (t, got) = msg::handoff(&h).unwrap();
+        prop_assert_eq!((t, got.len()), (ticket, ids.len()));
+        let mut o = Vec::new();
+        msg::put_bytes(&mut o, to.as_bytes());
+        let want = if to.is_empty() { None } else { Some(to.as_str()) };
+        prop_assert_eq!(msg::setup_ok(if to.is_empty() { &[] } else { &o[..] }).unwrap(), want);
+    }
+
+    #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         decode_everything(&bytes);
         // Also behind a valid header, so the payload decoders see them.
-        for kind in [Kind::Evolve, Kind::Evolved, Kind::Add, Kind::Setup, Kind::Remove] {
+        for kind in [Kind::Evolve, Kind::Evolved, Kind::Add, Kind::Setup, Kind::Remove, Kind::Give] {
             let mut f = Vec::new();
             protocol::encode(&mut f, kind, &bytes);
             decode_everything(&f);

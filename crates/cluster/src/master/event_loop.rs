@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
-use super::sched::{Scheduler, WorkerId};
+use super::sched::{Scheduler, WorkerId, CHECK_EVERY};
 use super::Driver;
 use crate::protocol::{self, HEADER_LEN};
 
@@ -21,6 +21,8 @@ const READ_BUF: usize = 64 << 10;
 
 struct Conn {
     stream: TcpStream,
+    /// When bytes last moved either way (for the hung-worker deadline).
+    io_at: Instant,
     rbuf: Vec<u8>,
     rlen: usize,
     wbuf: Vec<u8>,
@@ -59,6 +61,7 @@ impl EventLoop {
                 .register(&mut stream, Token(w), Interest::READABLE)?;
             conns.push(Some(Conn {
                 stream,
+                io_at: Instant::now(),
                 rbuf: vec![0; READ_BUF],
                 rlen: 0,
                 wbuf: Vec::with_capacity(READ_BUF),
@@ -104,6 +107,7 @@ impl EventLoop {
                 Ok(0) => Err("connection closed by the worker".to_string()),
                 Ok(n) => {
                     c.rlen += n;
+                    c.io_at = Instant::now();
                     Self::dispatch(c, w, sched, self.max_frame)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -154,7 +158,10 @@ impl EventLoop {
         };
         while c.wpos < c.wbuf.len() {
             match c.stream.write(&c.wbuf[c.wpos..]) {
-                Ok(n) => c.wpos += n,
+                Ok(n) => {
+                    c.wpos += n;
+                    c.io_at = Instant::now();
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !c.want_write {
                         c.want_write = true;
@@ -187,20 +194,34 @@ impl Driver for EventLoop {
     fn run(&mut self, sched: &mut Scheduler) {
         let start = Instant::now();
         let mut waited = Duration::ZERO;
+        let mut next_check = start + CHECK_EVERY;
         self.flush_out(sched);
         while !sched.is_quiet() {
-            let timeout = match sched.failed_at() {
-                Some(t) => match (t + self.grace).checked_duration_since(Instant::now()) {
-                    Some(d) => Some(d),
+            let now = Instant::now();
+            if now >= next_check {
+                next_check = now + CHECK_EVERY;
+                let conns = &self.conns;
+                let late = sched.overdue(now, &|w| conns[w].as_ref().map(|c| c.io_at));
+                if !late.is_empty() {
+                    for (w, reason) in late {
+                        self.drop_conn(w, sched, &reason);
+                    }
+                    self.flush_out(sched);
+                    continue;
+                }
+            }
+            let mut timeout = next_check.saturating_duration_since(now);
+            if let Some(t) = sched.failed_at() {
+                match (t + self.grace).checked_duration_since(now) {
+                    Some(d) => timeout = timeout.min(d),
                     None => {
                         sched.abandon();
                         break;
                     }
-                },
-                None => None,
-            };
+                }
+            }
             let t0 = Instant::now();
-            if let Err(e) = self.poll.poll(&mut self.events, timeout) {
+            if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     tracing::error!("poll failed: {e}");
                     for w in 0..self.conns.len() {

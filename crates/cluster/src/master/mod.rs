@@ -11,7 +11,6 @@ pub mod sched;
 mod threaded;
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, Outputs};
@@ -81,11 +80,13 @@ impl Default for MasterConfig {
 
 /// States on workers, evolved by `E`.
 pub struct Master<E: Evolve> {
+    /// A copy of the model (decoded from what the workers got), for its
+    /// cost hints.
+    model: E,
     sched: Scheduler,
     driver: Box<dyn Driver>,
     stats: Stats,
     closed: bool,
-    _e: PhantomData<fn(E)>,
 }
 
 impl<E: Evolve> Master<E> {
@@ -112,7 +113,9 @@ impl<E: Evolve> Master<E> {
                 cfg.failure_grace,
             )?),
         };
+        let params = encode(model)?;
         let mut m = Master {
+            model: decode(&params)?,
             stats: Stats {
                 workers: vec![Default::default(); addrs.len()],
                 master_busy: driver.busy().map(|_| Duration::ZERO),
@@ -121,9 +124,8 @@ impl<E: Evolve> Master<E> {
             sched: Scheduler::new(&addrs, cfg.seed, cfg.sched.clone()),
             driver,
             closed: false,
-            _e: PhantomData,
         };
-        m.sched.begin_setup(E::NAME, &encode(model)?)?;
+        m.sched.begin_setup(E::NAME, &params)?;
         m.driver.run(&mut m.sched);
         m.sched.finish()?;
         Ok(m)
@@ -167,7 +169,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
     fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
         let inputs = inputs
             .into_iter()
-            .map(|(id, i)| Ok((id, encode(&i)?)))
+            .map(|(id, i)| Ok((id, encode(&i)?, self.model.expected_cost(&i))))
             .collect::<Result<Vec<_>, Error>>()?;
         let t0 = Instant::now();
         let b0 = self.driver.busy();

@@ -4,23 +4,33 @@
 //!
 //! Invariants:
 //! - `location` is the truth of where each live state is; a state in a
-//!   `Remove` in flight is still located at its victim until `Removed` comes.
-//! - each worker answers requests in order, so `in_flight` is a FIFO matched
-//!   against responses; any mismatch is a protocol violation.
+//!   `Remove` or `Give` in flight stays at its victim until the master
+//!   hears it left (`Removed`, `Given`, `Arrived`).
+//! - a worker answers in order within each lane: `Evolved` frames match
+//!   evolve requests in order, `Arrived` frames match by ticket, every
+//!   other answer matches the other requests in order. Any mismatch is a
+//!   protocol violation.
 //! - during an evolve, a worker's `pending` is non-empty only while its
-//!   pipeline is full (`refill` sends otherwise), so stealing only ever
-//!   takes states no request names yet.
+//!   pipeline is full (`refill` sends otherwise), so moving states only
+//!   ever takes states no request names yet.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, WorkerLost};
-use crate::evolve::{root_id, StateId};
+use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 use crate::stats::WorkerStats;
 
+mod deadline;
 mod finish;
+mod ops;
+mod plan;
+mod transfer;
+
+pub use deadline::{Deadlines, CHECK_EVERY};
+use transfer::Transfer;
 
 /// Index of a worker connection.
 pub type WorkerId = usize;
@@ -44,6 +54,16 @@ pub enum Placement {
     First,
 }
 
+/// The path stolen states take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StealVia {
+    /// Victim → master → thief (`Remove`, `Removed`, then `Add`).
+    Master,
+    /// Victim → thief directly (`Give`, `Handoff`, `Arrived`); falls back
+    /// to the master for a thief without a peer address.
+    Peer,
+}
+
 /// Scheduling knobs.
 #[derive(Debug, Clone)]
 pub struct SchedConfig {
@@ -53,6 +73,15 @@ pub struct SchedConfig {
     /// Move queued states to idle workers.
     pub steal: bool,
     pub placement: Placement,
+    /// At the start of each step, move states so that every worker's
+    /// expected work is even (longest first; see `plan.rs`).
+    pub rebalance: bool,
+    /// Use [`Evolve::expected_cost`](crate::evolve::Evolve::expected_cost);
+    /// otherwise every state counts 1.
+    pub cost_hints: bool,
+    pub steal_via: StealVia,
+    /// When a worker that owes answers is declared lost.
+    pub deadlines: Deadlines,
 }
 
 impl Default for SchedConfig {
@@ -62,6 +91,10 @@ impl Default for SchedConfig {
             pipeline: 2,
             steal: true,
             placement: Placement::Spread,
+            rebalance: true,
+            cost_hints: true,
+            steal_via: StealVia::Master,
+            deadlines: Deadlines::default(),
         }
     }
 }
@@ -73,12 +106,22 @@ enum Req {
         step: u64,
         sent: Instant,
         solo: bool,
+        cost: f64,
     },
     Add(u32),
     Remove {
         ids: Vec<StateId>,
         thief: WorkerId,
         step: u64,
+        sent: Instant,
+    },
+    Give {
+        ticket: u64,
+    },
+    /// Not sent: the thief of a `Give` owes an `Arrived`.
+    Arrive {
+        ticket: u64,
+        n: usize,
     },
     Drop,
     Fetch(Vec<StateId>),
@@ -87,12 +130,24 @@ enum Req {
 struct Slot {
     addr: SocketAddr,
     alive: bool,
+    /// States of this step not yet requested, cheapest first.
     pending: Vec<StateId>,
+    pending_cost: f64,
     in_flight: VecDeque<Req>,
     evolving: usize,
-    stealing: bool,
+    /// Transfers on their way to this worker.
+    incoming: usize,
+    /// Whether it is in `Scheduler::idle`.
+    queued_idle: bool,
+    /// Where this worker takes handoffs from peers.
+    peer: Option<String>,
     per_state_ns: Option<f64>,
     rtt_ns: Option<f64>,
+    /// Since when this worker has owed an answer, and when it last spoke.
+    owing_since: Instant,
+    last_heard: Instant,
+    /// When its last `Evolved` came.
+    last_evolved: Instant,
     stats: WorkerStats,
 }
 
@@ -107,7 +162,8 @@ pub struct Scheduler {
     step: u64,
     epoch: u64,
     evolving: bool,
-    inputs: HashMap<StateId, Vec<u8>>,
+    /// Serialised input and expected cost of each state not yet requested.
+    inputs: HashMap<StateId, (Vec<u8>, f64)>,
     remaining: usize,
     results: RawResults,
     fetched: Vec<(StateId, Vec<u8>)>,
@@ -115,6 +171,19 @@ pub struct Scheduler {
     failed_at: Option<Instant>,
     collision: Option<StateId>,
     idle: Vec<WorkerId>,
+    transfers: HashMap<u64, Transfer>,
+    next_ticket: u64,
+    /// Recent per-state evolve times (ns), for deadlines.
+    samples: VecDeque<f64>,
+    /// EWMA of evolve time per unit of expected cost.
+    ns_per_cost: Option<f64>,
+    /// EWMA of the time a move takes (decision to evolvable at the thief).
+    move_ns: Option<f64>,
+    /// Rebalancing moves of this step still on their way: until they have
+    /// landed no evolve request goes out, so that the moves' round trips
+    /// run on an otherwise quiet cluster and the moved (long) calls start
+    /// first rather than behind everyone's first batch.
+    holding: usize,
     cfg: SchedConfig,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
@@ -122,17 +191,24 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(addrs: &[SocketAddr], seed: u64, cfg: SchedConfig) -> Self {
+        let now = Instant::now();
         let slots = addrs
             .iter()
             .map(|&addr| Slot {
                 addr,
                 alive: true,
                 pending: Vec::new(),
+                pending_cost: 0.0,
                 in_flight: VecDeque::new(),
                 evolving: 0,
-                stealing: false,
+                incoming: 0,
+                queued_idle: false,
+                peer: None,
                 per_state_ns: None,
                 rtt_ns: None,
+                owing_since: now,
+                last_heard: now,
+                last_evolved: now,
                 stats: WorkerStats::default(),
             })
             .collect();
@@ -151,6 +227,12 @@ impl Scheduler {
             failed_at: None,
             collision: None,
             idle: Vec::new(),
+            transfers: HashMap::new(),
+            next_ticket: 0,
+            samples: VecDeque::new(),
+            ns_per_cost: None,
+            move_ns: None,
+            holding: 0,
             cfg,
             out: Vec::new(),
         }
@@ -178,10 +260,18 @@ impl Scheduler {
         self.failed_at
     }
 
-    fn send(&mut self, w: WorkerId, frame: Vec<u8>, req: Req) {
+    /// Records that `w` owes an answer for `req`.
+    fn expect(&mut self, w: WorkerId, req: Req) {
         let s = &mut self.slots[w];
-        s.stats.bytes_out += frame.len() as u64;
+        if s.in_flight.is_empty() {
+            s.owing_since = Instant::now();
+        }
         s.in_flight.push_back(req);
+    }
+
+    fn send(&mut self, w: WorkerId, frame: Vec<u8>, req: Req) {
+        self.slots[w].stats.bytes_out += frame.len() as u64;
+        self.expect(w, req);
         self.out.push((w, frame));
     }
 
@@ -190,8 +280,9 @@ impl Scheduler {
         self.failed_at = None;
         self.collision = None;
         self.evolving = false;
+        self.holding = 0;
         for s in &mut self.slots {
-            s.stealing = false;
+            s.incoming = 0;
         }
         if self.slots.iter().any(|s| s.alive) {
             Ok(())
@@ -209,116 +300,9 @@ impl Scheduler {
         }
     }
 
-    /// Sends the model to every worker.
-    pub fn begin_setup(&mut self, model: &str, params: &[u8]) -> Result<(), Error> {
-        self.begin_op()?;
-        for w in 0..self.slots.len() {
-            let mut f = Vec::new();
-            let st = protocol::begin(&mut f, Kind::Setup);
-            msg::put_setup(
-                &mut f,
-                &msg::Setup {
-                    seed: self.seed,
-                    model,
-                    params,
-                },
-            );
-            protocol::finish(&mut f, st);
-            self.send(w, f, Req::Setup);
-        }
-        Ok(())
-    }
-
-    /// Drops every state and places `states` (serialised); returns their ids.
-    pub fn begin_reset(&mut self, states: Vec<Vec<u8>>) -> Result<Vec<StateId>, Error> {
-        self.begin_op()?;
-        let mut held: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
-        for (&id, &w) in &self.location {
-            held[w].push(id);
-        }
-        self.location.clear();
-        for (w, ids) in held.into_iter().enumerate() {
-            if !ids.is_empty() && self.slots[w].alive {
-                self.send_ids(w, Kind::Drop, &ids, Req::Drop);
-            }
-        }
-        self.epoch += 1;
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&w| self.slots[w].alive)
-            .collect();
-        let n = states.len();
-        let ids: Vec<StateId> = (0..n as u64)
-            .map(|i| root_id(self.seed, self.epoch, i))
-            .collect();
-        let mut start = 0;
-        for (k, &w) in live.iter().enumerate() {
-            let end = match self.cfg.placement {
-                Placement::Spread => n * (k + 1) / live.len(),
-                Placement::First => n,
-            };
-            if end > start {
-                let mut f = Vec::new();
-                let st = protocol::begin(&mut f, Kind::Add);
-                msg::put_states(&mut f, (start..end).map(|i| (ids[i], states[i].as_slice())));
-                protocol::finish(&mut f, st);
-                for &id in &ids[start..end] {
-                    if self.location.insert(id, w).is_some() {
-                        self.collision = Some(id);
-                    }
-                }
-                self.send(w, f, Req::Add((end - start) as u32));
-            }
-            start = end;
-        }
-        Ok(ids)
-    }
-
-    fn send_ids(&mut self, w: WorkerId, kind: Kind, ids: &[StateId], req: Req) {
-        let mut f = Vec::new();
-        let st = protocol::begin(&mut f, kind);
-        msg::put_ids(&mut f, ids);
-        protocol::finish(&mut f, st);
-        self.send(w, f, req);
-    }
-
-    fn by_worker(&self, ids: &[StateId]) -> Vec<Vec<StateId>> {
-        let mut per: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
-        for id in ids {
-            per[self.location[id]].push(*id);
-        }
-        per
-    }
-
-    /// Asks for copies of `ids`.
-    pub fn begin_fetch(&mut self, ids: &[StateId]) -> Result<(), Error> {
-        self.begin_op()?;
-        self.unknown(ids.iter().copied())?;
-        self.fetched.clear();
-        for (w, ids) in self.by_worker(ids).into_iter().enumerate() {
-            if !ids.is_empty() {
-                self.send_ids(w, Kind::Fetch, &ids.clone(), Req::Fetch(ids));
-            }
-        }
-        Ok(())
-    }
-
-    /// Forgets `ids` here and on their workers.
-    pub fn begin_drop(&mut self, ids: &[StateId]) -> Result<(), Error> {
-        self.begin_op()?;
-        self.unknown(ids.iter().copied())?;
-        for (w, ids) in self.by_worker(ids).into_iter().enumerate() {
-            if !ids.is_empty() {
-                for id in &ids {
-                    self.location.remove(id);
-                }
-                self.send_ids(w, Kind::Drop, &ids, Req::Drop);
-            }
-        }
-        Ok(())
-    }
-
-    /// Starts one step: evolve each state with its serialised input.
-    pub fn begin_evolve(&mut self, mut inputs: Vec<(StateId, Vec<u8>)>) -> Result<(), Error> {
+    /// Starts one step: evolve each state with its serialised input and
+    /// expected cost (any non-negative scale; only ratios matter).
+    pub fn begin_evolve(&mut self, mut inputs: Vec<(StateId, Vec<u8>, f64)>) -> Result<(), Error> {
         self.begin_op()?;
         self.unknown(inputs.iter().map(|p| p.0))?;
         inputs.sort_unstable_by_key(|p| p.0);
@@ -326,119 +310,34 @@ impl Scheduler {
         self.evolving = true;
         self.results = HashMap::with_capacity(inputs.len());
         self.remaining = inputs.len();
-        for (id, input) in inputs {
-            self.slots[self.location[&id]].pending.push(id);
-            self.inputs.insert(id, input);
+        for (id, input, cost) in inputs {
+            let cost = if !self.cfg.cost_hints || !cost.is_finite() || cost < 0.0 {
+                1.0
+            } else {
+                cost
+            };
+            let w = self.location[&id];
+            self.slots[w].pending.push(id);
+            self.slots[w].pending_cost += cost;
+            self.inputs.insert(id, (input, cost));
         }
+        for w in 0..self.slots.len() {
+            self.sort_pending(w);
+        }
+        self.holding = if self.cfg.rebalance {
+            self.rebalance()
+        } else {
+            0
+        };
         self.idle.clear();
+        for w in 0..self.slots.len() {
+            self.slots[w].queued_idle = false;
+        }
         for w in 0..self.slots.len() {
             self.refill(w);
         }
         self.retry_idle();
         Ok(())
-    }
-
-    fn batch_size(&self, w: WorkerId) -> usize {
-        let s = &self.slots[w];
-        match self.cfg.batch {
-            Batch::Fixed(n) => n.max(1),
-            Batch::Adaptive { max } => {
-                let want = match (s.per_state_ns, s.rtt_ns) {
-                    (Some(t), Some(rtt)) if t > 0.0 => (2.0 * rtt / t).ceil() as usize,
-                    _ => 1,
-                };
-                want.clamp(1, max.max(1))
-                    .min(s.pending.len().div_ceil(2).max(1))
-            }
-        }
-    }
-
-    /// Sends batches to `w` until its pipeline is full, or steals for it.
-    fn refill(&mut self, w: WorkerId) {
-        if !self.evolving || self.failed_at.is_some() || !self.slots[w].alive {
-            return;
-        }
-        while self.slots[w].evolving < self.cfg.pipeline.max(1) && !self.slots[w].pending.is_empty()
-        {
-            let b = self.batch_size(w);
-            let s = &mut self.slots[w];
-            let at = s.pending.len().saturating_sub(b);
-            let ids = s.pending.split_off(at);
-            let solo = s.evolving == 0;
-            s.evolving += 1;
-            let mut f = Vec::new();
-            let st = protocol::begin(&mut f, Kind::Evolve);
-            msg::put_u64(&mut f, self.step);
-            msg::put_u32(&mut f, ids.len() as u32);
-            for id in &ids {
-                msg::put_u64(&mut f, id.0);
-                msg::put_bytes(
-                    &mut f,
-                    &self
-                        .inputs
-                        .remove(id)
-                        .expect("every pending state has an input"),
-                );
-            }
-            protocol::finish(&mut f, st);
-            let req = Req::Evolve {
-                ids,
-                step: self.step,
-                sent: Instant::now(),
-                solo,
-            };
-            self.send(w, f, req);
-        }
-        let s = &self.slots[w];
-        if s.pending.is_empty()
-            && s.evolving < self.cfg.pipeline.max(1)
-            && !s.stealing
-            && !self.steal_for(w)
-        {
-            self.idle.push(w);
-        }
-    }
-
-    /// Moves half the queued states of the worker with most queued to `thief`.
-    fn steal_for(&mut self, thief: WorkerId) -> bool {
-        if !self.cfg.steal || self.remaining == 0 {
-            return false;
-        }
-        let victim = (0..self.slots.len())
-            .filter(|&v| v != thief && self.slots[v].alive)
-            .max_by_key(|&v| (self.slots[v].pending.len(), std::cmp::Reverse(v)));
-        let Some(victim) = victim.filter(|&v| !self.slots[v].pending.is_empty()) else {
-            return false;
-        };
-        let p = &mut self.slots[victim].pending;
-        let take = p.len().div_ceil(2);
-        let ids = p.split_off(p.len() - take);
-        self.slots[victim].stats.steals_out += 1;
-        self.slots[thief].stats.steals_in += 1;
-        self.slots[thief].stats.stolen_states += ids.len() as u64;
-        self.slots[thief].stealing = true;
-        let step = self.step;
-        self.send_ids(
-            victim,
-            Kind::Remove,
-            &ids.clone(),
-            Req::Remove { ids, thief, step },
-        );
-        true
-    }
-
-    fn retry_idle(&mut self) {
-        // O(workers) check first: without it every event at the end of a
-        // step cost O(idle × workers) victim scans.
-        if self.idle.is_empty()
-            || self.failed_at.is_some()
-            || self.slots.iter().all(|s| s.pending.is_empty())
-        {
-            return;
-        }
-        for w in std::mem::take(&mut self.idle) {
-            self.refill(w);
-        }
     }
 
     /// Handles one response frame from `w`.
@@ -447,17 +346,35 @@ impl Scheduler {
     /// A reason to drop the connection: a malformed payload, a response
     /// nobody asked for, or a `Failed` frame.
     pub fn on_frame(&mut self, w: WorkerId, kind: Kind, p: &[u8]) -> Result<(), String> {
-        self.slots[w].stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;
-        if kind == Kind::Failed {
-            return Err(format!("worker reported: {}", String::from_utf8_lossy(p)));
-        }
-        let req = self.slots[w]
-            .in_flight
-            .pop_front()
-            .ok_or_else(|| format!("unrequested {kind:?} frame"))?;
         let bad = |e: msg::MsgError| format!("malformed {kind:?}: {e}");
+        let s = &mut self.slots[w];
+        s.stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;
+        s.last_heard = Instant::now();
+        let at = match kind {
+            Kind::Failed => return Err(format!("worker reported: {}", String::from_utf8_lossy(p))),
+            Kind::Evolved => s
+                .in_flight
+                .iter()
+                .position(|r| matches!(r, Req::Evolve { .. })),
+            Kind::Arrived => {
+                let (ticket, _) = msg::arrived(p).map_err(bad)?;
+                s.in_flight
+                    .iter()
+                    .position(|r| matches!(r, Req::Arrive { ticket: t, .. } if *t == ticket))
+            }
+            _ => s
+                .in_flight
+                .iter()
+                .position(|r| !matches!(r, Req::Evolve { .. } | Req::Arrive { .. })),
+        };
+        let req = at
+            .and_then(|i| s.in_flight.remove(i))
+            .ok_or_else(|| format!("unrequested {kind:?} frame"))?;
         match (req, kind) {
-            (Req::Setup, Kind::SetupOk) | (Req::Drop, Kind::Dropped) => {}
+            (Req::Drop, Kind::Dropped) => {}
+            (Req::Setup, Kind::SetupOk) => {
+                self.slots[w].peer = msg::setup_ok(p).map_err(bad)?.map(str::to_string);
+            }
             (Req::Add(n), Kind::Added) => {
                 let got = msg::count(p).map_err(bad)?;
                 if got != n {
@@ -478,6 +395,7 @@ impl Scheduler {
                     step,
                     sent,
                     solo,
+                    cost,
                 },
                 Kind::Evolved,
             ) => {
@@ -487,14 +405,33 @@ impl Scheduler {
                 {
                     return Err("evolved other states than asked".into());
                 }
-                self.on_evolved(w, e, step, sent, solo);
+                self.on_evolved(w, e, step, sent, solo, cost);
             }
-            (Req::Remove { ids, thief, step }, Kind::Removed) => {
+            (
+                Req::Remove {
+                    ids,
+                    thief,
+                    step,
+                    sent,
+                },
+                Kind::Removed,
+            ) => {
                 let got = msg::states(p).map_err(bad)?;
                 if got.len() != ids.len() || got.iter().zip(&ids).any(|(g, i)| g.0 != *i) {
                     return Err("removed other states than asked".into());
                 }
-                self.on_removed(w, ids, thief, step, p);
+                self.on_removed(w, ids, thief, step, sent, p);
+            }
+            (Req::Give { ticket }, Kind::Given) => {
+                let n = msg::count(p).map_err(bad)?;
+                self.on_given(w, ticket, n)?;
+            }
+            (Req::Arrive { ticket, n }, Kind::Arrived) => {
+                let (_, got) = msg::arrived(p).map_err(bad)?;
+                if got as usize != n {
+                    return Err(format!("{got} states arrived of {n}"));
+                }
+                self.on_arrived(w, ticket);
             }
             (_, k) => return Err(format!("unexpected {k:?} frame")),
         }
@@ -509,21 +446,28 @@ impl Scheduler {
         step: u64,
         sent: Instant,
         solo: bool,
+        cost: f64,
     ) {
         let current = self.evolving && step == self.step;
         let n = e.parents.len();
         let s = &mut self.slots[w];
+        s.last_evolved = Instant::now();
         s.evolving = s.evolving.saturating_sub(1);
         s.stats.busy_ns += e.busy_ns;
         s.stats.evolved += n as u64;
         s.stats.batches += 1;
+        if solo {
+            let rtt = (nanos(sent.elapsed()) - e.busy_ns as f64).max(0.0);
+            s.rtt_ns = Some(s.rtt_ns.map_or(rtt, |o| 0.8 * o + 0.2 * rtt));
+        }
         if n > 0 {
             let t = e.busy_ns as f64 / n as f64;
             s.per_state_ns = Some(s.per_state_ns.map_or(t, |o| 0.8 * o + 0.2 * t));
+            self.record_sample(t);
         }
-        if solo {
-            let rtt = (sent.elapsed().as_nanos() as f64 - e.busy_ns as f64).max(0.0);
-            s.rtt_ns = Some(s.rtt_ns.map_or(rtt, |o| 0.8 * o + 0.2 * rtt));
+        if cost > 0.0 {
+            let t = e.busy_ns as f64 / cost;
+            self.ns_per_cost = Some(self.ns_per_cost.map_or(t, |o| 0.9 * o + 0.1 * t));
         }
         let mut orphans = Vec::new();
         for (parent, children) in e.parents {
@@ -552,38 +496,9 @@ impl Scheduler {
         }
         self.refill(w);
     }
+}
 
-    fn on_removed(
-        &mut self,
-        victim: WorkerId,
-        ids: Vec<StateId>,
-        thief: WorkerId,
-        step: u64,
-        p: &[u8],
-    ) {
-        let dest = if self.slots[thief].alive {
-            thief
-        } else {
-            victim
-        };
-        self.slots[thief].stealing = false;
-        // Forward without decoding the states: `Removed` has `Add`'s layout.
-        let mut f = Vec::with_capacity(protocol::HEADER_LEN + p.len());
-        protocol::encode(&mut f, Kind::Add, p);
-        for id in &ids {
-            self.location.insert(*id, dest);
-        }
-        self.send(dest, f, Req::Add(ids.len() as u32));
-        if self.failed_at.is_none() && self.evolving && step == self.step {
-            self.slots[dest].pending.extend(ids);
-            self.refill(dest);
-        } else {
-            for id in ids {
-                self.inputs.remove(&id);
-            }
-        }
-        if dest != thief {
-            self.refill(thief);
-        }
-    }
+/// A time as nanoseconds, for estimates kept in floating point.
+fn nanos(d: Duration) -> f64 {
+    d.as_nanos() as f64
 }

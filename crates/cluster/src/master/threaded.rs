@@ -6,12 +6,13 @@
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::sched::{SchedConfig, Scheduler, WorkerId};
+use super::sched::{SchedConfig, Scheduler, WorkerId, CHECK_EVERY};
 use super::Driver;
 use crate::protocol::Kind;
 use crate::wire;
@@ -33,6 +34,52 @@ struct Inner {
 struct Shared {
     inner: Mutex<Inner>,
     cv: Condvar,
+    /// Per worker, when bytes last moved on its socket, in nanoseconds
+    /// since `base` (for the hung-worker deadline).
+    io: Vec<AtomicU64>,
+    base: Instant,
+}
+
+impl Shared {
+    fn touch(&self, w: WorkerId) {
+        self.io[w].store(self.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn last_io(&self, w: WorkerId) -> Option<Instant> {
+        let ns = self.io.get(w)?.load(Ordering::Relaxed);
+        Some(self.base + Duration::from_nanos(ns))
+    }
+}
+
+/// A socket half that reports every transfer to `Shared::touch`.
+struct Tracked<S> {
+    inner: S,
+    shared: Arc<Shared>,
+    w: WorkerId,
+}
+
+impl<S: std::io::Read> std::io::Read for Tracked<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.shared.touch(self.w);
+        }
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for Tracked<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        if n > 0 {
+            self.shared.touch(self.w);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// The thread-per-worker master driver.
@@ -57,11 +104,18 @@ impl Inner {
             Event::Closed(w, r) => Some((w, r)),
         };
         if let Some((w, reason)) = closed {
-            s.on_disconnect(w, &reason);
-            self.writers[w] = None;
-            let _ = self.streams[w].shutdown(Shutdown::Both);
+            self.close_worker(w, &reason);
         }
         self.dispatch();
+    }
+
+    /// Drops `w`: its states are lost, its threads end.
+    fn close_worker(&mut self, w: WorkerId, reason: &str) {
+        if let Some(s) = self.sched.as_mut() {
+            s.on_disconnect(w, reason);
+        }
+        self.writers[w] = None;
+        let _ = self.streams[w].shutdown(Shutdown::Both);
     }
 
     fn dispatch(&mut self) {
@@ -90,12 +144,18 @@ impl Threaded {
                 streams: Vec::with_capacity(n),
             }),
             cv: Condvar::new(),
+            io: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            base: Instant::now(),
         });
         let mut threads = Vec::with_capacity(2 * n);
         let mut g = lock(&shared);
         for (w, s) in streams.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel::<Vec<u8>>();
-            let mut ws = s.try_clone()?;
+            let mut ws = Tracked {
+                inner: s.try_clone()?,
+                shared: shared.clone(),
+                w,
+            };
             g.streams.push(s.try_clone()?);
             g.writers.push(Some(tx));
             threads.push(std::thread::spawn(move || {
@@ -106,7 +166,11 @@ impl Threaded {
                 }
             }));
             let sh = shared.clone();
-            let mut rs = s;
+            let mut rs = Tracked {
+                inner: s,
+                shared: shared.clone(),
+                w,
+            };
             threads.push(std::thread::spawn(move || {
                 let mut buf = Vec::new();
                 loop {
@@ -142,21 +206,35 @@ impl Driver for Threaded {
             g.handle(ev);
         }
         g.dispatch();
+        let mut next_check = Instant::now() + CHECK_EVERY;
         loop {
             let s = g.sched.as_mut().expect("the scheduler is ours during run");
             if s.is_quiet() {
                 break;
             }
-            let wait = match s.failed_at() {
-                Some(t) => match (t + self.grace).checked_duration_since(Instant::now()) {
-                    Some(d) => d,
+            let now = Instant::now();
+            if now >= next_check {
+                next_check = now + CHECK_EVERY;
+                let sh = &self.shared;
+                let late = s.overdue(now, &|w| sh.last_io(w));
+                if !late.is_empty() {
+                    for (w, reason) in late {
+                        g.close_worker(w, &reason);
+                    }
+                    g.dispatch();
+                    continue;
+                }
+            }
+            let mut wait = next_check.saturating_duration_since(now);
+            if let Some(t) = s.failed_at() {
+                match (t + self.grace).checked_duration_since(now) {
+                    Some(d) => wait = wait.min(d),
                     None => {
                         s.abandon();
                         break;
                     }
-                },
-                None => Duration::from_millis(100),
-            };
+                }
+            }
             g = self
                 .shared
                 .cv

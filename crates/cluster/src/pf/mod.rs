@@ -68,6 +68,11 @@ impl<M: SsModel> Evolve for Bootstrap<M> {
     type Input = PfInput;
     type Output = PfOutput;
 
+    /// One propagation per child, plus the call.
+    fn expected_cost(&self, i: &PfInput) -> f64 {
+        f64::from(i.children) + 0.25
+    }
+
     fn evolve(
         &self,
         s: &Option<M::X>,

@@ -22,7 +22,7 @@ pub mod msg;
 /// First byte of every frame.
 pub const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (64 MiB).
@@ -61,6 +61,11 @@ kinds! {
     Fetch = 7,
     /// Master to worker: exit.
     Shutdown = 8,
+    /// Master to worker: send these states straight to the worker listening
+    /// at this address (worker-to-worker stealing).
+    Give = 9,
+    /// Worker to worker: states handed over by a `Give`, with its ticket.
+    Handoff = 10,
     /// Worker to master: HMAC of the challenge.
     Auth = 0x81,
     /// Worker to master: the model is loaded.
@@ -77,6 +82,10 @@ kinds! {
     Fetched = 0x87,
     /// Worker to master: the request failed; the worker closes the connection.
     Failed = 0x88,
+    /// Worker to master: how many states of a `Give` went to the peer (0: none, kept).
+    Given = 0x89,
+    /// Worker to master, unasked: the states of a `Handoff` arrived and are held.
+    Arrived = 0x8A,
 }
 
 /// Why bytes are not a frame.

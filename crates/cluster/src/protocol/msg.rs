@@ -9,8 +9,12 @@
 //! Add        n u32, n × (id u64, state bytes)        (= Removed = Fetched)
 //! Remove     n u32, n × id u64                       (= Drop = Fetch)
 //! Evolved    busy_ns u64, n u32, n × (parent u64, k u32, k × (child u64, output bytes))
-//! Added      n u32                                    (= Dropped)
-//! Failed     message bytes (UTF-8)                    Setup/SetupOk/Shutdown: as shown / empty
+//! Added      n u32                                    (= Dropped = Given)
+//! SetupOk    empty, or peer address bytes (UTF-8 "ip:port" where the worker
+//!            takes `Handoff`s)
+//! Give       ticket u64, peer address bytes, n u32, n × id u64
+//! Handoff    ticket u64, then `Add`'s layout         Arrived   ticket u64, n u32
+//! Failed     message bytes (UTF-8)                    Shutdown: empty
 //! ```
 //!
 //! `Removed` has exactly `Add`'s layout so that the master forwards a stolen
@@ -244,4 +248,60 @@ pub fn array32(p: &[u8]) -> Result<[u8; 32], MsgError> {
     let a = r.array::<32>()?;
     r.end()?;
     Ok(a)
+}
+
+/// `Give` payload: a transfer ticket, the thief's peer address, the ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Give<'a> {
+    pub ticket: u64,
+    pub to: &'a str,
+    pub ids: Vec<StateId>,
+}
+
+pub fn put_give(out: &mut Vec<u8>, ticket: u64, to: &str, ids: &[StateId]) {
+    put_u64(out, ticket);
+    put_bytes(out, to.as_bytes());
+    put_ids(out, ids);
+}
+
+pub fn give(p: &[u8]) -> Result<Give<'_>, MsgError> {
+    let mut r = Reader::new(p);
+    let ticket = r.u64()?;
+    let to = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
+    let n = r.count(8)?;
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(r.id()?);
+    }
+    r.end()?;
+    Ok(Give { ticket, to, ids })
+}
+
+/// `Handoff` payload: the ticket, then the states (`Add`'s layout).
+pub fn handoff(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
+    let mut r = Reader::new(p);
+    let ticket = r.u64()?;
+    let v = id_bytes_list(&mut r)?;
+    r.end()?;
+    Ok((ticket, v))
+}
+
+/// `Arrived` payload: the ticket and the number of states now held.
+pub fn arrived(p: &[u8]) -> Result<(u64, u32), MsgError> {
+    let mut r = Reader::new(p);
+    let ticket = r.u64()?;
+    let n = r.u32()?;
+    r.end()?;
+    Ok((ticket, n))
+}
+
+/// `SetupOk` payload: the worker's peer address, if it takes `Handoff`s.
+pub fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
+    if p.is_empty() {
+        return Ok(None);
+    }
+    let mut r = Reader::new(p);
+    let a = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
+    r.end()?;
+    Ok(Some(a))
 }

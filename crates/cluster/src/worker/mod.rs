@@ -1,12 +1,27 @@
-//! The worker: one loop, its states in a hash map, one request at a time.
+//! The worker: its states in a hash map; a reader thread that answers
+//! control requests at once and a compute thread that evolves batches.
 //!
-//! [`WorkerCore`] is the state machine (request in, response out) and is
-//! driven by [`run`] over a blocking socket. A worker exits when the master
-//! sends `Shutdown` or closes the connection, so it never outlives its master.
+//! [`WorkerCore`] is the request/response state machine. Run sequentially
+//! (tests, the fuzzing) it answers every request in order. [`run`] splits
+//! it over two threads so that a `Remove`, `Give`, `Fetch` or `Drop`
+//! overtakes the evolve batches queued behind a long call: the master
+//! matches `Evolved` frames against its evolve requests and every other
+//! answer against its other requests, each lane in order. That is safe
+//! because the master only ever moves or drops states that no queued evolve
+//! names. A third thread (see [`peer`]) takes states handed over by other
+//! workers.
+//!
+//! A worker exits when the master sends `Shutdown` or closes the
+//! connection, so it never outlives its master.
+
+pub mod peer;
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::io::Write as _;
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -24,32 +39,48 @@ pub enum Next {
     Exit,
 }
 
+/// A worker's states, serialised, shared by its threads.
+pub type Store = Arc<Mutex<HashMap<StateId, Vec<u8>>>>;
+
+/// Locks, ignoring poisoning (a panicking evolve is caught before it could
+/// poison anything, and the worker exits after it anyway).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A worker's states and model; answers one request at a time.
 pub struct WorkerCore {
     registry: Registry,
     model: Option<Box<dyn ByteEvolve>>,
     seed: u64,
-    states: HashMap<StateId, Vec<u8>>,
+    store: Store,
+    /// Outgoing handoffs; without them a `Give` is answered `Given 0`.
+    peers: Option<peer::Peers>,
+    /// Where this worker takes handoffs, reported in `SetupOk`.
+    peer_addr: Option<SocketAddr>,
 }
 
 impl WorkerCore {
+    /// A core that cannot hand states to peers (it answers `Give` with 0).
     pub fn new(registry: Registry) -> Self {
         WorkerCore {
             registry,
             model: None,
             seed: 0,
-            states: HashMap::new(),
+            store: Store::default(),
+            peers: None,
+            peer_addr: None,
         }
     }
 
     /// Number of states held.
     pub fn len(&self) -> usize {
-        self.states.len()
+        lock(&self.store).len()
     }
 
     /// Whether no state is held.
     pub fn is_empty(&self) -> bool {
-        self.states.is_empty()
+        self.len() == 0
     }
 
     /// Answers one request, appending the response frame to `out`.
@@ -58,24 +89,35 @@ impl WorkerCore {
     /// A message for a malformed request, an unknown state or model, or an
     /// evolve that panicked; the caller reports it in a `Failed` frame and exits.
     pub fn handle(&mut self, kind: Kind, p: &[u8], out: &mut Vec<u8>) -> Result<Next, String> {
+        if kind == Kind::Evolve {
+            let model = self.model.as_deref().ok_or("Evolve before Setup")?;
+            evolve_batch(model, self.seed, &self.store, p, out)?;
+            return Ok(Next::Continue);
+        }
+        self.control(kind, p, out)
+    }
+
+    /// Every request but `Evolve`.
+    fn control(&mut self, kind: Kind, p: &[u8], out: &mut Vec<u8>) -> Result<Next, String> {
         let bad = |e: msg::MsgError| format!("malformed {kind:?} request: {e}");
         match kind {
             Kind::Setup => {
                 let s = msg::setup(p).map_err(bad)?;
                 self.model = Some(self.registry.build(s.model, s.params)?);
                 self.seed = s.seed;
-                self.states.clear();
-                protocol::encode(out, Kind::SetupOk, &[]);
-            }
-            Kind::Evolve => {
-                let (step, items) = msg::evolve(p).map_err(bad)?;
-                self.evolve(step, &items, out)?;
+                lock(&self.store).clear();
+                let st = protocol::begin(out, Kind::SetupOk);
+                if let Some(a) = self.peer_addr {
+                    msg::put_bytes(out, a.to_string().as_bytes());
+                }
+                protocol::finish(out, st);
             }
             Kind::Add => {
                 let states = msg::states(p).map_err(bad)?;
                 let n = states.len() as u32;
+                let mut held = lock(&self.store);
                 for (id, b) in states {
-                    if self.states.insert(id, b.to_vec()).is_some() {
+                    if held.insert(id, b.to_vec()).is_some() {
                         return Err(format!("state {id} added twice"));
                     }
                 }
@@ -83,32 +125,41 @@ impl WorkerCore {
             }
             Kind::Remove | Kind::Fetch => {
                 let ids = msg::ids(p).map_err(bad)?;
-                let mut found = Vec::with_capacity(ids.len());
-                for id in ids {
-                    let s = if kind == Kind::Remove {
-                        self.states.remove(&id)
-                    } else {
-                        self.states.get(&id).cloned()
-                    };
-                    found.push((id, s.ok_or_else(|| format!("unknown state {id}"))?));
-                }
-                let start = protocol::begin(
-                    out,
-                    if kind == Kind::Remove {
-                        Kind::Removed
-                    } else {
-                        Kind::Fetched
-                    },
-                );
+                let found = self.take(&ids, kind == Kind::Remove)?;
+                let k = if kind == Kind::Remove {
+                    Kind::Removed
+                } else {
+                    Kind::Fetched
+                };
+                let start = protocol::begin(out, k);
                 msg::put_states(out, found.iter().map(|(id, b)| (*id, b.as_slice())));
                 protocol::finish(out, start);
             }
+            Kind::Give => {
+                let g = msg::give(p).map_err(bad)?;
+                let found = self.take(&g.ids, true)?;
+                let sent = match self.peers.as_mut() {
+                    Some(peers) => match peers.send(g.to, g.ticket, &found) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::warn!(to = g.to, "handoff failed, keeping the states: {e}");
+                            false
+                        }
+                    },
+                    None => false,
+                };
+                let n = if sent {
+                    found.len() as u32
+                } else {
+                    lock(&self.store).extend(found);
+                    0
+                };
+                protocol::encode(out, Kind::Given, &n.to_le_bytes());
+            }
             Kind::Drop => {
                 let ids = msg::ids(p).map_err(bad)?;
-                let n = ids
-                    .iter()
-                    .filter(|id| self.states.remove(id).is_some())
-                    .count() as u32;
+                let mut held = lock(&self.store);
+                let n = ids.iter().filter(|id| held.remove(id).is_some()).count() as u32;
                 protocol::encode(out, Kind::Dropped, &n.to_le_bytes());
             }
             Kind::Shutdown => return Ok(Next::Exit),
@@ -117,46 +168,67 @@ impl WorkerCore {
         Ok(Next::Continue)
     }
 
-    fn evolve(
-        &mut self,
-        step: u64,
-        items: &[(StateId, &[u8])],
-        out: &mut Vec<u8>,
-    ) -> Result<(), String> {
-        let t0 = Instant::now();
-        let model = self.model.as_ref().ok_or("Evolve before Setup")?;
-        let start = protocol::begin(out, Kind::Evolved);
-        let busy_at = out.len();
-        msg::put_u64(out, 0);
-        msg::put_u32(out, items.len() as u32);
-        let mut born = Vec::new();
-        for &(parent, input) in items {
-            let state = self
-                .states
-                .remove(&parent)
-                .ok_or_else(|| format!("unknown state {parent}"))?;
-            let mut rng = call_rng(self.seed, step, parent);
-            let children = catch_unwind(AssertUnwindSafe(|| model.evolve(&state, input, &mut rng)))
-                .map_err(|p| format!("evolve of {parent} panicked: {}", panic_text(&p)))??;
-            msg::put_u64(out, parent.0);
-            msg::put_u32(out, children.len() as u32);
-            for (i, (child, output)) in children.into_iter().enumerate() {
-                let id = child_id(self.seed, step, parent, i as u32);
-                msg::put_u64(out, id.0);
-                msg::put_bytes(out, &output);
-                born.push((id, child));
-            }
+    /// The states `ids`, removed or copied.
+    fn take(&self, ids: &[StateId], remove: bool) -> Result<Vec<(StateId, Vec<u8>)>, String> {
+        let mut held = lock(&self.store);
+        let mut found = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let s = if remove {
+                held.remove(&id)
+            } else {
+                held.get(&id).cloned()
+            };
+            found.push((id, s.ok_or_else(|| format!("unknown state {id}"))?));
         }
-        for (id, child) in born {
-            if self.states.insert(id, child).is_some() {
-                return Err(format!("child id {id} collides with a held state"));
-            }
-        }
-        let busy = t0.elapsed().as_nanos() as u64;
-        out[busy_at..busy_at + 8].copy_from_slice(&busy.to_le_bytes());
-        protocol::finish(out, start);
-        Ok(())
+        Ok(found)
     }
+}
+
+/// Evolves the batch in the `Evolve` payload `p`, appending `Evolved` to `out`.
+///
+/// # Errors
+/// A malformed payload, an unknown state, or an evolve that failed or panicked.
+pub fn evolve_batch(
+    model: &dyn ByteEvolve,
+    seed: u64,
+    store: &Mutex<HashMap<StateId, Vec<u8>>>,
+    p: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let (step, items) = msg::evolve(p).map_err(|e| format!("malformed Evolve request: {e}"))?;
+    let t0 = Instant::now();
+    let start = protocol::begin(out, Kind::Evolved);
+    let busy_at = out.len();
+    msg::put_u64(out, 0);
+    msg::put_u32(out, items.len() as u32);
+    let mut born = Vec::new();
+    for &(parent, input) in &items {
+        let state = lock(store)
+            .remove(&parent)
+            .ok_or_else(|| format!("unknown state {parent}"))?;
+        let mut rng = call_rng(seed, step, parent);
+        let children = catch_unwind(AssertUnwindSafe(|| model.evolve(&state, input, &mut rng)))
+            .map_err(|p| format!("evolve of {parent} panicked: {}", panic_text(&p)))??;
+        msg::put_u64(out, parent.0);
+        msg::put_u32(out, children.len() as u32);
+        for (i, (child, output)) in children.into_iter().enumerate() {
+            let id = child_id(seed, step, parent, i as u32);
+            msg::put_u64(out, id.0);
+            msg::put_bytes(out, &output);
+            born.push((id, child));
+        }
+    }
+    let mut held = lock(store);
+    for (id, child) in born {
+        if held.insert(id, child).is_some() {
+            return Err(format!("child id {id} collides with a held state"));
+        }
+    }
+    drop(held);
+    let busy = t0.elapsed().as_nanos() as u64;
+    out[busy_at..busy_at + 8].copy_from_slice(&busy.to_le_bytes());
+    protocol::finish(out, start);
+    Ok(())
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
@@ -222,6 +294,7 @@ pub fn run(
     opts: &WorkerOptions,
 ) -> anyhow::Result<()> {
     if let Some(cpu) = opts.pin {
+        // Before any thread starts: they inherit the affinity.
         if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
             tracing::warn!(cpu, "could not pin the worker");
         }
@@ -233,33 +306,140 @@ pub fn run(
         .context("awaiting the challenge")?;
     let nonce = msg::array32(&buf).context("challenge")?;
     wire::write_frame(&mut s, Kind::Auth, &secret.answer(&nonce))?;
-    serve(s, registry)
+    serve_with(s, registry, Some(secret))
 }
 
-/// Serves requests on an authenticated connection.
+/// Serves requests on an authenticated connection, without taking states
+/// from peers.
 ///
 /// # Errors
 /// As [`run`].
-pub fn serve(mut s: TcpStream, registry: Registry) -> anyhow::Result<()> {
-    use std::io::Write as _;
+pub fn serve(s: TcpStream, registry: Registry) -> anyhow::Result<()> {
+    serve_with(s, registry, None)
+}
+
+enum Job {
+    Model(Box<dyn ByteEvolve>, u64),
+    Evolve(Vec<u8>),
+}
+
+/// Records a fatal error, tells the master, and closes the connection so
+/// that the reader thread stops too.
+fn fail(conn: &Conn, msg: &str) {
+    tracing::error!("{msg}");
+    let mut slot = lock(&conn.failed);
+    if slot.is_none() {
+        *slot = Some(msg.to_string());
+        let mut w = lock(&conn.writer);
+        let _ = wire::write_frame(&mut *w, Kind::Failed, msg.as_bytes());
+        let _ = w.shutdown(Shutdown::Both);
+    }
+}
+
+/// The master connection as the worker's threads share it.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    writer: Arc<Mutex<TcpStream>>,
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl Conn {
+    /// Writes whole frames; an error means the master is gone.
+    pub(crate) fn send(&self, frames: &[u8]) -> std::io::Result<()> {
+        lock(&self.writer).write_all(frames)
+    }
+
+    pub(crate) fn fail(&self, msg: &str) {
+        fail(self, msg);
+    }
+}
+
+fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> anyhow::Result<()> {
+    let conn = Conn {
+        writer: Arc::new(Mutex::new(s.try_clone()?)),
+        failed: Arc::default(),
+    };
     let mut core = WorkerCore::new(registry);
+    let _listener = match secret {
+        Some(secret) => {
+            let ip = s.local_addr()?.ip();
+            let l = peer::Listener::start(ip, secret.clone(), core.store.clone(), conn.clone())
+                .context("binding the peer listener")?;
+            core.peer_addr = Some(l.addr());
+            core.peers = Some(peer::Peers::new(secret.clone()));
+            Some(l)
+        }
+        None => None,
+    };
+    let (tx, rx) = mpsc::channel::<Job>();
+    {
+        let (store, conn) = (core.store.clone(), conn.clone());
+        std::thread::Builder::new()
+            .name("statepipe-evolve".into())
+            .spawn(move || compute(&rx, &store, &conn))?;
+    }
     let mut buf = Vec::with_capacity(64 << 10);
     let mut out = Vec::with_capacity(64 << 10);
     loop {
         let kind = match wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME) {
             Ok(Some(k)) => k,
-            Ok(None) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+            Ok(None) => break,
+            Err(_) if lock(&conn.failed).is_some() => break,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
             Err(e) => return Err(e).context("reading a request"),
         };
+        if kind == Kind::Evolve {
+            if tx.send(Job::Evolve(std::mem::take(&mut buf))).is_err() {
+                break;
+            }
+            continue;
+        }
         out.clear();
-        match core.handle(kind, &buf, &mut out) {
-            Ok(Next::Continue) => s.write_all(&out)?,
-            Ok(Next::Exit) => return Ok(()),
+        match core.control(kind, &buf, &mut out) {
+            Ok(Next::Continue) => {
+                if let Some(m) = core.model.take() {
+                    let _ = tx.send(Job::Model(m, core.seed));
+                }
+                if conn.send(&out).is_err() {
+                    break;
+                }
+            }
+            Ok(Next::Exit) => break,
             Err(m) => {
-                tracing::error!("{m}");
-                let _ = wire::write_frame(&mut s, Kind::Failed, m.as_bytes());
+                fail(&conn, &m);
                 anyhow::bail!(m);
+            }
+        }
+    }
+    drop(tx);
+    let failed = lock(&conn.failed).clone();
+    match failed {
+        Some(m) => anyhow::bail!(m),
+        None => Ok(()),
+    }
+}
+
+/// The compute thread: evolves batches in the order they came.
+fn compute(rx: &mpsc::Receiver<Job>, store: &Mutex<HashMap<StateId, Vec<u8>>>, conn: &Conn) {
+    let mut model: Option<(Box<dyn ByteEvolve>, u64)> = None;
+    let mut out = Vec::with_capacity(64 << 10);
+    for job in rx {
+        match job {
+            Job::Model(m, seed) => model = Some((m, seed)),
+            Job::Evolve(p) => {
+                out.clear();
+                let r = match &model {
+                    Some((m, seed)) => evolve_batch(&**m, *seed, store, &p, &mut out),
+                    None => Err("Evolve before Setup".to_string()),
+                };
+                match r {
+                    Ok(()) => {
+                        if conn.send(&out).is_err() {
+                            return;
+                        }
+                    }
+                    Err(m) => return fail(conn, &m),
+                }
             }
         }
     }

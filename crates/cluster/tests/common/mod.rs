@@ -55,6 +55,10 @@ pub fn stealing(imp: MasterImpl, seed: u64) -> MasterConfig {
             pipeline: 1,
             steal: true,
             placement: Placement::First,
+            // Dynamic steals only: a start-of-step rebalance would spread
+            // the states before any worker ran dry.
+            rebalance: false,
+            ..SchedConfig::default()
         },
         ..MasterConfig::default()
     }

@@ -18,8 +18,10 @@ impl Scheduler {
         let s = &mut self.slots[w];
         s.alive = false;
         s.pending.clear();
+        s.pending_cost = 0.0;
         s.in_flight.clear();
         s.evolving = 0;
+        s.incoming = 0;
         let addr = s.addr;
         let mut lost: Vec<StateId> = self
             .location
@@ -33,9 +35,12 @@ impl Scheduler {
             self.inputs.remove(id);
         }
         self.failed_at.get_or_insert_with(Instant::now);
+        self.holding = 0;
         for s in &mut self.slots {
             s.pending.clear();
+            s.pending_cost = 0.0;
         }
+        self.transfers_lost_with(w);
         let entry = self.lost.get_or_insert_with(|| WorkerLost {
             worker: w,
             addr,

@@ -1,0 +1,138 @@
+//! Hung workers: a worker that owes answers and stays silent too long is
+//! declared lost, exactly as if it had disconnected.
+//!
+//! A worker's silence is the time since it started owing an answer, since
+//! it last sent a frame, or since bytes last moved on its connection in
+//! either direction (the driver reports that), whichever is latest: each
+//! answer restarts the clock, so a worker is only ever timed on the
+//! request it is working on, and a large frame still in transit (a
+//! `reset_states` of big states, a big `Fetched`) does not count as silence. It may
+//! be silent as long as its most generous outstanding request allows:
+//! - an evolve of `n` states: `factor` (10) × the 99th percentile of the
+//!   recent per-state evolve times (last 1,024 batches, all workers) × `n`,
+//!   at least `floor` (1 s); before any batch was measured, `unmeasured`;
+//! - `Setup` (a model may take time to build): `unmeasured` (60 s);
+//! - anything else (answered at once by the worker's reader thread): `floor`;
+//! - `fixed`, when set, replaces all of these.
+//!
+//! Drivers call [`Scheduler::overdue`] every [`CHECK_EVERY`] while an
+//! operation runs, so a hung worker is caught within its allowance plus
+//! that period.
+
+use std::time::{Duration, Instant};
+
+use super::{Req, Scheduler, WorkerId};
+
+/// How often drivers look for overdue workers.
+pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// Recent batches kept for the percentile.
+const SAMPLES: usize = 1024;
+
+/// How long a worker that owes answers may stay silent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deadlines {
+    /// One allowance for every request, replacing the measured ones.
+    pub fixed: Option<Duration>,
+    /// Multiple of the expected (p99) evolve time of a batch.
+    pub factor: f64,
+    /// The least allowance.
+    pub floor: Duration,
+    /// Before anything was measured, and for `Setup`.
+    pub unmeasured: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            fixed: None,
+            factor: 10.0,
+            floor: Duration::from_secs(1),
+            unmeasured: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Scheduler {
+    /// Remembers one batch's time per state.
+    pub(super) fn record_sample(&mut self, per_state_ns: f64) {
+        if self.samples.len() == SAMPLES {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(per_state_ns);
+    }
+
+    fn p99(&self) -> Option<f64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut v: Vec<f64> = self.samples.iter().copied().collect();
+        let k = ((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1;
+        let (_, x, _) = v.select_nth_unstable_by(k, f64::total_cmp);
+        Some(*x)
+    }
+
+    fn allowance(&self, req: &Req, p99: Option<f64>) -> Duration {
+        let d = &self.cfg.deadlines;
+        if let Some(f) = d.fixed {
+            return f;
+        }
+        let states = match req {
+            Req::Setup => return d.unmeasured,
+            Req::Evolve { ids, .. } => ids.len(),
+            Req::Arrive { n, .. } => *n,
+            _ => return d.floor,
+        };
+        match p99 {
+            None => d.unmeasured,
+            Some(p) => {
+                let ns = d.factor * p * states.max(1) as f64;
+                d.floor.max(Duration::from_nanos(ns.min(1e18) as u64))
+            }
+        }
+    }
+
+    /// Workers silent past their allowance, with the reason to drop them.
+    /// `last_io(w)` is when bytes last moved on `w`'s connection, if known.
+    /// The caller drops each connection and calls [`Scheduler::on_disconnect`].
+    pub fn overdue(
+        &self,
+        now: Instant,
+        last_io: &dyn Fn(WorkerId) -> Option<Instant>,
+    ) -> Vec<(WorkerId, String)> {
+        let p99 = self.p99();
+        let mut late = Vec::new();
+        for (w, s) in self.slots.iter().enumerate() {
+            if !s.alive || s.in_flight.is_empty() {
+                continue;
+            }
+            let mut since = s.owing_since.max(s.last_heard);
+            if let Some(t) = last_io(w) {
+                since = since.max(t);
+            }
+            let silent = now.saturating_duration_since(since);
+            let allowed = s
+                .in_flight
+                .iter()
+                .map(|r| self.allowance(r, p99))
+                .max()
+                .unwrap_or(self.cfg.deadlines.floor);
+            if silent > allowed {
+                late.push((
+                    w,
+                    format!(
+                        "no answer for {:.2} s with {} requests outstanding (allowed {:.2} s{})",
+                        silent.as_secs_f64(),
+                        s.in_flight.len(),
+                        allowed.as_secs_f64(),
+                        p99.map_or(String::new(), |p| format!(
+                            "; p99 evolve {:.3} ms per state",
+                            p / 1e6
+                        ))
+                    ),
+                ));
+            }
+        }
+        late
+    }
+}

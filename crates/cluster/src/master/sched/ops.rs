@@ -1,0 +1,117 @@
+//! The operations other than evolve: setup, reset, fetch, drop.
+
+use super::{Placement, Req, Scheduler, WorkerId};
+use crate::error::Error;
+use crate::evolve::{root_id, StateId};
+use crate::protocol::{self, msg, Kind};
+
+impl Scheduler {
+    /// Sends the model to every worker.
+    pub fn begin_setup(&mut self, model: &str, params: &[u8]) -> Result<(), Error> {
+        self.begin_op()?;
+        for w in 0..self.slots.len() {
+            let mut f = Vec::new();
+            let st = protocol::begin(&mut f, Kind::Setup);
+            msg::put_setup(
+                &mut f,
+                &msg::Setup {
+                    seed: self.seed,
+                    model,
+                    params,
+                },
+            );
+            protocol::finish(&mut f, st);
+            self.send(w, f, Req::Setup);
+        }
+        Ok(())
+    }
+
+    /// Drops every state and places `states` (serialised); returns their ids.
+    pub fn begin_reset(&mut self, states: Vec<Vec<u8>>) -> Result<Vec<StateId>, Error> {
+        self.begin_op()?;
+        self.transfers.clear();
+        let mut held: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
+        for (&id, &w) in &self.location {
+            held[w].push(id);
+        }
+        self.location.clear();
+        for (w, ids) in held.into_iter().enumerate() {
+            if !ids.is_empty() && self.slots[w].alive {
+                self.send_ids(w, Kind::Drop, &ids, Req::Drop);
+            }
+        }
+        self.epoch += 1;
+        let live: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&w| self.slots[w].alive)
+            .collect();
+        let n = states.len();
+        let ids: Vec<StateId> = (0..n as u64)
+            .map(|i| root_id(self.seed, self.epoch, i))
+            .collect();
+        let mut start = 0;
+        for (k, &w) in live.iter().enumerate() {
+            let end = match self.cfg.placement {
+                Placement::Spread => n * (k + 1) / live.len(),
+                Placement::First => n,
+            };
+            if end > start {
+                let mut f = Vec::new();
+                let st = protocol::begin(&mut f, Kind::Add);
+                msg::put_states(&mut f, (start..end).map(|i| (ids[i], states[i].as_slice())));
+                protocol::finish(&mut f, st);
+                for &id in &ids[start..end] {
+                    if self.location.insert(id, w).is_some() {
+                        self.collision = Some(id);
+                    }
+                }
+                self.send(w, f, Req::Add((end - start) as u32));
+            }
+            start = end;
+        }
+        Ok(ids)
+    }
+
+    pub(super) fn send_ids(&mut self, w: WorkerId, kind: Kind, ids: &[StateId], req: Req) {
+        let mut f = Vec::new();
+        let st = protocol::begin(&mut f, kind);
+        msg::put_ids(&mut f, ids);
+        protocol::finish(&mut f, st);
+        self.send(w, f, req);
+    }
+
+    fn by_worker(&self, ids: &[StateId]) -> Vec<Vec<StateId>> {
+        let mut per: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
+        for id in ids {
+            per[self.location[id]].push(*id);
+        }
+        per
+    }
+
+    /// Asks for copies of `ids`.
+    pub fn begin_fetch(&mut self, ids: &[StateId]) -> Result<(), Error> {
+        self.begin_op()?;
+        self.unknown(ids.iter().copied())?;
+        self.fetched.clear();
+        for (w, ids) in self.by_worker(ids).into_iter().enumerate() {
+            if !ids.is_empty() {
+                self.send_ids(w, Kind::Fetch, &ids.clone(), Req::Fetch(ids));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets `ids` here and on their workers.
+    pub fn begin_drop(&mut self, ids: &[StateId]) -> Result<(), Error> {
+        self.begin_op()?;
+        self.unknown(ids.iter().copied())?;
+        for (w, ids) in self.by_worker(ids).into_iter().enumerate() {
+            if !ids.is_empty() {
+                for id in &ids {
+                    self.location.remove(id);
+                }
+                self.send_ids(w, Kind::Drop, &ids, Req::Drop);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! Who evolves what: batches, the start-of-step rebalance, steals.
+//!
+//! Every state of a step carries an expected cost (the model's hint, or 1).
+//! Each worker's `pending` is kept sorted cheapest first and batches are
+//! taken from its end, so a worker starts its longest calls first.
+//!
+//! **Rebalance** (at the start of a step, when every worker is idle and
+//! answers a `Remove` at once): with `T` = total cost / live workers, each
+//! worker keeps its states, most expensive first, while they fit under `T`
+//! (its first one always); the rest go to a pool, which is dealt most
+//! expensive first to the least-loaded worker (longest processing time
+//! first, with the states' current places as the starting loads). A pool
+//! state dealt back to its own worker does not move. The moves are skipped
+//! when the largest excess over `T` is worth less than four round trips.
+//!
+//! **Steals** (during a step): a worker with nothing pending, a free
+//! pipeline slot and nothing on its way takes from the live worker with
+//! the most pending cost its most expensive pending states, up to half
+//! that cost (at least one state).
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashSet};
+use std::time::Instant;
+
+use super::{nanos, Batch, Req, Scheduler, WorkerId};
+use crate::evolve::StateId;
+use crate::protocol::{self, msg, Kind};
+
+/// A load in the dealing heap: ordered by load, then worker index.
+#[derive(PartialEq)]
+struct Load(f64, WorkerId);
+
+impl Eq for Load {}
+
+impl PartialOrd for Load {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Load {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+    }
+}
+
+impl Scheduler {
+    pub(super) fn cost(&self, id: &StateId) -> f64 {
+        self.inputs.get(id).map_or(0.0, |x| x.1)
+    }
+
+    /// Sorts `w`'s pending states cheapest first (ties by id: deterministic).
+    pub(super) fn sort_pending(&mut self, w: WorkerId) {
+        let mut p = std::mem::take(&mut self.slots[w].pending);
+        p.sort_unstable_by(|a, b| self.cost(a).total_cmp(&self.cost(b)).then(a.cmp(b)));
+        self.slots[w].pending = p;
+    }
+
+    /// Adds states that arrived at `w` to its pending ones.
+    pub(super) fn push_pending(&mut self, w: WorkerId, ids: Vec<StateId>) {
+        let c: f64 = ids.iter().map(|id| self.cost(id)).sum();
+        let s = &mut self.slots[w];
+        s.pending.extend(ids);
+        s.pending_cost += c;
+        self.sort_pending(w);
+    }
+
+    /// Takes the `k` most expensive pending states of `w`.
+    fn take_tail(&mut self, w: WorkerId, k: usize) -> Vec<StateId> {
+        let at = self.slots[w].pending.len().saturating_sub(k);
+        let ids = self.slots[w].pending.split_off(at);
+        let c: f64 = ids.iter().map(|id| self.cost(id)).sum();
+        let s = &mut self.slots[w];
+        s.pending_cost = if s.pending.is_empty() {
+            0.0
+        } else {
+            (s.pending_cost - c).max(0.0)
+        };
+        ids
+    }
+
+    fn batch_size(&self, w: WorkerId) -> usize {
+        let s = &self.slots[w];
+        match self.cfg.batch {
+            Batch::Fixed(n) => n.max(1),
+            Batch::Adaptive { max } => {
+                let want = match (s.per_state_ns, s.rtt_ns) {
+                    (Some(t), Some(rtt)) if t > 0.0 => (2.0 * rtt / t).ceil() as usize,
+                    _ => 1,
+                };
+                want.clamp(1, max.max(1))
+                    .min(s.pending.len().div_ceil(2).max(1))
+            }
+        }
+    }
+
+    /// Sends batches to `w` until its pipeline is full, or steals for it.
+    pub(super) fn refill(&mut self, w: WorkerId) {
+        if !self.evolving || self.failed_at.is_some() || !self.slots[w].alive || self.holding > 0 {
+            return;
+        }
+        let pipeline = self.cfg.pipeline.max(1);
+        while self.slots[w].evolving < pipeline && !self.slots[w].pending.is_empty() {
+            let b = self.batch_size(w);
+            let ids = self.take_tail(w, b);
+            let s = &mut self.slots[w];
+            let solo = s.evolving == 0;
+            s.evolving += 1;
+            let mut f = Vec::new();
+            let st = protocol::begin(&mut f, Kind::Evolve);
+            msg::put_u64(&mut f, self.step);
+            msg::put_u32(&mut f, ids.len() as u32);
+            let mut cost = 0.0;
+            for id in &ids {
+                let (input, c) = self
+                    .inputs
+                    .remove(id)
+                    .expect("every pending state has an input");
+                cost += c;
+                msg::put_u64(&mut f, id.0);
+                msg::put_bytes(&mut f, &input);
+            }
+            protocol::finish(&mut f, st);
+            let req = Req::Evolve {
+                ids,
+                step: self.step,
+                sent: Instant::now(),
+                solo,
+                cost,
+            };
+            self.send(w, f, req);
+        }
+        let s = &self.slots[w];
+        if s.pending.is_empty()
+            && s.evolving < pipeline
+            && s.incoming == 0
+            && !s.queued_idle
+            && !(self.wants_work(w) && self.steal_for(w))
+        {
+            self.slots[w].queued_idle = true;
+            self.idle.push(w);
+        }
+    }
+
+    /// Whether `w` should get more work now: it is idle, or what it is
+    /// evolving should end before a move could bring it anything. (Stealing
+    /// to fill the pipeline of a worker in a long call would queue the
+    /// stolen states behind that call; before anything was measured, only
+    /// an idle worker steals.)
+    fn wants_work(&self, w: WorkerId) -> bool {
+        let s = &self.slots[w];
+        if s.evolving == 0 {
+            return true;
+        }
+        let Some(ns_per_cost) = self.ns_per_cost else {
+            return false;
+        };
+        let (mut queued, mut head) = (0.0, None);
+        for r in &s.in_flight {
+            if let Req::Evolve { cost, sent, .. } = r {
+                queued += cost;
+                head.get_or_insert(*sent);
+            }
+        }
+        // The batch in progress started when it was sent or when the one
+        // before it came back, whichever was later.
+        let started = head.map_or(s.last_evolved, |h| h.max(s.last_evolved));
+        let remaining = queued * ns_per_cost - nanos(started.elapsed());
+        remaining <= self.move_ns.unwrap_or(1e6)
+    }
+
+    /// Moves up to half the pending cost of the most loaded worker to `thief`.
+    fn steal_for(&mut self, thief: WorkerId) -> bool {
+        if !self.cfg.steal || self.remaining == 0 {
+            return false;
+        }
+        let victim = (0..self.slots.len())
+            .filter(|&v| v != thief && self.slots[v].alive && !self.slots[v].pending.is_empty())
+            .max_by(|&a, &b| {
+                let (sa, sb) = (&self.slots[a], &self.slots[b]);
+                sa.pending_cost
+                    .total_cmp(&sb.pending_cost)
+                    .then(sa.pending.len().cmp(&sb.pending.len()))
+                    .then(b.cmp(&a))
+            });
+        let Some(victim) = victim else {
+            return false;
+        };
+        let s = &self.slots[victim];
+        let half = s.pending_cost / 2.0;
+        let (mut k, mut taken) = (0, 0.0);
+        for id in s.pending.iter().rev() {
+            if k > 0 && taken >= half {
+                break;
+            }
+            taken += self.cost(id);
+            k += 1;
+        }
+        let ids = self.take_tail(victim, k);
+        self.move_states(victim, thief, ids, false);
+        true
+    }
+
+    pub(super) fn retry_idle(&mut self) {
+        // O(workers) check first: without it every event at the end of a
+        // step cost O(idle × workers) victim scans.
+        if self.idle.is_empty()
+            || self.failed_at.is_some()
+            || self.slots.iter().all(|s| s.pending.is_empty())
+        {
+            return;
+        }
+        for w in std::mem::take(&mut self.idle) {
+            self.slots[w].queued_idle = false;
+            self.refill(w);
+        }
+    }
+
+    /// Evens out expected work before the step's first batch (see above);
+    /// returns the number of moves (`Remove` or `Give` requests) sent.
+    pub(super) fn rebalance(&mut self) -> usize {
+        let live: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&w| self.slots[w].alive)
+            .collect();
+        if live.len() < 2 {
+            return 0;
+        }
+        let total: f64 = live.iter().map(|&w| self.slots[w].pending_cost).sum();
+        let mut all: Vec<(f64, StateId, WorkerId)> = Vec::new();
+        for &w in &live {
+            all.extend(
+                self.slots[w]
+                    .pending
+                    .iter()
+                    .map(|&id| (self.cost(&id), id, w)),
+            );
+        }
+        let longest = all.iter().map(|x| x.0).fold(0.0, f64::max);
+        // No schedule ends the step before `bound`: the even share, or the
+        // longest call.
+        let bound = (total / live.len() as f64).max(longest);
+        let excess = live
+            .iter()
+            .map(|&w| self.slots[w].pending_cost - bound)
+            .fold(0.0, f64::max);
+        if excess <= 0.0 || !self.worth_moving(excess) {
+            return 0;
+        }
+        // Longest first: a state stays on its worker while that keeps the
+        // worker within `bound`, else goes to the least-loaded worker.
+        all.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut load = vec![0.0; self.slots.len()];
+        let mut heap: BinaryHeap<Reverse<Load>> =
+            live.iter().map(|&w| Reverse(Load(0.0, w))).collect();
+        let mut moves: Vec<(WorkerId, WorkerId, StateId)> = Vec::new();
+        let slack = bound * 1e-9;
+        for (c, id, owner) in all {
+            let to = if load[owner] + c <= bound + slack {
+                owner
+            } else {
+                // Entries are stale once their worker's load changed.
+                loop {
+                    let Reverse(Load(l, w)) = heap.pop().expect("every live worker has an entry");
+                    if l == load[w] {
+                        break w;
+                    }
+                }
+            };
+            if to != owner {
+                moves.push((owner, to, id));
+            }
+            load[to] += c;
+            heap.push(Reverse(Load(load[to], to)));
+        }
+        if moves.is_empty() {
+            return 0;
+        }
+        moves.sort_unstable();
+        let moved: HashSet<StateId> = moves.iter().map(|m| m.2).collect();
+        let mut victims: Vec<WorkerId> = moves.iter().map(|m| m.0).collect();
+        victims.dedup();
+        for v in victims {
+            let mut p = std::mem::take(&mut self.slots[v].pending);
+            p.retain(|id| !moved.contains(id));
+            self.slots[v].pending_cost = p.iter().map(|id| self.cost(id)).sum();
+            self.slots[v].pending = p;
+        }
+        let mut sent = 0;
+        for group in moves.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let ids = group.iter().map(|m| m.2).collect();
+            self.move_states(group[0].0, group[0].1, ids, true);
+            sent += 1;
+        }
+        sent
+    }
+
+    /// Whether moving `excess` units of expected cost beats the moves' cost.
+    fn worth_moving(&self, excess: f64) -> bool {
+        let Some(ns_per_cost) = self.ns_per_cost else {
+            return true; // nothing measured yet: assume calls are long
+        };
+        let rtts: Vec<f64> = self.slots.iter().filter_map(|s| s.rtt_ns).collect();
+        if rtts.is_empty() {
+            return true;
+        }
+        let rtt = rtts.iter().sum::<f64>() / rtts.len() as f64;
+        excess * ns_per_cost > 4.0 * rtt
+    }
+}

@@ -1,0 +1,190 @@
+//! Worker-to-worker handoffs, for stealing without the master in the
+//! states' path.
+//!
+//! Each worker listens on the address it reaches the master from (port 0)
+//! and reports it in `SetupOk`. For a `Give { ticket, to, ids }` the victim
+//! removes the states, sends them to `to` as one `Handoff` frame over a
+//! cached connection (opened on first use, authenticated with the same
+//! HMAC challenge as the master's: the listener challenges, the victim
+//! answers), and tells the master `Given n`. The thief stores them and tells
+//! the master `Arrived { ticket, n }` on its own connection; only then does
+//! the master ask it to evolve them, because the two frames travel on
+//! different connections and could otherwise overtake each other.
+
+use std::collections::HashMap;
+use std::io::{self, Write as _};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{lock, Conn, Store};
+use crate::auth::Secret;
+use crate::evolve::StateId;
+use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
+use crate::wire;
+
+/// How long a victim waits to connect to and authenticate with a thief.
+const PEER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A victim's connections to thieves, by address.
+pub struct Peers {
+    secret: Secret,
+    conns: HashMap<String, TcpStream>,
+}
+
+impl Peers {
+    pub fn new(secret: Secret) -> Self {
+        Peers {
+            secret,
+            conns: HashMap::new(),
+        }
+    }
+
+    /// Sends `states` to the worker listening at `to` as one `Handoff`.
+    ///
+    /// # Errors
+    /// If no connection can be made or written to (the states are then
+    /// the caller's to keep).
+    pub fn send(&mut self, to: &str, ticket: u64, states: &[(StateId, Vec<u8>)]) -> io::Result<()> {
+        let mut f = Vec::new();
+        let st = protocol::begin(&mut f, Kind::Handoff);
+        msg::put_u64(&mut f, ticket);
+        msg::put_states(&mut f, states.iter().map(|(id, b)| (*id, b.as_slice())));
+        protocol::finish(&mut f, st);
+        // A cached connection may have died with its worker: retry once.
+        for attempt in 0..2 {
+            if !self.conns.contains_key(to) {
+                let c = self.connect(to)?;
+                self.conns.insert(to.to_string(), c);
+            }
+            let c = self.conns.get_mut(to).expect("just inserted");
+            match c.write_all(&f) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.conns.remove(to);
+                    if attempt == 1 {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    fn connect(&self, to: &str) -> io::Result<TcpStream> {
+        let addr: SocketAddr = to
+            .parse()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{to:?}: {e}")))?;
+        let mut s = TcpStream::connect_timeout(&addr, PEER_TIMEOUT)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(PEER_TIMEOUT))?;
+        let mut buf = Vec::new();
+        wire::expect_frame(&mut s, &mut buf, 64, Kind::Challenge)?;
+        let nonce =
+            msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        wire::write_frame(&mut s, Kind::Auth, &self.secret.answer(&nonce))?;
+        s.set_read_timeout(None)?;
+        Ok(s)
+    }
+}
+
+/// A thief's listener: a thread accepting peers, and one per peer storing
+/// what it hands over. Dropping it stops the accepting thread.
+pub struct Listener {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl Listener {
+    /// Listens on `ip`, port 0.
+    ///
+    /// # Errors
+    /// If the address cannot be bound.
+    pub(crate) fn start(ip: IpAddr, secret: Secret, store: Store, conn: Conn) -> io::Result<Self> {
+        let l = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        let addr = l.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::Builder::new()
+            .name("statepipe-peers".into())
+            .spawn(move || {
+                for s in l.incoming() {
+                    if stop2.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let Ok(s) = s else { continue };
+                    let (secret, store, conn) = (secret.clone(), store.clone(), conn.clone());
+                    let _ = std::thread::Builder::new()
+                        .name("statepipe-peer".into())
+                        .spawn(move || {
+                            if let Err(e) = take_handoffs(s, &secret, &store, &conn) {
+                                tracing::warn!("peer connection closed: {e}");
+                            }
+                        });
+                }
+            })?;
+        Ok(Listener { addr, stop })
+    }
+
+    /// Where peers connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the blocking accept so the thread sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+    }
+}
+
+/// Authenticates a peer, then stores every `Handoff` it sends and reports
+/// it to the master.
+fn take_handoffs(mut s: TcpStream, secret: &Secret, store: &Store, conn: &Conn) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(PEER_TIMEOUT))?;
+    let nonce: [u8; 32] = rand::random();
+    wire::write_frame(&mut s, Kind::Challenge, &nonce)?;
+    let mut buf = Vec::new();
+    wire::expect_frame(&mut s, &mut buf, 64, Kind::Auth)?;
+    let answer = msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    if !secret.verify(&nonce, &answer) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "wrong secret",
+        ));
+    }
+    s.set_read_timeout(None)?;
+    let mut out = Vec::new();
+    while let Some(kind) = wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME)? {
+        if kind != Kind::Handoff {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a peer sent {kind:?}"),
+            ));
+        }
+        let (ticket, states) =
+            msg::handoff(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let n = states.len() as u32;
+        {
+            let mut held = lock(store);
+            for (id, b) in states {
+                if held.insert(id, b.to_vec()).is_some() {
+                    drop(held);
+                    conn.fail(&format!("state {id} handed over twice"));
+                    return Ok(());
+                }
+            }
+        }
+        out.clear();
+        let st = protocol::begin(&mut out, Kind::Arrived);
+        msg::put_u64(&mut out, ticket);
+        msg::put_u32(&mut out, n);
+        protocol::finish(&mut out, st);
+        conn.send(&out)?;
+    }
+    Ok(())
+}
