@@ -47,14 +47,13 @@ where
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
-        let fork = dot.node("fan-out", Shape::Split);
-        dot.edges(from, fork);
-        let a = self.a.draw(dot, &[fork]);
-        let b = self.b.draw(dot, &[fork]);
-        let join = dot.node("pair", Shape::Join);
-        dot.edges(&a, join);
-        dot.edges(&b, join);
-        vec![join]
+        draw_pair(
+            dot,
+            from,
+            "fan-out",
+            |dot, at| self.a.draw(dot, at),
+            |dot, at| self.b.draw(dot, at),
+        )
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
@@ -93,14 +92,13 @@ where
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
-        let fork = dot.node("unpair", Shape::Split);
-        dot.edges(from, fork);
-        let a = self.a.draw(dot, &[fork]);
-        let b = self.b.draw(dot, &[fork]);
-        let join = dot.node("pair", Shape::Join);
-        dot.edges(&a, join);
-        dot.edges(&b, join);
-        vec![join]
+        draw_pair(
+            dot,
+            from,
+            "unpair",
+            |dot, at| self.a.draw(dot, at),
+            |dot, at| self.b.draw(dot, at),
+        )
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
@@ -164,4 +162,22 @@ where
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.branches.into_iter().for_each(|b| b.states(out));
     }
+}
+
+/// Draws a split into two branches joined back into pairs.
+fn draw_pair(
+    dot: &mut Dot,
+    from: &[NodeId],
+    label: &str,
+    a: impl FnOnce(&mut Dot, &[NodeId]) -> Vec<NodeId>,
+    b: impl FnOnce(&mut Dot, &[NodeId]) -> Vec<NodeId>,
+) -> Vec<NodeId> {
+    let fork = dot.node(label, Shape::Split);
+    dot.edges(from, fork);
+    let a = a(dot, &[fork]);
+    let b = b(dot, &[fork]);
+    let join = dot.node("pair", Shape::Join);
+    dot.edges(&a, join);
+    dot.edges(&b, join);
+    vec![join]
 }
