@@ -348,7 +348,19 @@ proptest! {
 
         prop_assert_eq!(&run.outputs, &want);
         prop_assert_eq!(&run.seqs, &want_seqs);
-        prop_assert_eq!(failures(&run), want_fails);
+        // Failures of one input in different stages come out in the order
+        // the interpreter meets them (depth-first: each output runs on
+        // before its siblings), which the stage-by-stage reference does not
+        // model; per input they must be the same set.
+        let mut got_fails = failures(&run);
+        prop_assert!(
+            got_fails.windows(2).all(|w| w[0].0 <= w[1].0),
+            "failures come out in input order"
+        );
+        let mut want_fails = want_fails;
+        got_fails.sort();
+        want_fails.sort();
+        prop_assert_eq!(got_fails, want_fails);
         prop_assert_eq!(counters(&run), want_states);
     }
 }
