@@ -357,7 +357,6 @@ proptest! {
             got_fails.windows(2).all(|w| w[0].0 <= w[1].0),
             "failures come out in input order"
         );
-        let mut want_fails = want_fails;
         got_fails.sort();
         want_fails.sort();
         prop_assert_eq!(got_fails, want_fails);
