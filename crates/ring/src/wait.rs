@@ -14,12 +14,13 @@
 //! | [`Adaptive`] (default) | spins briefly, yields, then sleeps with a short timeout | one relaxed load | you don't know the core count |
 //!
 //! ## Memory ordering of the sleep protocol ([`Blocking`], [`Adaptive`])
-//! Waiter: (1) `sleepers += 1` (SeqCst), (2) `fence(SeqCst)`, (3) lock,
+//! Waiter: (0) lock, (1) `sleepers += 1` (SeqCst), (2) `fence(SeqCst)`,
 //! (4) re-check the condition, (5) `wait_timeout` (atomically unlocks).
 //! Notifier: (a) publish its progress with a Release store, (b) `fence(SeqCst)`
-//! ([`Blocking`] only), (c) load `sleepers`, (d) if non-zero: swap it to 0
-//! and, if it was still non-zero, lock and `notify_all`. Resetting the count
-//! makes a burst of publishes pay one wake-up, not one each.
+//! ([`Blocking`] only), (c) load `sleepers`, (d) if non-zero: lock, swap it
+//! to 0 and, if it was still non-zero, `notify_all`. Resetting the count
+//! makes a burst of publishes pay one wake-up, not one each; doing it under
+//! the lock means every sleeper it resets is already waiting.
 //! With both fences, either (c) sees the waiter or (4) sees the progress, so
 //! no wake-up is lost. [`Adaptive`] skips (b) to keep publishing cheap; the
 //! rare lost wake-up then costs at most its park timeout (≤ 1 ms), never a
@@ -154,12 +155,15 @@ struct Sleepers {
 impl Sleepers {
     /// Sleeps once, for at most `timeout`, unless `ready()` already holds.
     fn sleep<F: FnMut() -> bool>(&self, timeout: Duration, ready: &mut F) -> bool {
+        // Registered under the lock, and held until `wait_timeout` releases
+        // it: a notifier that resets the count (under the same lock) can only
+        // reset sleepers that are already waiting, and so are woken.
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         // SeqCst: step (1) of the sleep protocol in the module docs; pairs
         // with the notifier's load of `count` in `wake` (step c).
         self.count.fetch_add(1, Ordering::SeqCst);
         // SeqCst fence: step (2); pairs with the notifier's fence (step b).
         fence(Ordering::SeqCst);
-        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let ok = ready();
         if !ok {
             if cfg!(loom) {
@@ -189,10 +193,11 @@ impl Sleepers {
 
     #[cold]
     fn wake_slow(&self) {
-        // AcqRel: only the notifier that takes the count to 0 wakes; a
-        // sleeper registering after the swap is seen by the next notifier.
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // AcqRel, under the lock: every sleeper counted here is waiting (it
+        // registers and waits under this lock), so `notify_all` reaches it;
+        // one registering after the swap is seen by the next notifier.
         if self.count.swap(0, Ordering::AcqRel) != 0 {
-            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.cond.notify_all();
         }
     }
