@@ -10,17 +10,7 @@ use statepipe_cluster::worker::WorkerCore;
 fn decode_everything(bytes: &[u8]) {
     let mut pos = 0;
     while let Ok(Some((kind, payload, used))) = protocol::decode(&bytes[pos..], 1 << 16) {
-        let _ = msg::setup(payload);
-        let _ = msg::evolve(payload);
-        let _ = msg::evolved(payload);
-        let _ = msg::states(payload);
-        let _ = msg::ids(payload);
-        let _ = msg::count(payload);
-        let _ = msg::array32(payload);
-        let _ = msg::give(payload);
-        let _ = msg::handoff(payload);
-        let _ = msg::arrived(payload);
-        let _ = msg::setup_ok(payload);
+        msg::decode_with_every_decoder(payload);
         // A core without peers: a `Give` never makes it connect anywhere.
         let mut core = WorkerCore::new(statepipe_cluster::registry::Registry::builtin());
         let _ = core.handle(kind, payload, &mut Vec::new());

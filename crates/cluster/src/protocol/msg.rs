@@ -305,3 +305,20 @@ pub fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
     r.end()?;
     Ok(Some(a))
 }
+
+/// Runs every payload decoder on `payload`, discarding the results: for the
+/// fuzz target and the property tests, which must cover each decoder a
+/// master or worker may run on bytes from outside (add new ones here).
+pub fn decode_with_every_decoder(payload: &[u8]) {
+    let _ = setup(payload);
+    let _ = evolve(payload);
+    let _ = evolved(payload);
+    let _ = states(payload);
+    let _ = ids(payload);
+    let _ = count(payload);
+    let _ = array32(payload);
+    let _ = give(payload);
+    let _ = handoff(payload);
+    let _ = arrived(payload);
+    let _ = setup_ok(payload);
+}
