@@ -17,19 +17,20 @@ use crate::stats;
 /// A round trip below this many nanoseconds marks a quiet host (issue 2's definition).
 pub const QUIET_PINGPONG_NS: f64 = 200.0;
 
-/// The CPUs this process may run on (its scheduler affinity), in id order.
+/// The CPUs this process may run on (its scheduler affinity), in id order: the
+/// `ids` of [`statepipe_sys::cpus::usable_cpus`], as `core_affinity` ids.
 ///
-/// Empty when the platform cannot tell; callers then fall back to
-/// [`std::thread::available_parallelism`] for the count and do not pin.
+/// Never empty: where the mask cannot be read, the ids are guessed from
+/// [`std::thread::available_parallelism`], and pinning to them may fail.
 pub fn usable_cpus() -> Vec<CoreId> {
-    let mut ids = core_affinity::get_core_ids().unwrap_or_default();
-    ids.sort_by_key(|c| c.id);
-    ids
+    let ids = statepipe_sys::cpus::usable_cpus().ids;
+    ids.into_iter().map(|id| CoreId { id }).collect()
 }
 
-/// Pins the calling thread to `cpu` when given; returns whether the thread is pinned.
+/// Pins the calling thread to `cpu` when given ([`statepipe_sys::pin::pin_current_thread`]);
+/// returns whether the thread is pinned.
 pub fn pin_current(cpu: Option<CoreId>) -> bool {
-    cpu.is_some_and(core_affinity::set_for_current)
+    cpu.is_some_and(|c| statepipe_sys::pin::pin_current_thread(c.id))
 }
 
 /// What [`measure`] found.
@@ -97,11 +98,9 @@ pub fn load_average() -> Option<f64> {
 pub fn measure(budget: Duration) -> Host {
     let load_average = load_average();
     let cpus = usable_cpus();
-    let cpu_count = if cpus.is_empty() {
-        thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        cpus.len()
-    };
+    // By affinity alone, as the report says; `statepipe_sys::cpus::Cpus::count`
+    // would also honour a cgroup quota.
+    let cpu_count = cpus.len().max(1);
     let pair = match cpus.as_slice() {
         [a, b, ..] => Some((*a, *b)),
         _ => None,

@@ -165,13 +165,18 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             filter(joined, &a.filter)
         }
         Command::Pf(a) => {
-            let cpus = spawn::usable_cpus();
-            let n = a.workers.unwrap_or(cpus.len()).max(1);
+            let cpus = statepipe_sys::cpus::usable_cpus();
+            let n = a.workers.unwrap_or(cpus.count).max(1);
             let secret = Secret::random();
             let l = Listener::bind("127.0.0.1:0", secret.clone())?;
             let addr = l.local_addr()?.to_string();
             spawn::kill_on_ctrlc();
-            let pins = if a.no_pin { Vec::new() } else { cpus };
+            // One worker per CPU the quota leaves, on the first `count` ids.
+            let pins = if a.no_pin {
+                Vec::new()
+            } else {
+                cpus.ids[..cpus.count].to_vec()
+            };
             let exe = std::env::current_exe()?;
             let cluster = LocalCluster::spawn(&exe, n, &addr, &secret, &pins)?;
             tracing::info!(pids = ?cluster.pids(), "spawned {n} workers");

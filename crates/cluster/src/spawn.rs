@@ -1,6 +1,6 @@
-//! Local worker processes for the embedded cluster: how many CPUs this
-//! process may use, spawning one pinned worker per CPU, and making sure none
-//! outlives the master.
+//! Local worker processes for the embedded cluster: spawning one pinned
+//! worker per usable CPU (counted by `statepipe_sys::cpus`), and making sure
+//! none outlives the master.
 //!
 //! Four layers keep workers from becoming orphans:
 //! 1. [`LocalCluster`]'s `Drop` kills and reaps every child (success, error,
@@ -25,59 +25,6 @@ static CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 fn children() -> std::sync::MutexGuard<'static, Vec<i32>> {
     CHILDREN.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The CPUs this process may run on: its affinity mask, cut down to the
-/// cgroup v2 `cpu.max` quota (rounded down, at least one).
-pub fn usable_cpus() -> Vec<usize> {
-    let mut cpus = affinity();
-    if cpus.is_empty() {
-        cpus = (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
-    }
-    if let Some(q) = cgroup_quota() {
-        cpus.truncate((q.floor() as usize).max(1));
-    }
-    cpus
-}
-
-fn affinity() -> Vec<usize> {
-    match nix::sched::sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..nix::sched::CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// The tightest `cpu.max` quota (in CPUs) on this process's cgroup path.
-fn cgroup_quota() -> Option<f64> {
-    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = cg
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))?
-        .trim()
-        .to_string();
-    let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
-    let mut best: Option<f64> = None;
-    loop {
-        if let Some(q) = std::fs::read_to_string(dir.join("cpu.max"))
-            .ok()
-            .and_then(|s| parse_cpu_max(&s))
-        {
-            best = Some(best.map_or(q, |b| b.min(q)));
-        }
-        if dir == Path::new("/sys/fs/cgroup") || !dir.pop() {
-            return best;
-        }
-    }
-}
-
-/// `"200000 100000"` → 2.0; `"max 100000"` → none.
-pub fn parse_cpu_max(s: &str) -> Option<f64> {
-    let mut it = s.split_whitespace();
-    let quota: f64 = it.next()?.parse().ok()?;
-    let period: f64 = it.next().map_or(Some(100_000.0), |p| p.parse().ok())?;
-    (period > 0.0).then_some(quota / period)
 }
 
 /// Worker processes of this process; killed and reaped on drop.
@@ -183,16 +130,4 @@ pub fn in_process<E: crate::evolve::Evolve>(
     }
     let joined = l.accept(n, std::time::Duration::from_secs(30))?;
     crate::master::Master::new(model, joined, cfg)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_max_parses() {
-        assert_eq!(parse_cpu_max("max 100000\n"), None);
-        assert_eq!(parse_cpu_max("150000 100000\n"), Some(1.5));
-        assert!(!usable_cpus().is_empty());
-    }
 }

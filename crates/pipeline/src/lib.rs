@@ -61,6 +61,7 @@ mod failure;
 pub mod machine;
 mod node;
 mod pipeline;
+pub mod runtime;
 mod sequential;
 
 pub use either::Either;
@@ -68,4 +69,8 @@ pub use failure::{FailedItem, Failure, StageState};
 pub use machine::Machine;
 pub use node::shard_of;
 pub use pipeline::Pipeline;
+pub use runtime::{
+    Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, UnitInfo,
+    UnitKind, UnitMetrics, DEFAULT_COST_NS,
+};
 pub use sequential::{Interpreter, Run};

@@ -52,7 +52,7 @@ use crate::{Either, Failure, StageState};
 /// let _ = route.then(c); // the choice's right side reads u8, not u32
 /// ```
 pub struct Pipeline<I, O> {
-    node: Box<dyn Node<I, O>>,
+    pub(crate) node: Box<dyn Node<I, O>>,
 }
 
 impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
@@ -270,7 +270,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     /// If `n` is 0.
     pub fn shard_by_key<K, F>(n: usize, key: F, make: impl FnMut(usize) -> Pipeline<I, O>) -> Self
     where
-        K: Hash,
+        K: Hash + 'static,
         F: FnMut(&I) -> K + Send + 'static,
     {
         assert!(n > 0, "a shard needs at least one copy");
@@ -308,9 +308,34 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             node: Box::new(node),
         }
     }
+
+    /// Declares what one item costs this part, in nanoseconds (spread
+    /// evenly over its stages), so the default plan and the simulator can
+    /// balance it. Undeclared stages are assumed to cost
+    /// [`DEFAULT_COST_NS`](crate::DEFAULT_COST_NS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use statepipe_pipeline::Pipeline;
+    ///
+    /// let p = Pipeline::map("heavy", |x: u64| x).cost(5_000.0);
+    /// assert_eq!(p.units()[0].cost_ns, 5_000.0);
+    /// ```
+    pub fn cost(self, ns_per_item: f64) -> Self {
+        Pipeline::from_node(crate::node::CostNode {
+            inner: self,
+            ns: ns_per_item,
+        })
+    }
 }
 
 impl<I, O> Pipeline<I, O> {
+    /// Wraps an already boxed part.
+    pub(crate) fn from_box(node: Box<dyn Node<I, O>>) -> Self {
+        Pipeline { node }
+    }
+
     pub(crate) fn push(
         &mut self,
         seq: u64,

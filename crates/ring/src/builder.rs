@@ -136,6 +136,8 @@ struct Spec<T, W> {
     partition: Option<(u64, u64)>,
     /// `None` for a poller.
     start: Option<Starter<T, W>>,
+    /// A poller declared with `poller_mut`.
+    exclusive: bool,
 }
 
 /// Declares a ring: capacity, slot factory, wait strategy, consumer graph.
@@ -239,6 +241,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S> RingBuilder<T, W, S> {
             deps: self.previous_stage.clone(),
             partition,
             start,
+            exclusive: false,
         });
         self.retype()
     }
@@ -328,6 +331,20 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: AcceptsExclusive> RingBuilder
         self.push(name, None, Some(starter(Exclusive(handler))))
     }
 
+    /// Adds a consumer the user drives that may mutate each event (`&mut
+    /// T`), for example to move values out: take it after `build` with
+    /// [`Ring::take_poller_mut`]. It must be alone in its stage.
+    ///
+    /// # Panics
+    /// If another consumer already has this name.
+    pub fn poller_mut(self, name: &str) -> RingBuilder<T, W, ExclusiveStage> {
+        let mut next: RingBuilder<T, W, ExclusiveStage> = self.push(name, None, None);
+        if let Some(spec) = next.specs.last_mut() {
+            spec.exclusive = true;
+        }
+        next
+    }
+
     /// A worker group whose members mutate the events they own (`s % n == i`).
     /// It must be alone in its stage.
     ///
@@ -384,11 +401,13 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
             .collect();
         let consumer_count = self.specs.len();
         let mut starters = Vec::with_capacity(consumer_count);
+        let mut exclusive = Vec::with_capacity(consumer_count);
         let consumers: Box<[ConsumerCell]> = self
             .specs
             .drain(..)
             .map(|spec| {
                 starters.push(spec.start);
+                exclusive.push(spec.exclusive);
                 ConsumerCell {
                     name: spec.name,
                     seq: CachePadded::new(AtomicU64::new(0)),
@@ -422,7 +441,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
                         shared.halt();
                     }
                 },
-                None => pollers.push(EventPoller::new(Arc::clone(&shared), idx)),
+                None => pollers.push((EventPoller::new(Arc::clone(&shared), idx), exclusive[idx])),
             }
         }
         let producer = Producer::new(Arc::clone(&shared));

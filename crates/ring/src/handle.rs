@@ -1,6 +1,6 @@
 //! The ring handle: lifecycle (join, halt), pollers, monitoring.
 
-use crate::consumer::EventPoller;
+use crate::consumer::{EventPoller, EventPollerMut};
 use crate::error::RingError;
 use crate::monitor::Monitor;
 use crate::producer::ProducerKind;
@@ -26,7 +26,8 @@ pub struct JoinReport {
 pub struct Ring<T, W: WaitStrategy, K: ProducerKind> {
     shared: Arc<Shared<T, W, K>>,
     threads: Vec<thread::JoinHandle<()>>,
-    pollers: Vec<EventPoller<T, W, K>>,
+    /// Pollers not taken yet, each with whether it was declared mutable.
+    pollers: Vec<(EventPoller<T, W, K>, bool)>,
     spawn_error: Option<String>,
     joined: bool,
 }
@@ -44,7 +45,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Ring<T, W, K> {
     pub(crate) fn new(
         shared: Arc<Shared<T, W, K>>,
         threads: Vec<thread::JoinHandle<()>>,
-        pollers: Vec<EventPoller<T, W, K>>,
+        pollers: Vec<(EventPoller<T, W, K>, bool)>,
         spawn_error: Option<String>,
     ) -> Self {
         Self {
@@ -63,9 +64,22 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Ring<T, W, K> {
 
     /// Takes the poller declared with
     /// [`RingBuilder::poller`](crate::RingBuilder::poller) under `name`.
+    /// A poller declared with `poller_mut` may be taken this way too, to
+    /// read only.
     pub fn take_poller(&mut self, name: &str) -> Option<EventPoller<T, W, K>> {
-        let at = self.pollers.iter().position(|p| p.name() == name)?;
-        Some(self.pollers.swap_remove(at))
+        let at = self.pollers.iter().position(|(p, _)| p.name() == name)?;
+        Some(self.pollers.swap_remove(at).0)
+    }
+
+    /// Takes the poller declared with
+    /// [`RingBuilder::poller_mut`](crate::RingBuilder::poller_mut) under
+    /// `name`; `None` if there is none (or it was declared read-only).
+    pub fn take_poller_mut(&mut self, name: &str) -> Option<EventPollerMut<T, W, K>> {
+        let at = self
+            .pollers
+            .iter()
+            .position(|(p, exclusive)| *exclusive && p.name() == name)?;
+        Some(EventPollerMut(self.pollers.swap_remove(at).0))
     }
 
     /// A cheap, cloneable view of the ring's progress for any thread.

@@ -39,7 +39,7 @@ mod sync;
 pub mod wait;
 
 pub use builder::{state, RingBuilder};
-pub use consumer::{EventHandler, EventHandlerMut, EventPoller};
+pub use consumer::{EventHandler, EventHandlerMut, EventPoller, EventPollerMut};
 pub use error::{PollError, PublishError, PublishTimeoutError, RingError, TryPublishError};
 pub use handle::{JoinReport, Ring};
 pub use monitor::{ConsumerStats, Monitor, RingStats};

@@ -295,7 +295,7 @@ pub fn run(
 ) -> anyhow::Result<()> {
     if let Some(cpu) = opts.pin {
         // Before any thread starts: they inherit the affinity.
-        if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        if !statepipe_sys::pin::pin_current_thread(cpu) {
             tracing::warn!(cpu, "could not pin the worker");
         }
     }

@@ -5,8 +5,10 @@
 //! combination (the list meaning of `&&&`), first branch outermost. An item
 //! that fails in a branch has no output there, so it produces no pair.
 
-use super::{Emit, Node};
+use super::{whole_unit, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
+use crate::runtime::compile::{Compile, Open};
+use crate::runtime::UnitInfo;
 use crate::{Failure, Pipeline, StageState};
 
 /// Emits every pair of `left` × `right`, `left` outermost, and empties both.
@@ -60,6 +62,14 @@ where
         self.a.states(out);
         self.b.states(out);
     }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        whole_unit("fan-out", &[&self.a, &self.b], out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<(C, D)> {
+        cx.unit(Pipeline::from_box(self), up)
+    }
 }
 
 /// One branch per half of a pair: `Pipeline::par`.
@@ -104,6 +114,14 @@ where
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.a.states(out);
         self.b.states(out);
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        whole_unit("par", &[&self.a, &self.b], out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<(A, B)>) -> Open<(C, D)> {
+        cx.unit(Pipeline::from_box(self), up)
     }
 }
 
@@ -161,6 +179,15 @@ where
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.branches.into_iter().for_each(|b| b.states(out));
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
+        whole_unit("fan-out", &parts, out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<Vec<O>> {
+        cx.unit(Pipeline::from_box(self), up)
     }
 }
 

@@ -8,8 +8,11 @@
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 
-use super::{Emit, Node};
+use super::{whole_unit, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
+use crate::runtime::compile::{Compile, Open};
+use crate::runtime::route::{ByKey, RoundRobin};
+use crate::runtime::{UnitInfo, UnitKind};
 use crate::{Either, Failure, Pipeline, StageState};
 
 /// `Left` items to `a`, `Right` items to `b`, outputs tagged: `Pipeline::choice`.
@@ -56,6 +59,14 @@ where
         self.a.states(out);
         self.b.states(out);
     }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        whole_unit("choice", &[&self.a, &self.b], out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<Either<A, B>>) -> Open<Either<C, D>> {
+        cx.unit(Pipeline::from_box(self), up)
+    }
 }
 
 /// `Left` items to `a`, `Right` items to `b`, outputs merged: `Pipeline::merge`.
@@ -97,6 +108,14 @@ where
         self.a.states(out);
         self.b.states(out);
     }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        whole_unit("merge", &[&self.a, &self.b], out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<Either<A, B>>) -> Open<C> {
+        cx.unit(Pipeline::from_box(self), up)
+    }
 }
 
 /// Each item to the branch `route` picks: `Pipeline::choose`.
@@ -125,7 +144,7 @@ impl<I, O, F> Node<I, O> for ChooseNode<I, O, F>
 where
     I: Debug + Send + 'static,
     O: Send + 'static,
-    F: FnMut(&I) -> usize + Send,
+    F: FnMut(&I) -> usize + Send + 'static,
 {
     fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
         let k = (self.route)(&item);
@@ -150,6 +169,15 @@ where
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.branches.into_iter().for_each(|b| b.states(out));
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
+        whole_unit(&self.name, &parts, out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
+        cx.unit(Pipeline::from_box(self), up)
     }
 }
 
@@ -176,7 +204,34 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for ShardNode<I, O> {
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.copies.into_iter().for_each(|c| c.states(out));
     }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        copy_units(&self.copies, out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
+        let me = *self;
+        cx.shard(me.copies, RoundRobin(me.next), up)
+    }
 }
+
+/// The units of a shard: every copy's, then the merge.
+fn copy_units<I, O>(copies: &[Pipeline<I, O>], out: &mut Vec<UnitInfo>) {
+    for c in copies {
+        c.units_of(out);
+    }
+    out.push(UnitInfo {
+        name: format!("merge ×{}", copies.len()),
+        stages: Vec::new(),
+        cost_ns: MERGE_COST_NS,
+        cost_known: false,
+        kind: UnitKind::Merge,
+    });
+}
+
+/// The estimated cost of merging one item (a route-log read and a group
+/// read on two rings).
+const MERGE_COST_NS: f64 = 50.0;
 
 /// Each item to the copy its key hashes to: `Pipeline::shard_by_key`.
 pub(crate) struct ShardByKeyNode<I, O, F> {
@@ -188,8 +243,8 @@ impl<I, O, K, F> Node<I, O> for ShardByKeyNode<I, O, F>
 where
     I: Send + 'static,
     O: Send + 'static,
-    K: Hash,
-    F: FnMut(&I) -> K + Send,
+    K: Hash + 'static,
+    F: FnMut(&I) -> K + Send + 'static,
 {
     fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
         let copy = shard_of(&(self.key)(&item), self.copies.len());
@@ -207,6 +262,15 @@ where
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.copies.into_iter().for_each(|c| c.states(out));
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        copy_units(&self.copies, out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
+        let me = *self;
+        cx.shard(me.copies, ByKey(me.key), up)
     }
 }
 

@@ -7,6 +7,8 @@ use std::marker::PhantomData;
 use super::{Emit, Node};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::machine::Machine;
+use crate::runtime::compile::{Compile, Open};
+use crate::runtime::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 use crate::{Failure, Pipeline, StageState};
 
 /// A named state machine with its state.
@@ -19,7 +21,9 @@ pub(crate) struct StageNode<S, M> {
 impl<S, M> Node<M::In, M::Out> for StageNode<S, M>
 where
     S: Send + 'static,
-    M: Machine<S> + Send,
+    M: Machine<S> + Send + 'static,
+    M::In: Send + 'static,
+    M::Out: Send + 'static,
 {
     fn push(
         &mut self,
@@ -41,6 +45,20 @@ where
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         out.push(StageState::new(&self.name, self.state));
     }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        out.push(UnitInfo {
+            name: self.name.clone(),
+            stages: vec![self.name.clone()],
+            cost_ns: DEFAULT_COST_NS,
+            cost_known: false,
+            kind: UnitKind::Stage,
+        });
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<M::Out> {
+        cx.unit(Pipeline::from_box(self), up)
+    }
 }
 
 /// A named state machine whose outputs are `Result`s: `Err`s go to the
@@ -55,8 +73,10 @@ pub(crate) struct TryStageNode<S, M, O> {
 impl<S, M, O, Er> Node<M::In, O> for TryStageNode<S, M, O>
 where
     S: Send + 'static,
-    M: Machine<S, Out = Result<O, Er>> + Send,
+    M: Machine<S, Out = Result<O, Er>> + Send + 'static,
     M::In: Clone + Debug + Send + 'static,
+    O: Send + 'static,
+    Er: 'static,
     Er: Into<Box<dyn Error + Send + Sync>>,
 {
     fn push(&mut self, seq: u64, item: M::In, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
@@ -84,6 +104,20 @@ where
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         out.push(StageState::new(&self.name, self.state));
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        out.push(UnitInfo {
+            name: self.name.clone(),
+            stages: vec![self.name.clone()],
+            cost_ns: DEFAULT_COST_NS,
+            cost_known: false,
+            kind: UnitKind::Stage,
+        });
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<O> {
+        cx.unit(Pipeline::from_box(self), up)
     }
 }
 
@@ -113,5 +147,55 @@ where
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.a.states(out);
         self.b.states(out);
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        self.a.node.units(out);
+        self.b.node.units(out);
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<A>) -> Open<C> {
+        let mid = self.a.node.deploy(cx, up);
+        self.b.node.deploy(cx, mid)
+    }
+}
+
+/// A part with a declared cost per item: `Pipeline::cost`.
+pub(crate) struct CostNode<I, O> {
+    pub(crate) inner: Pipeline<I, O>,
+    pub(crate) ns: f64,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Node<I, O> for CostNode<I, O> {
+    fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
+        self.inner.push(seq, item, failures, emit);
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        self.inner.draw(dot, from)
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        self.inner.states(out);
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        let from = out.len();
+        self.inner.node.units(out);
+        let stages = out[from..]
+            .iter()
+            .filter(|u| u.kind == UnitKind::Stage)
+            .count()
+            .max(1);
+        for u in &mut out[from..] {
+            if u.kind == UnitKind::Stage {
+                u.cost_ns = self.ns / stages as f64;
+                u.cost_known = true;
+            }
+        }
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
+        self.inner.node.deploy(cx, up)
     }
 }

@@ -9,7 +9,7 @@ mod poller;
 
 pub(crate) use handler::{spawn, Access, Exclusive, Shared as SharedAccess};
 pub use handler::{EventHandler, EventHandlerMut};
-pub use poller::EventPoller;
+pub use poller::{EventPoller, EventPollerMut};
 
 /// The last sequence in `[from, end)` that a consumer with `partition`
 /// handles, if any.

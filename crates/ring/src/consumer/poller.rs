@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use crate::error::PollError;
 use crate::producer::ProducerKind;
 use crate::shared::{Shared, HALTED};
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, Ordering, UnsafeCell};
 use crate::wait::WaitStrategy;
 
 /// A consumer without a thread of its own: call [`poll`](Self::poll) from
@@ -49,6 +49,25 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
     /// [`PollError::Closed`] once every producer is gone and everything was
     /// handled; [`PollError::Halted`] if the ring was halted.
     pub fn poll<F: FnMut(&T, u64, bool)>(&mut self, mut f: F) -> Result<usize, PollError> {
+        self.poll_slots(|cell, s, end_of_batch| {
+            cell.with(|p| {
+                // SAFETY: `poll_slots` hands over only sequences that are
+                // published and below every dependency, and producers wait
+                // for this poller's sequence before reusing the slot: only
+                // shared reads happen now.
+                f(unsafe { &*p }, s, end_of_batch)
+            });
+            true
+        })
+    }
+
+    /// Runs `f` on every slot available now (at most the ring's maximum
+    /// batch) until it returns `false` (that slot is consumed too), then
+    /// publishes the poller's progress.
+    fn poll_slots<F: FnMut(&UnsafeCell<T>, u64, bool) -> bool>(
+        &mut self,
+        mut f: F,
+    ) -> Result<usize, PollError> {
         let ring = &*self.ring;
         if ring.state_acquire() & HALTED != 0 {
             return Err(PollError::Halted);
@@ -64,14 +83,12 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
             }
             return Ok(0);
         }
-        let end = upper.min(self.next.saturating_add(ring.max_batch));
+        let mut end = upper.min(self.next.saturating_add(ring.max_batch));
         for s in self.next..end {
-            ring.slot(s).with(|p| {
-                // SAFETY: `s` is published and below every dependency, and
-                // producers wait for this poller's sequence before reusing
-                // the slot: only shared reads happen now.
-                f(unsafe { &*p }, s, s + 1 == end)
-            });
+            if !f(ring.slot(s), s, s + 1 == end) {
+                end = s + 1;
+                break;
+            }
         }
         // Release: pairs with the Acquire loads in `Shared::gate` and
         // `Shared::available_for`, as in the handler loop.
@@ -80,6 +97,16 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
         let n = (end - self.next) as usize;
         self.next = end;
         Ok(n)
+    }
+
+    /// Whether events are ready for [`poll`](Self::poll) now, or the ring is
+    /// finished for this poller (so `poll` would return an error). A cheap
+    /// check for a thread that serves several pollers before it sleeps.
+    pub fn ready(&self) -> bool {
+        let ring = &*self.ring;
+        ring.available_for(self.idx, self.next) > self.next
+            || ring.finished(self.next)
+            || ring.state_acquire() & HALTED != 0
     }
 
     /// Like [`poll`](Self::poll) but waits by the wait strategy, at most
@@ -104,5 +131,96 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
 impl<T, W: WaitStrategy, K: ProducerKind> Drop for EventPoller<T, W, K> {
     fn drop(&mut self) {
         self.ring.detach(self.idx, self.next);
+    }
+}
+
+/// A poller that may mutate the events it handles (`&mut T`), declared with
+/// [`RingBuilder::poller_mut`](crate::RingBuilder::poller_mut): like
+/// [`handler_mut`](crate::RingBuilder::handler_mut) it is alone in its
+/// stage, so no other consumer reads an event while it holds it. The usual
+/// use is to move values out of the ring (`Option::take`) on a
+/// single-consumer edge.
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_ring::RingBuilder;
+///
+/// let (mut producer, mut ring) = RingBuilder::new(4, || None::<String>)
+///     .poller_mut("owner")
+///     .build_single();
+/// let mut owner = ring.take_poller_mut("owner").unwrap();
+/// producer.publish(Some("moved, not cloned".to_string())).unwrap();
+/// let mut got = Vec::new();
+/// owner.poll(|slot, _seq, _eob| got.extend(slot.take())).unwrap();
+/// assert_eq!(got, ["moved, not cloned"]);
+/// ```
+#[derive(Debug)]
+pub struct EventPollerMut<T, W: WaitStrategy, K: ProducerKind>(pub(crate) EventPoller<T, W, K>);
+
+impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPollerMut<T, W, K> {
+    /// The consumer's name, as given to the builder.
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// Like [`EventPoller::poll`], with each event by `&mut T`.
+    ///
+    /// # Errors
+    /// As [`EventPoller::poll`].
+    pub fn poll<F: FnMut(&mut T, u64, bool)>(&mut self, mut f: F) -> Result<usize, PollError> {
+        self.0.poll_slots(|cell, s, end_of_batch| {
+            cell.with_mut(|p| {
+                // SAFETY: as in `EventPoller::poll`, and in addition the
+                // builder admits a mutable poller only as the sole consumer
+                // of its stage, so between its dependencies (done with `s`)
+                // and its dependents (waiting for this poller's sequence) no
+                // other consumer touches the slot: the access is exclusive.
+                f(unsafe { &mut *p }, s, end_of_batch)
+            });
+            true
+        })
+    }
+
+    /// Like [`poll`](Self::poll), but stops after the first event on which
+    /// `f` returns `false`: for a reader that takes events in groups and
+    /// must not run into the next group.
+    ///
+    /// # Errors
+    /// As [`EventPoller::poll`].
+    pub fn poll_while<F: FnMut(&mut T, u64) -> bool>(
+        &mut self,
+        mut f: F,
+    ) -> Result<usize, PollError> {
+        self.0.poll_slots(|cell, s, _| {
+            cell.with_mut(|p| {
+                // SAFETY: as in `poll` above.
+                f(unsafe { &mut *p }, s)
+            })
+        })
+    }
+
+    /// Like [`EventPoller::poll_timeout`], with each event by `&mut T`.
+    ///
+    /// # Errors
+    /// As [`EventPoller::poll`].
+    pub fn poll_timeout<F: FnMut(&mut T, u64, bool)>(
+        &mut self,
+        timeout: Duration,
+        f: F,
+    ) -> Result<usize, PollError> {
+        let deadline = Instant::now() + timeout;
+        let p = &self.0;
+        let (ring, idx, next) = (&*p.ring, p.idx, p.next);
+        ring.wait.wait_until(Some(deadline), || {
+            ring.available_for(idx, next) > next || ring.finished(next)
+        });
+        self.poll(f)
+    }
+
+    /// Whether events are ready for [`poll`](Self::poll) now, or the ring is
+    /// finished for this poller (so `poll` would return an error).
+    pub fn ready(&self) -> bool {
+        self.0.ready()
     }
 }

@@ -416,6 +416,16 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
     pub fn close(self) {}
 }
 
+impl<T: Send + Sync, W: WaitStrategy> Producer<T, W, Single> {
+    /// Whether one event could be published now without waiting: a hint
+    /// for a thread that serves several rings and must not block on one
+    /// (consumers only ever free space, so `true` stays true until this
+    /// producer publishes).
+    pub fn has_space(&self) -> bool {
+        self.next < self.shared.gate() + self.shared.capacity
+    }
+}
+
 impl<T, W: WaitStrategy> Clone for Producer<T, W, Multi> {
     fn clone(&self) -> Self {
         // Relaxed: the count only needs to be exact, not ordered; the last

@@ -261,3 +261,45 @@ fn join_detaches_pollers_nobody_took() {
         assert_eq!(snapshot(&values), (0..100).collect::<Vec<_>>());
     });
 }
+
+#[test]
+fn a_mutable_poller_moves_events_out_and_stops_where_told() {
+    let (mut producer, mut ring) = RingBuilder::new(4, || None::<String>)
+        .poller_mut("owner")
+        .build_single();
+    assert!(ring.take_poller("nobody").is_none());
+    let mut owner = ring.take_poller_mut("owner").expect("declared mutable");
+    assert!(!owner.ready());
+    for s in ["a", "b", "end", "c"] {
+        producer.publish(Some(s.to_string())).unwrap();
+    }
+    assert!(!producer.has_space(), "four events fill a ring of four");
+    assert!(owner.ready());
+    // Take a group up to and including "end"; "c" stays for later.
+    let mut group = Vec::new();
+    let n = owner
+        .poll_while(|slot, _| {
+            let s = slot.take().unwrap();
+            let more = s != "end";
+            group.push(s);
+            more
+        })
+        .unwrap();
+    assert_eq!(n, 3);
+    assert_eq!(group, ["a", "b", "end"]);
+    assert!(producer.has_space(), "the group's slots are free again");
+    let mut rest = Vec::new();
+    owner.poll(|slot, _, _| rest.extend(slot.take())).unwrap();
+    assert_eq!(rest, ["c"]);
+    drop(producer);
+    assert_eq!(owner.poll(|_, _, _| {}), Err(PollError::Closed));
+    drop(owner);
+    ring.join().unwrap();
+}
+
+#[test]
+fn a_read_only_poller_cannot_be_taken_as_mutable() {
+    let (_producer, mut ring) = RingBuilder::new(4, || 0u8).poller("reader").build_single();
+    assert!(ring.take_poller_mut("reader").is_none());
+    assert!(ring.take_poller("reader").is_some());
+}

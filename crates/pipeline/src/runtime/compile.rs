@@ -1,0 +1,288 @@
+//! Turning a pipeline description into stations on workers, following a plan.
+//!
+//! The description is walked left to right ([`Node::deploy`](crate::node::Node)),
+//! carrying the *open* station: a source and the units fused behind it so
+//! far, still missing its final sink. Each unit is either fused onto the
+//! open station (same worker in the plan) or starts a new station behind a
+//! ring (another worker). A shard closes the open station with a router,
+//! deploys each copy from a ring of its own, and opens a station on the
+//! merge's worker. The last open station ends in the output ring.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use statepipe_ring::wait::WaitStrategy;
+
+use super::edge::{inner_edge, probe, Doorbell, Halt, RingSink, RingSource, Sink, Source};
+use super::plan::{UnitInfo, UnitKind};
+use super::route::{Merge, Pick, Router};
+use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters, UnitSink};
+use crate::{Failure, Pipeline};
+
+/// Where a ring edge of the deployed graph runs, for metrics and drawing.
+pub(crate) struct EdgeInfo {
+    pub(crate) from: usize,
+    pub(crate) to: usize,
+    /// How many messages wait on the edge's ring, if it is one.
+    pub(crate) depth: Option<DepthProbe>,
+}
+
+pub(crate) use super::edge::DepthProbe;
+
+/// One station, for metrics.
+pub(crate) struct StationInfo {
+    pub(crate) units: Vec<usize>,
+    pub(crate) counters: Arc<StationCounters>,
+    pub(crate) depth: DepthProbe,
+}
+
+/// A node id in the deployed graph: a unit, or the pipeline's input/output.
+pub(crate) const INPUT: usize = usize::MAX;
+pub(crate) const OUTPUT: usize = usize::MAX - 1;
+
+/// The open station: everything but its final sink.
+pub(crate) struct Open<T> {
+    pub(crate) worker: usize,
+    /// The units (or [`INPUT`]) whose outputs reach this point.
+    pub(crate) tails: Vec<usize>,
+    finish: Finisher<T>,
+}
+
+/// Closes an open station, given its final sink.
+type Finisher<T> = Box<dyn FnOnce(&mut Compile, Box<dyn Sink<T>>)>;
+
+impl<T: Send + 'static> Open<T> {
+    /// A station that starts at `source` on worker `worker`.
+    pub(crate) fn at(worker: usize, tails: Vec<usize>, source: Box<dyn Source<T>>) -> Self {
+        Open {
+            worker,
+            tails,
+            finish: Box::new(move |cx, sink| cx.add_station(worker, source, sink)),
+        }
+    }
+
+    /// Closes the station with `sink`.
+    pub(crate) fn finish(self, cx: &mut Compile, sink: Box<dyn Sink<T>>) {
+        (self.finish)(cx, sink);
+    }
+}
+
+/// The state of one deployment being compiled.
+pub(crate) struct Compile {
+    pub(crate) plan: Vec<usize>,
+    pub(crate) units: Vec<UnitInfo>,
+    pub(crate) unit_counters: Vec<Arc<UnitCounters>>,
+    next_unit: usize,
+    pub(crate) bells: Vec<Arc<Doorbell>>,
+    pub(crate) tasks: Vec<Vec<Box<dyn Task>>>,
+    pub(crate) handles: Vec<Box<dyn Halt>>,
+    pub(crate) stations: Vec<StationInfo>,
+    pub(crate) edges: Vec<EdgeInfo>,
+    pending_units: Vec<usize>,
+    capacity: usize,
+    failure_tx: Sender<Failure>,
+    pub(crate) errors: ErrorCounts,
+}
+
+impl Compile {
+    pub(crate) fn new(
+        plan: Vec<usize>,
+        units: Vec<UnitInfo>,
+        workers: usize,
+        capacity: usize,
+        failure_tx: Sender<Failure>,
+    ) -> Self {
+        Compile {
+            unit_counters: units.iter().map(|_| Arc::default()).collect(),
+            plan,
+            units,
+            next_unit: 0,
+            bells: (0..workers).map(|_| Doorbell::new()).collect(),
+            tasks: (0..workers).map(|_| Vec::new()).collect(),
+            handles: Vec::new(),
+            stations: Vec::new(),
+            edges: Vec::new(),
+            pending_units: Vec::new(),
+            capacity,
+            failure_tx,
+            errors: ErrorCounts::default(),
+        }
+    }
+
+    /// The worker of the next unit to deploy.
+    pub(crate) fn next_worker(&self) -> usize {
+        self.plan.get(self.next_unit).copied().unwrap_or(0)
+    }
+
+    fn take_unit(&mut self, kind: UnitKind) -> (usize, usize) {
+        let u = self.next_unit;
+        debug_assert_eq!(self.units[u].kind, kind, "plan walk out of step");
+        self.next_unit += 1;
+        (u, self.plan[u])
+    }
+
+    fn add_station<T: Send + 'static>(
+        &mut self,
+        worker: usize,
+        source: Box<dyn Source<T>>,
+        sink: Box<dyn Sink<T>>,
+    ) {
+        let counters = Arc::new(StationCounters::default());
+        self.stations.push(StationInfo {
+            units: std::mem::take(&mut self.pending_units),
+            counters: Arc::clone(&counters),
+            depth: source.depth_probe(),
+        });
+        self.tasks[worker].push(Box::new(Station {
+            source,
+            sink,
+            failures: Vec::new(),
+            failure_tx: self.failure_tx.clone(),
+            counters,
+            errors: Arc::clone(&self.errors),
+            closed: false,
+        }));
+    }
+
+    /// A ring from the open station to a new one on `worker`, which starts
+    /// with unit `to`.
+    fn cut<T: Send + 'static>(&mut self, up: Open<T>, worker: usize, to: usize) -> Open<T> {
+        let e = inner_edge::<T>(self.capacity);
+        let from = up.worker;
+        let tails = up.tails.clone();
+        for &t in &up.tails {
+            self.edges.push(EdgeInfo {
+                from: t,
+                to,
+                depth: Some(probe(&e.monitor)),
+            });
+        }
+        let sink = RingSink::new(e.producer, Arc::clone(&self.bells[worker]));
+        up.finish(self, Box::new(sink));
+        self.handles.push(e.handle);
+        let source = RingSource::new(e.poller, e.monitor, Arc::clone(&self.bells[from]));
+        Open::at(worker, tails, Box::new(source))
+    }
+
+    /// Deploys one unit (a stage, or a construct run whole) behind `up`.
+    pub(crate) fn unit<A: Send + 'static, B: Send + 'static>(
+        &mut self,
+        piece: Pipeline<A, B>,
+        up: Open<A>,
+    ) -> Open<B> {
+        let (u, w) = self.take_unit(UnitKind::Stage);
+        let up = if up.worker == w {
+            for &t in &up.tails {
+                self.edges.push(EdgeInfo {
+                    from: t,
+                    to: u,
+                    depth: None,
+                });
+            }
+            up
+        } else {
+            self.cut(up, w, u)
+        };
+        let name: Arc<str> = self.units[u].name.as_str().into();
+        let counters = Arc::clone(&self.unit_counters[u]);
+        Open {
+            worker: w,
+            tails: vec![u],
+            finish: Box::new(move |cx: &mut Compile, next: Box<dyn Sink<B>>| {
+                cx.pending_units.push(u);
+                let sink = UnitSink {
+                    unit: u,
+                    name,
+                    piece,
+                    next,
+                    counters,
+                    items_in: 0,
+                    items_out: 0,
+                };
+                up.finish(cx, Box::new(sink));
+            }),
+        }
+    }
+
+    /// Deploys a shard: a router closing `up`, each copy from its own ring,
+    /// and a merge opening the station after it.
+    pub(crate) fn shard<I, O, P>(
+        &mut self,
+        copies: Vec<Pipeline<I, O>>,
+        pick: P,
+        up: Open<I>,
+    ) -> Open<O>
+    where
+        I: Send + 'static,
+        O: Send + 'static,
+        P: Pick<I> + 'static,
+    {
+        let from = up.worker;
+        let mut routes = Vec::new();
+        let mut outs = Vec::new();
+        for copy in copies {
+            let w = self.next_worker();
+            let e = inner_edge::<I>(self.capacity);
+            self.handles.push(e.handle);
+            routes.push(RingSink::new(e.producer, Arc::clone(&self.bells[w])));
+            let source = RingSource::new(e.poller, e.monitor, Arc::clone(&self.bells[from]));
+            let open = Open::at(w, up.tails.clone(), Box::new(source));
+            outs.push(copy.node.deploy(self, open));
+        }
+        let (m, wm) = self.take_unit(UnitKind::Merge);
+        let log = inner_edge::<u32>(self.capacity);
+        self.handles.push(log.handle);
+        let router = Router {
+            copies: routes,
+            log: RingSink::new(log.producer, Arc::clone(&self.bells[wm])),
+            pick,
+        };
+        up.finish(self, Box::new(router));
+        let mut sources = Vec::new();
+        for out in outs {
+            let e = inner_edge::<O>(self.capacity);
+            self.handles.push(e.handle);
+            for &t in &out.tails {
+                self.edges.push(EdgeInfo {
+                    from: t,
+                    to: m,
+                    depth: Some(probe(&e.monitor)),
+                });
+            }
+            sources.push(RingSource::new(
+                e.poller,
+                e.monitor,
+                Arc::clone(&self.bells[out.worker]),
+            ));
+            out.finish(
+                self,
+                Box::new(RingSink::new(e.producer, Arc::clone(&self.bells[wm]))),
+            );
+        }
+        let merge = Merge {
+            log: RingSource::new(log.poller, log.monitor, Arc::clone(&self.bells[from])),
+            copies: sources,
+            current: None,
+        };
+        Open::at(wm, vec![m], Box::new(merge))
+    }
+
+    /// Ends the last open station in the output ring.
+    pub(crate) fn output<O: Send + 'static, W: WaitStrategy>(
+        &mut self,
+        last: Open<O>,
+        producer: super::edge::EdgeProducer<O, W>,
+    ) {
+        for &t in &last.tails {
+            self.edges.push(EdgeInfo {
+                from: t,
+                to: OUTPUT,
+                depth: None,
+            });
+        }
+        // The user's thread waits inside the ring (its wait strategy), not
+        // on a doorbell: this one is never bound, so ringing it is a no-op.
+        let sink = RingSink::new(producer, Doorbell::new());
+        last.finish(self, Box::new(sink));
+    }
+}

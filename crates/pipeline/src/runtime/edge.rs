@@ -1,0 +1,372 @@
+//! Edges between stations: what travels on a ring, and the two ends of one.
+//!
+//! Every edge is a single-producer `statepipe-ring` ring of [`Msg`]s read by
+//! one mutable poller, which moves each item out of its slot. A message is
+//! one output of the station upstream, tagged with the sequence number of
+//! the pipeline input it came from; `last` closes a *group* (everything one
+//! unit of input produced), so joins downstream know when a group is
+//! complete. A group with no output is a message with no item. A 1→1 stage
+//! therefore costs one slot per item: the sink holds each output back until
+//! it knows whether it is the group's last.
+//!
+//! Neither end ever blocks on the ring: a full ring sends outputs to a small
+//! overflow (at most one input batch's worth), and the station takes no new
+//! input until it has drained; an empty ring makes the station report idle.
+//! Workers sleep on their [`Doorbell`], which each end rings after it moved
+//! the edge forward, so a worker never sleeps while the other end waits on
+//! it (and a missed ring costs at most the park timeout, never a hang).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::Thread;
+use std::time::Duration;
+
+use statepipe_ring::wait::{BusySpin, WaitStrategy};
+use statepipe_ring::{
+    EventPollerMut, Monitor, PollError, Producer, Ring, RingBuilder, Single, TryPublishError,
+};
+use sync_wrapper::SyncWrapper;
+
+use super::station::UnitStates;
+use crate::Failure;
+
+/// One message on an edge.
+pub(crate) struct Msg<T> {
+    /// The pipeline input this output came from.
+    pub(crate) seq: u64,
+    /// The output; `None` in a message that only closes a group.
+    pub(crate) item: SyncWrapper<Option<T>>,
+    /// Whether this message closes its group.
+    pub(crate) last: bool,
+}
+
+impl<T> Msg<T> {
+    pub(crate) fn empty() -> Self {
+        Msg {
+            seq: 0,
+            item: SyncWrapper::new(None),
+            last: false,
+        }
+    }
+}
+
+/// Where a worker sleeps when it has nothing to do, and how the other end
+/// of an edge wakes it.
+///
+/// Sleeper: `sleeping = true` (SeqCst), re-check every task, park with a
+/// timeout. Waker: move the edge forward (Release, inside the ring), then
+/// `fence(SeqCst)` and load `sleeping`. Either the sleeper's re-check sees
+/// the progress or the waker sees `sleeping` and unparks.
+#[derive(Debug)]
+pub(crate) struct Doorbell {
+    sleeping: AtomicBool,
+    thread: std::sync::OnceLock<Thread>,
+}
+
+impl Doorbell {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Doorbell {
+            sleeping: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Binds the doorbell to the calling thread (the worker's).
+    pub(crate) fn bind(&self) {
+        let _ = self.thread.set(std::thread::current());
+    }
+
+    /// Wakes the worker if it sleeps.
+    #[inline]
+    pub(crate) fn ring(&self) {
+        // SeqCst: pairs with the SeqCst store in `sleep`, after the caller's
+        // Release publication of its progress (see the type's docs).
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Sleeps at most `max` unless `ready()` says there is work.
+    pub(crate) fn sleep(&self, max: Duration, ready: impl FnOnce() -> bool) {
+        // SeqCst: pairs with the fence in `ring`.
+        self.sleeping.store(true, Ordering::SeqCst);
+        if !ready() {
+            std::thread::park_timeout(max);
+        }
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Where a station's outputs go: the next fused unit, a ring, a router.
+pub(crate) trait Sink<T>: Send {
+    /// One output of the group `seq`.
+    fn item(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>);
+    /// The group `seq` is complete here.
+    fn end(&mut self, seq: u64, failures: &mut Vec<Failure>);
+    /// Moves held-back messages into the ring(s); `true` when none is left.
+    fn flush(&mut self) -> bool;
+    /// Whether `flush` would make progress now (for the sleep check).
+    fn can_flush(&self) -> bool;
+    /// Publishes per-unit counters to the monitor (once per batch).
+    fn publish_stats(&mut self);
+    /// No more input will come: close the ring(s) and hand back the states
+    /// of the fused units, in description order.
+    fn close(self: Box<Self>, states: &mut UnitStates);
+}
+
+/// Why a source has nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SourceEnd {
+    /// Every producer closed and everything was read.
+    Closed,
+    /// The ring was halted (a failure elsewhere).
+    Halted,
+}
+
+impl From<PollError> for SourceEnd {
+    fn from(e: PollError) -> Self {
+        match e {
+            PollError::Closed => SourceEnd::Closed,
+            _ => SourceEnd::Halted,
+        }
+    }
+}
+
+/// Where a station's input comes from: a ring, or a merge of several.
+pub(crate) trait Source<T>: Send {
+    /// Hands what is available (at most a batch) to `f(seq, item, last)`;
+    /// `Ok(0)` when nothing is.
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd>;
+    /// Whether `poll` would make progress or report the end now.
+    fn ready(&self) -> bool;
+    /// Reads how many messages wait in the input ring(s), from any thread.
+    fn depth_probe(&self) -> DepthProbe;
+}
+
+/// Reads a queue depth from any thread.
+pub(crate) type DepthProbe = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// A probe of the messages waiting for the consumer of a ring.
+pub(crate) fn probe<T: Send + 'static, W: WaitStrategy>(
+    monitor: &Monitor<Msg<T>, W, Single>,
+) -> DepthProbe {
+    let m = monitor.clone();
+    Box::new(move || m.stats().consumers.first().map_or(0, |c| c.lag))
+}
+
+/// The ring type of an edge between two workers, and of the pipeline's
+/// input and output, with the wait strategy `W` of the user's side.
+pub(crate) type EdgeProducer<T, W> = Producer<Msg<T>, W, Single>;
+pub(crate) type EdgePoller<T, W> = EventPollerMut<Msg<T>, W, Single>;
+
+/// A ring's handle, kept by the deployment to halt the ring on a failure.
+/// Dropping it halts the ring too (so a deployment dropped without `join`
+/// stops its workers).
+pub(crate) trait Halt: Send {
+    fn halt(&self);
+}
+
+impl<T: Send + 'static, W: WaitStrategy> Halt for Ring<Msg<T>, W, Single> {
+    fn halt(&self) {
+        Ring::halt(self);
+    }
+}
+
+/// The parts of a new edge.
+pub(crate) struct Edge<T, W: WaitStrategy> {
+    pub(crate) producer: EdgeProducer<T, W>,
+    pub(crate) poller: EdgePoller<T, W>,
+    pub(crate) monitor: Monitor<Msg<T>, W, Single>,
+    pub(crate) handle: Box<dyn Halt>,
+}
+
+/// A new edge of `capacity` slots.
+pub(crate) fn edge<T: Send + 'static, W: WaitStrategy>(capacity: usize, wait: W) -> Edge<T, W> {
+    let (producer, mut ring) = RingBuilder::new(capacity, Msg::empty)
+        .wait_strategy(wait)
+        .poller_mut("edge")
+        .build_single();
+    let poller = ring
+        .take_poller_mut("edge")
+        .expect("the edge's poller was declared just above");
+    Edge {
+        producer,
+        poller,
+        monitor: ring.monitor(),
+        handle: Box::new(ring),
+    }
+}
+
+/// A worker-to-worker edge: the spinning strategy's `notify` is free, and
+/// workers never wait inside the ring (they sleep on doorbells).
+pub(crate) fn inner_edge<T: Send + 'static>(capacity: usize) -> Edge<T, BusySpin> {
+    edge(capacity, BusySpin)
+}
+
+/// The producing end of an edge.
+pub(crate) struct RingSink<T, W: WaitStrategy> {
+    producer: Option<EdgeProducer<T, W>>,
+    /// An output not yet published: it goes out with `last` set if the
+    /// group ends before another output comes.
+    held: Option<(u64, T)>,
+    /// Messages that found the ring full, in order.
+    overflow: VecDeque<(u64, Option<T>, bool)>,
+    /// The consuming worker's doorbell.
+    wake: Arc<Doorbell>,
+    published: bool,
+}
+
+impl<T: Send + 'static, W: WaitStrategy> RingSink<T, W> {
+    pub(crate) fn new(producer: EdgeProducer<T, W>, wake: Arc<Doorbell>) -> Self {
+        RingSink {
+            producer: Some(producer),
+            held: None,
+            overflow: VecDeque::new(),
+            wake,
+            published: false,
+        }
+    }
+
+    fn send(&mut self, seq: u64, item: Option<T>, last: bool) {
+        if !self.overflow.is_empty() {
+            self.overflow.push_back((seq, item, last));
+            return;
+        }
+        let Some(p) = self.producer.as_mut() else {
+            return;
+        };
+        let mut item = Some(item);
+        let r = p.try_publish_with(|m: &mut Msg<T>| {
+            m.seq = seq;
+            *m.item.get_mut() = item.take().flatten();
+            m.last = last;
+        });
+        match r {
+            Ok(_) => self.published = true,
+            Err(TryPublishError::Full(_)) => {
+                // The closure did not run: the item is still ours.
+                self.overflow.push_back((seq, item.flatten(), last));
+            }
+            // Halted: the pipeline is stopping on a failure reported
+            // elsewhere; what is dropped here is accounted for there.
+            Err(TryPublishError::Halted(_)) => {}
+        }
+    }
+}
+
+impl<T: Send + 'static, W: WaitStrategy> Sink<T> for RingSink<T, W> {
+    #[inline]
+    fn item(&mut self, seq: u64, item: T, _: &mut Vec<Failure>) {
+        if let Some((s, x)) = self.held.replace((seq, item)) {
+            self.send(s, Some(x), false);
+        }
+    }
+
+    #[inline]
+    fn end(&mut self, seq: u64, _: &mut Vec<Failure>) {
+        match self.held.take() {
+            Some((s, x)) => self.send(s, Some(x), true),
+            None => self.send(seq, None, true),
+        }
+    }
+
+    fn flush(&mut self) -> bool {
+        while let Some((seq, item, last)) = self.overflow.pop_front() {
+            let Some(p) = self.producer.as_mut() else {
+                self.overflow.clear();
+                break;
+            };
+            let mut item = Some(item);
+            match p.try_publish_with(|m: &mut Msg<T>| {
+                m.seq = seq;
+                *m.item.get_mut() = item.take().flatten();
+                m.last = last;
+            }) {
+                Ok(_) => self.published = true,
+                Err(TryPublishError::Full(_)) => {
+                    self.overflow.push_front((seq, item.flatten(), last));
+                    break;
+                }
+                Err(TryPublishError::Halted(_)) => self.overflow.clear(),
+            }
+        }
+        if std::mem::take(&mut self.published) {
+            self.wake.ring();
+        }
+        self.overflow.is_empty()
+    }
+
+    fn can_flush(&self) -> bool {
+        !self.overflow.is_empty() && self.producer.as_ref().is_some_and(|p| p.has_space())
+    }
+
+    fn publish_stats(&mut self) {}
+
+    fn close(mut self: Box<Self>, _: &mut UnitStates) {
+        debug_assert!(self.held.is_none(), "a group was left open at close");
+        self.producer = None;
+        self.wake.ring();
+    }
+}
+
+/// The consuming end of an edge.
+pub(crate) struct RingSource<T, W: WaitStrategy> {
+    poller: EdgePoller<T, W>,
+    monitor: Monitor<Msg<T>, W, Single>,
+    /// The producing worker's doorbell (it may wait for space).
+    wake: Arc<Doorbell>,
+}
+
+impl<T: Send + 'static, W: WaitStrategy> RingSource<T, W> {
+    pub(crate) fn new(
+        poller: EdgePoller<T, W>,
+        monitor: Monitor<Msg<T>, W, Single>,
+        wake: Arc<Doorbell>,
+    ) -> Self {
+        RingSource {
+            poller,
+            monitor,
+            wake,
+        }
+    }
+
+    /// Takes messages while `f` returns `true` (the one it returns `false`
+    /// on is taken too).
+    pub(crate) fn poll_while(
+        &mut self,
+        f: &mut dyn FnMut(u64, Option<T>, bool) -> bool,
+    ) -> Result<usize, SourceEnd> {
+        let n = self
+            .poller
+            .poll_while(|m, _| f(m.seq, m.item.get_mut().take(), m.last))?;
+        if n > 0 {
+            self.wake.ring();
+        }
+        Ok(n)
+    }
+}
+
+impl<T: Send + 'static, W: WaitStrategy> Source<T> for RingSource<T, W> {
+    #[inline]
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
+        let n = self
+            .poller
+            .poll(|m, _, _| f(m.seq, m.item.get_mut().take(), m.last))?;
+        if n > 0 {
+            self.wake.ring();
+        }
+        Ok(n)
+    }
+
+    fn ready(&self) -> bool {
+        self.poller.ready()
+    }
+
+    fn depth_probe(&self) -> DepthProbe {
+        probe(&self.monitor)
+    }
+}

@@ -1,0 +1,228 @@
+//! The user's ends of a deployment: [`Input`] and [`Output`].
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use statepipe_ring::wait::Adaptive;
+use statepipe_ring::{PublishError, TryPublishError};
+
+use super::edge::{Doorbell, EdgePoller, EdgeProducer, Msg};
+use crate::Failure;
+
+/// Where items enter a deployed pipeline. Dropping it (or
+/// [`close`](Self::close)) closes the pipeline's input: every item sent
+/// goes through every stage, then the workers finish.
+pub struct Input<I> {
+    producer: EdgeProducer<I, Adaptive>,
+    first: Arc<Doorbell>,
+    next_seq: u64,
+}
+
+/// [`Input::send`] failed: the pipeline stopped (a stage panicked, or it was
+/// stopped); the item comes back.
+pub struct SendError<I>(pub I);
+
+/// [`Input::try_send`] failed; the item comes back.
+pub enum TrySendError<I> {
+    /// The input ring is full: the pipeline is behind. Retry later, or
+    /// `send` to wait.
+    Full(I),
+    /// The pipeline stopped.
+    Stopped(I),
+}
+
+impl<I> fmt::Debug for SendError<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendError(..)")
+    }
+}
+
+impl<I> fmt::Display for SendError<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the pipeline stopped; join it to see why")
+    }
+}
+
+impl<I> std::error::Error for SendError<I> {}
+
+impl<I> fmt::Debug for TrySendError<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("Full(..)"),
+            TrySendError::Stopped(_) => f.write_str("Stopped(..)"),
+        }
+    }
+}
+
+impl<I> TrySendError<I> {
+    /// The item that was not sent.
+    pub fn into_inner(self) -> I {
+        match self {
+            TrySendError::Full(x) | TrySendError::Stopped(x) => x,
+        }
+    }
+}
+
+fn fill<I>(m: &mut Msg<I>, seq: u64, item: &mut Option<I>) {
+    m.seq = seq;
+    *m.item.get_mut() = item.take();
+    m.last = true;
+}
+
+impl<I: Send + 'static> Input<I> {
+    pub(crate) fn new(producer: EdgeProducer<I, Adaptive>, first: Arc<Doorbell>) -> Self {
+        Input {
+            producer,
+            first,
+            next_seq: 0,
+        }
+    }
+
+    /// Sends one item, waiting (by the ring's adaptive strategy) while the
+    /// pipeline is full; returns the item's sequence number.
+    ///
+    /// # Errors
+    /// [`SendError`] with the item if the pipeline stopped.
+    pub fn send(&mut self, item: I) -> Result<u64, SendError<I>> {
+        let seq = self.next_seq;
+        let mut item = Some(item);
+        match self.producer.publish_with(|m| fill(m, seq, &mut item)) {
+            Ok(_) => {
+                self.next_seq += 1;
+                self.first.ring();
+                Ok(seq)
+            }
+            Err(PublishError::Halted(_)) => Err(SendError(
+                item.expect("a refused publish did not run the fill"),
+            )),
+        }
+    }
+
+    /// Sends one item if there is room now; never waits.
+    ///
+    /// # Errors
+    /// [`TrySendError::Full`] or [`TrySendError::Stopped`], with the item.
+    pub fn try_send(&mut self, item: I) -> Result<u64, TrySendError<I>> {
+        let seq = self.next_seq;
+        let mut item = Some(item);
+        let r = self
+            .producer
+            .try_publish_with(|m| fill(m, seq, &mut item))
+            .map_err(|e| matches!(e, TryPublishError::Full(_)));
+        match r {
+            Ok(_) => {
+                self.next_seq += 1;
+                self.first.ring();
+                Ok(seq)
+            }
+            Err(full) => {
+                let x = item.expect("a refused publish did not run the fill");
+                Err(if full {
+                    TrySendError::Full(x)
+                } else {
+                    TrySendError::Stopped(x)
+                })
+            }
+        }
+    }
+
+    /// How many items were sent.
+    pub fn sent(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Closes the input: the same as dropping it.
+    pub fn close(self) {}
+}
+
+impl<I> Drop for Input<I> {
+    fn drop(&mut self) {
+        // The producer closes the ring as it drops, right after this.
+        self.first.ring();
+    }
+}
+
+/// Where outputs and failures leave a deployed pipeline.
+///
+/// Outputs come in the sequential interpreter's order. Read them: the
+/// output ring is bounded like every other, so a pipeline whose outputs are
+/// never read stops when it fills. Failures go to an unbounded channel
+/// (they are rare, and blocking a stage on an unread error channel would
+/// turn an error into a hang); read them with [`failures`](Self::failures).
+pub struct Output<O> {
+    poller: EdgePoller<O, Adaptive>,
+    last: Arc<Doorbell>,
+    failures: Receiver<Failure>,
+    buffer: VecDeque<(u64, O)>,
+    ended: bool,
+}
+
+impl<O: Send + 'static> Output<O> {
+    pub(crate) fn new(
+        poller: EdgePoller<O, Adaptive>,
+        last: Arc<Doorbell>,
+        failures: Receiver<Failure>,
+    ) -> Self {
+        Output {
+            poller,
+            last,
+            failures,
+            buffer: VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    fn fill(&mut self, wait: Option<Duration>) {
+        let buffer = &mut self.buffer;
+        let take = |m: &mut Msg<O>, _: u64, _: bool| {
+            if let Some(x) = m.item.get_mut().take() {
+                buffer.push_back((m.seq, x));
+            }
+        };
+        let r = match wait {
+            Some(t) => self.poller.poll_timeout(t, take),
+            None => self.poller.poll(take),
+        };
+        match r {
+            Ok(0) => {}
+            Ok(_) => self.last.ring(),
+            Err(_) => self.ended = true,
+        }
+    }
+
+    /// The next output and the sequence number of the input it came from;
+    /// waits for it. `None` once the pipeline has finished (input closed
+    /// and drained) or stopped.
+    pub fn recv(&mut self) -> Option<(u64, O)> {
+        loop {
+            if let Some(x) = self.buffer.pop_front() {
+                return Some(x);
+            }
+            if self.ended {
+                return None;
+            }
+            self.fill(Some(Duration::from_millis(50)));
+        }
+    }
+
+    /// The next output if one is ready now.
+    pub fn try_recv(&mut self) -> Option<(u64, O)> {
+        if self.buffer.is_empty() && !self.ended {
+            self.fill(None);
+        }
+        self.buffer.pop_front()
+    }
+
+    /// Whether the pipeline has finished and every output was read.
+    pub fn is_finished(&self) -> bool {
+        self.ended && self.buffer.is_empty()
+    }
+
+    /// The failures reported so far (each once).
+    pub fn failures(&self) -> impl Iterator<Item = Failure> + '_ {
+        self.failures.try_iter()
+    }
+}

@@ -1,0 +1,451 @@
+//! Deploying a pipeline: stations on workers, rings between them.
+//!
+//! [`Pipeline::deploy`] cuts the pipeline into *units* (stages, constructs
+//! run whole, shard merges), places them on workers by a [`Plan`] (by
+//! default [`Plan::balanced`] over the CPUs this process may use), fuses
+//! neighbours on the same worker into one *station* (direct calls, no queue,
+//! no atomic), and connects stations on different workers with
+//! `statepipe-ring` rings. Shard copies run on their own stations; a merge
+//! restores input order. Everything it computes equals
+//! [`Pipeline::run_sequential`]: the same outputs in the same order, the
+//! same failures, the same final states.
+//!
+//! ```
+//! use statepipe_pipeline::{machine, Config, Pipeline};
+//!
+//! let p = Pipeline::map("parse", |s: String| s.len() as u64)
+//!     .then(Pipeline::shard(2, |k| Pipeline::map(&format!("square {k}"), |n: u64| n * n)))
+//!     .then(Pipeline::stage("total", 0u64, machine::step(|t: &mut u64, n: u64| {
+//!         *t += n;
+//!         *t
+//!     })));
+//! let run = p.deploy(&Config::new().workers(2)).unwrap()
+//!     .run(["a", "bb", "ccc"].map(String::from))
+//!     .unwrap();
+//! assert_eq!(run.outputs, [1, 5, 14]);
+//! assert_eq!(run.state::<u64>("total"), Some(&14));
+//! ```
+
+pub(crate) mod compile;
+mod edge;
+mod io;
+mod metrics;
+mod plan;
+pub(crate) mod route;
+mod station;
+mod worker;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use statepipe_ring::wait::Adaptive;
+
+pub use io::{Input, Output, SendError, TrySendError};
+pub use metrics::{Metrics, UnitMetrics};
+pub use plan::{Plan, UnitInfo, UnitKind, DEFAULT_COST_NS};
+
+use crate::{Pipeline, Run, StageState};
+use compile::{Compile, Open, INPUT};
+use edge::{edge, RingSource};
+use station::UnitStates;
+use worker::Control;
+
+/// The environment variable that overrides the number of workers.
+pub const WORKERS_ENV: &str = "STATEPIPE_WORKERS";
+
+/// How to deploy a pipeline.
+#[derive(Debug, Clone)]
+pub struct Config {
+    workers: Option<usize>,
+    pin: bool,
+    capacity: usize,
+    layout: Layout,
+    places: Vec<(String, usize)>,
+}
+
+#[derive(Debug, Clone)]
+enum Layout {
+    Balanced,
+    ThreadPerStage,
+    Fixed(Vec<usize>),
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::new()
+    }
+}
+
+impl Config {
+    /// The defaults: one worker per CPU this process may use (affinity mask
+    /// ∩ cgroup `cpu.max`, or `STATEPIPE_WORKERS`), each pinned to its CPU,
+    /// rings of 1024 slots, a cost-balanced plan.
+    pub fn new() -> Config {
+        Config {
+            workers: None,
+            pin: true,
+            capacity: 1024,
+            layout: Layout::Balanced,
+            places: Vec::new(),
+        }
+    }
+
+    /// Uses `n` workers (at least 1), whatever the CPUs.
+    pub fn workers(mut self, n: usize) -> Config {
+        self.workers = Some(n.max(1));
+        self
+    }
+
+    /// Whether to pin each worker to one CPU of the affinity mask.
+    pub fn pin(mut self, pin: bool) -> Config {
+        self.pin = pin;
+        self
+    }
+
+    /// Slots per ring (rounded up to a power of two, at least 2): the
+    /// bound of every queue.
+    pub fn capacity(mut self, slots: usize) -> Config {
+        self.capacity = slots.max(2).next_power_of_two();
+        self
+    }
+
+    /// One unpinned thread per unit, the layout of the seed's prototype and
+    /// of most hand-written pipelines: for comparison.
+    pub fn thread_per_stage(mut self) -> Config {
+        self.layout = Layout::ThreadPerStage;
+        self.pin = false;
+        self
+    }
+
+    /// Places unit `u` on worker `workers[u]` (see [`Pipeline::units`]).
+    pub fn plan(mut self, workers: Vec<usize>) -> Config {
+        self.layout = Layout::Fixed(workers);
+        self
+    }
+
+    /// Puts the unit named `stage` on `worker`, whatever the plan says.
+    pub fn place(mut self, stage: &str, worker: usize) -> Config {
+        self.places.push((stage.to_string(), worker));
+        self
+    }
+
+    /// The number of workers this configuration asks for, resolved:
+    /// explicit, else `STATEPIPE_WORKERS`, else the usable CPUs.
+    ///
+    /// # Errors
+    /// [`DeployError::Config`] if `STATEPIPE_WORKERS` is not a positive
+    /// integer.
+    pub fn resolved_workers(&self) -> Result<usize, DeployError> {
+        if let Some(n) = self.workers {
+            return Ok(n);
+        }
+        match statepipe_sys::cpus::workers_from_env(WORKERS_ENV) {
+            Ok(Some(n)) => Ok(n),
+            Ok(None) => Ok(statepipe_sys::cpus::usable_cpus().count),
+            Err(e) => Err(DeployError::Config(e)),
+        }
+    }
+
+    /// The plan this configuration gives for `units`.
+    ///
+    /// # Errors
+    /// [`DeployError::Config`] for a fixed plan of the wrong length, or a
+    /// placement naming no unit.
+    pub fn plan_for(&self, units: &[UnitInfo]) -> Result<Plan, DeployError> {
+        let workers = self.resolved_workers()?;
+        let mut plan = match &self.layout {
+            Layout::Balanced => Plan::balanced(units, workers),
+            Layout::ThreadPerStage => Plan::thread_per_stage(units.len()),
+            Layout::Fixed(w) => {
+                if w.len() != units.len() {
+                    return Err(DeployError::Config(format!(
+                        "the plan places {} units but the pipeline has {}; \
+                         list them with Pipeline::units()",
+                        w.len(),
+                        units.len()
+                    )));
+                }
+                Plan {
+                    workers: w.clone(),
+                    worker_count: w.iter().max().map_or(1, |m| m + 1),
+                }
+            }
+        };
+        for (name, w) in &self.places {
+            let mut found = false;
+            for (u, info) in units.iter().enumerate() {
+                if &info.name == name {
+                    plan.workers[u] = *w;
+                    found = true;
+                }
+            }
+            if !found {
+                return Err(DeployError::Config(format!(
+                    "no unit is named `{name}`; the units are: {}",
+                    units
+                        .iter()
+                        .map(|u| u.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            plan.worker_count = plan.worker_count.max(w + 1);
+        }
+        if plan.workers.is_empty() {
+            plan.worker_count = 1;
+        }
+        Ok(plan)
+    }
+}
+
+/// Why a deployment could not start or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeployError {
+    /// A stage panicked: the pipeline stopped; items in flight are lost.
+    StagePanicked {
+        /// The unit the panic came from.
+        stage: String,
+        /// The panic's message.
+        message: String,
+    },
+    /// The configuration cannot be used.
+    Config(String),
+    /// A worker thread could not be started.
+    Spawn(String),
+}
+
+impl fmt::Display for DeployError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeployError::StagePanicked { stage, message } => write!(
+                f,
+                "stage `{stage}` panicked: {message}; the pipeline was stopped \
+                 (fix the stage, or return an error from a try_stage to reject one item)"
+            ),
+            DeployError::Config(m) => write!(f, "bad deployment configuration: {m}"),
+            DeployError::Spawn(m) => write!(f, "could not start a worker thread: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for DeployError {}
+
+/// A running pipeline: feed [`input`](Self::input), read
+/// [`output`](Self::output), then [`join`](Self::join).
+pub struct Deployment<I, O> {
+    /// Where items go in.
+    pub input: Input<I>,
+    /// Where outputs and failures come out.
+    pub output: Output<O>,
+    /// The workers.
+    pub running: Running,
+}
+
+/// The workers of a deployment, its metrics and its plan.
+pub struct Running {
+    threads: Vec<std::thread::JoinHandle<UnitStates>>,
+    control: Arc<Control>,
+    metrics: metrics::Registry,
+    plan: Plan,
+}
+
+/// What a finished deployment hands back.
+#[derive(Debug)]
+pub struct Finished {
+    /// The final state of every stage, in description order.
+    pub states: Vec<StageState>,
+    /// The counters at the end.
+    pub metrics: Metrics,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
+    /// The units a plan places, in description order.
+    pub fn units(&self) -> Vec<UnitInfo> {
+        let mut out = Vec::new();
+        self.node.units(&mut out);
+        out
+    }
+
+    /// Starts the pipeline on workers, as `config` says.
+    ///
+    /// # Errors
+    /// [`DeployError::Config`] for an unusable configuration,
+    /// [`DeployError::Spawn`] if a worker thread cannot start.
+    pub fn deploy(self, config: &Config) -> Result<Deployment<I, O>, DeployError> {
+        let units = self.units();
+        let plan = config.plan_for(&units)?;
+        let cpus = statepipe_sys::cpus::usable_cpus();
+        let (failure_tx, failure_rx) = crossbeam_channel::unbounded();
+        let mut cx = Compile::new(
+            plan.workers.clone(),
+            units,
+            plan.worker_count,
+            config.capacity,
+            failure_tx,
+        );
+        let first = cx.next_worker();
+        let input = edge::<I, Adaptive>(config.capacity, Adaptive::default());
+        let output = edge::<O, Adaptive>(config.capacity, Adaptive::default());
+        let in_bell = std::sync::Arc::clone(&cx.bells[first]);
+        let user = edge::Doorbell::new();
+        let source = RingSource::new(input.poller, input.monitor.clone(), user);
+        let open = Open::at(first, vec![INPUT], Box::new(source));
+        let last = self.node.deploy(&mut cx, open);
+        let last_worker = last.worker;
+        cx.output(last, output.producer);
+        let mut handles = std::mem::take(&mut cx.handles);
+        handles.push(input.handle);
+        handles.push(output.handle);
+        let control = Arc::new(Control::new(handles, cx.bells.clone()));
+        let registry = metrics::Registry::new(&mut cx, Instant::now());
+        let mut threads = Vec::new();
+        for (w, tasks) in std::mem::take(&mut cx.tasks).into_iter().enumerate() {
+            let (bell, ctl) = (Arc::clone(&cx.bells[w]), Arc::clone(&control));
+            let pin = config.pin.then(|| cpus.ids[w % cpus.ids.len()]);
+            let spawned = std::thread::Builder::new()
+                .name(format!("statepipe-worker-{w}"))
+                .spawn(move || worker::work(tasks, &bell, &ctl, pin));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    control.fail(DeployError::Spawn(e.to_string()));
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(DeployError::Spawn(e.to_string()));
+                }
+            }
+        }
+        Ok(Deployment {
+            input: Input::new(input.producer, in_bell),
+            output: Output::new(
+                output.poller,
+                Arc::clone(&control.bells[last_worker]),
+                failure_rx,
+            ),
+            running: Running {
+                threads,
+                control,
+                metrics: registry,
+                plan,
+            },
+        })
+    }
+}
+
+impl<I: Send + 'static, O: Send + 'static> Deployment<I, O> {
+    /// Feeds every input (from a second thread), collects every output and
+    /// failure, and joins: the deployed counterpart of
+    /// [`Pipeline::run_sequential`].
+    ///
+    /// # Errors
+    /// As [`Running::join`].
+    pub fn run<It>(self, inputs: It) -> Result<Run<O>, DeployError>
+    where
+        It: IntoIterator<Item = I>,
+        It::IntoIter: Send,
+    {
+        let Deployment {
+            mut input,
+            mut output,
+            running,
+        } = self;
+        let inputs = inputs.into_iter();
+        let (mut outputs, mut seqs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for x in inputs {
+                    if input.send(x).is_err() {
+                        break; // stopped: join says why
+                    }
+                }
+            });
+            while let Some((seq, o)) = output.recv() {
+                seqs.push(seq);
+                outputs.push(o);
+                failures.extend(output.failures());
+            }
+        });
+        let done = running.join()?;
+        failures.extend(output.failures());
+        failures.sort_by_key(|f| f.seq);
+        Ok(Run {
+            outputs,
+            seqs,
+            failures,
+            states: done.states,
+        })
+    }
+}
+
+impl Running {
+    /// The plan the pipeline runs by.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// A snapshot of every unit's counters, read without stopping or
+    /// slowing the workers.
+    pub fn metrics(&self) -> Metrics {
+        self.metrics.snapshot()
+    }
+
+    /// The deployed graph as Graphviz `dot`: workers are clusters, units
+    /// nodes; edges carry their rate so far and, between workers, the depth
+    /// of their ring now.
+    pub fn to_dot(&self) -> String {
+        self.metrics.to_dot()
+    }
+
+    /// Whether every worker has finished.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// Stops the pipeline now: items in flight are dropped, blocked senders
+    /// get their item back, and `join` reports the stop.
+    pub fn stop(&self) {
+        self.control.fail(DeployError::Config(
+            "the pipeline was stopped by Running::stop".to_string(),
+        ));
+    }
+
+    /// Waits for every worker: returns once the input is closed and every
+    /// item in flight went through every stage (or a stage panicked).
+    ///
+    /// # Errors
+    /// [`DeployError::StagePanicked`] naming the stage.
+    pub fn join(mut self) -> Result<Finished, DeployError> {
+        let mut states = Vec::new();
+        for t in self.threads.drain(..) {
+            match t.join() {
+                Ok(s) => states.extend(s),
+                Err(p) => self.control.fail(DeployError::StagePanicked {
+                    stage: "(worker)".into(),
+                    message: station::panic_message(&*p),
+                }),
+            }
+        }
+        if let Some(e) = self.control.take_error() {
+            return Err(e);
+        }
+        states.sort_by_key(|(u, _)| *u);
+        Ok(Finished {
+            states: states.into_iter().flat_map(|(_, s)| s).collect(),
+            metrics: self.metrics.snapshot(),
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            // Dropped without join: stop the workers rather than leak them.
+            self.control.fail(DeployError::Config("dropped".into()));
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+}

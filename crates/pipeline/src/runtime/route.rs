@@ -1,0 +1,176 @@
+//! Shards across workers: a router fused into the upstream station, copies
+//! on stations of their own, and a merge that restores input order, with no
+//! shuffle thread.
+//!
+//! The router sends each item to one copy as a group of its own and writes
+//! the copy's number to a *route log*, an edge to the merge; the end of an
+//! upstream group goes to the route log too. The merge reads the route log
+//! in order and, for each entry, the copy's next group. So outputs leave in
+//! exactly the sequential interpreter's order, for `shard` (copy `i % n`)
+//! and for `shard_by_key` alike (which also keeps order per key, and more).
+//!
+//! No deadlock: the merge only ever waits for the group of the earliest
+//! item not yet merged, which is first in its copy's input and, once
+//! produced, first in its copy's output; a copy never waits on the merge for
+//! anything but space that the merge frees by reading that very group.
+
+use std::hash::Hash;
+
+use statepipe_ring::wait::BusySpin;
+
+use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd};
+use super::station::UnitStates;
+use crate::node::shard_of;
+use crate::Failure;
+
+/// How a router picks the copy of an item.
+pub(crate) trait Pick<T>: Send {
+    fn pick(&mut self, item: &T, copies: usize) -> usize;
+}
+
+/// `shard`: the `i`-th item to reach the router goes to copy `i % n`.
+pub(crate) struct RoundRobin(pub(crate) u64);
+
+impl<T> Pick<T> for RoundRobin {
+    #[inline]
+    fn pick(&mut self, _: &T, copies: usize) -> usize {
+        let k = (self.0 % copies as u64) as usize;
+        self.0 += 1;
+        k
+    }
+}
+
+/// `shard_by_key`: the copy `shard_of(key(item), n)`.
+pub(crate) struct ByKey<F>(pub(crate) F);
+
+impl<T, K: Hash, F: FnMut(&T) -> K + Send> Pick<T> for ByKey<F> {
+    #[inline]
+    fn pick(&mut self, item: &T, copies: usize) -> usize {
+        shard_of(&(self.0)(item), copies)
+    }
+}
+
+/// The sending side of a shard.
+pub(crate) struct Router<T, P> {
+    pub(crate) copies: Vec<RingSink<T, BusySpin>>,
+    pub(crate) log: RingSink<u32, BusySpin>,
+    pub(crate) pick: P,
+}
+
+impl<T: Send + 'static, P: Pick<T>> Sink<T> for Router<T, P> {
+    fn item(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>) {
+        let k = self.pick.pick(&item, self.copies.len());
+        let copy = &mut self.copies[k];
+        copy.item(seq, item, failures);
+        copy.end(seq, failures);
+        self.log.item(seq, k as u32, failures);
+    }
+
+    fn end(&mut self, seq: u64, failures: &mut Vec<Failure>) {
+        self.log.end(seq, failures);
+    }
+
+    fn flush(&mut self) -> bool {
+        let mut empty = self.log.flush();
+        for c in &mut self.copies {
+            empty &= c.flush();
+        }
+        empty
+    }
+
+    fn can_flush(&self) -> bool {
+        self.log.can_flush() || self.copies.iter().any(Sink::can_flush)
+    }
+
+    fn publish_stats(&mut self) {}
+
+    fn close(self: Box<Self>, states: &mut UnitStates) {
+        let me = *self;
+        for c in me.copies {
+            Box::new(c).close(states);
+        }
+        Box::new(me.log).close(states);
+    }
+}
+
+/// The receiving side of a shard: the source of the station after it.
+pub(crate) struct Merge<T> {
+    pub(crate) log: RingSource<u32, BusySpin>,
+    pub(crate) copies: Vec<RingSource<T, BusySpin>>,
+    /// The route-log entry being served: (seq, copy, whether it closes the
+    /// upstream group).
+    pub(crate) current: Option<(u64, usize, bool)>,
+}
+
+/// How many messages one `poll` hands over at most.
+const MERGE_BATCH: usize = 256;
+
+impl<T: Send + 'static> Source<T> for Merge<T> {
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
+        let mut n = 0;
+        while n < MERGE_BATCH {
+            let (seq, k, closes) = match self.current {
+                Some(c) => c,
+                None => {
+                    let mut entry = None;
+                    let r = self.log.poll_while(&mut |seq, k, last| {
+                        entry = Some((seq, k, last));
+                        false
+                    });
+                    match r {
+                        Ok(_) => {}
+                        Err(SourceEnd::Closed) if n > 0 => return Ok(n),
+                        Err(e) => return Err(e),
+                    }
+                    match entry {
+                        None => return Ok(n),
+                        Some((seq, None, _)) => {
+                            // An upstream group that sent nothing here.
+                            f(seq, None, true);
+                            n += 1;
+                            continue;
+                        }
+                        Some((seq, Some(k), last)) => {
+                            self.current = Some((seq, k as usize, last));
+                            (seq, k as usize, last)
+                        }
+                    }
+                }
+            };
+            let mut group_done = false;
+            let got = self.copies[k].poll_while(&mut |_, item, last| {
+                if let Some(x) = item {
+                    f(seq, Some(x), false);
+                }
+                group_done = last;
+                !last
+            });
+            match got {
+                Ok(m) => n += m,
+                // A copy closed in the middle of a group: only a halt does that.
+                Err(_) => return Err(SourceEnd::Halted),
+            }
+            if !group_done {
+                return Ok(n);
+            }
+            self.current = None;
+            if closes {
+                f(seq, None, true);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn ready(&self) -> bool {
+        match self.current {
+            Some((_, k, _)) => self.copies[k].ready(),
+            None => self.log.ready(),
+        }
+    }
+
+    fn depth_probe(&self) -> DepthProbe {
+        let probes: Vec<DepthProbe> = self.copies.iter().map(Source::depth_probe).collect();
+        Box::new(move || probes.iter().map(|p| p()).sum())
+    }
+}

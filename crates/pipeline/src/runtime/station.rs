@@ -1,0 +1,241 @@
+//! Stations: a source, the units fused behind it, and where their outputs
+//! go; the piece of work a worker runs.
+//!
+//! Units on one station call each other directly ([`UnitSink`] holds the
+//! next unit's sink), so fusing costs one virtual call per unit per item and
+//! no atomic hand-off. A station takes one batch of input per
+//! [`Task::run`], and no batch while its outputs are held back by a full
+//! ring, so what it holds is bounded by one batch.
+
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+
+use super::edge::{Sink, Source, SourceEnd};
+use crate::{Failure, Pipeline, StageState};
+
+/// Final stage states by unit number, as a worker hands them back.
+pub(crate) type UnitStates = Vec<(usize, Vec<StageState>)>;
+
+/// What one [`Task::run`] achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Took input or moved held-back output.
+    Progress,
+    /// No input available.
+    Idle,
+    /// Output held back by a full ring.
+    Blocked,
+    /// Input closed and everything delivered: call [`Task::finish`].
+    Done,
+    /// An input ring was halted: the deployment is stopping.
+    Halted,
+}
+
+/// A unit of work on a worker (a station).
+pub(crate) trait Task: Send {
+    fn run(&mut self) -> Step;
+    /// Whether `run` would make progress now (checked before sleeping).
+    fn ready(&mut self) -> bool;
+    /// Time spent in `run`, by outcome.
+    fn account(&self, step: Step, ns: u64);
+    /// Closes the outputs; appends the final states of the fused units.
+    fn finish(self: Box<Self>, states: &mut UnitStates);
+}
+
+/// Live counters of one unit, read by `metrics()` from any thread. Written
+/// with plain stores by the one worker that owns the unit, once per batch.
+#[derive(Debug, Default)]
+pub(crate) struct UnitCounters {
+    pub(crate) items_in: AtomicU64,
+    pub(crate) items_out: AtomicU64,
+}
+
+/// Live counters of one station.
+#[derive(Debug, Default)]
+pub(crate) struct StationCounters {
+    pub(crate) busy_ns: AtomicU64,
+    pub(crate) blocked_ns: AtomicU64,
+    pub(crate) idle_ns: AtomicU64,
+    /// 0 running, 1 done.
+    pub(crate) done: AtomicU8,
+}
+
+impl StationCounters {
+    fn add(&self, which: &AtomicU64, ns: u64) {
+        // One writer (the worker): a load and a store, no read-modify-write.
+        which.store(which.load(Ordering::Relaxed) + ns, Ordering::Relaxed);
+    }
+}
+
+/// A panic inside a unit, with the unit's name, carried through the
+/// unwinding to the worker.
+#[derive(Debug)]
+pub(crate) struct StagePanic {
+    pub(crate) stage: String,
+    pub(crate) message: String,
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
+    }
+}
+
+/// One unit (a stage, or a construct run whole) fused in front of `next`.
+pub(crate) struct UnitSink<A, B> {
+    pub(crate) unit: usize,
+    pub(crate) name: Arc<str>,
+    pub(crate) piece: Pipeline<A, B>,
+    pub(crate) next: Box<dyn Sink<B>>,
+    pub(crate) counters: Arc<UnitCounters>,
+    pub(crate) items_in: u64,
+    pub(crate) items_out: u64,
+}
+
+impl<A: Send + 'static, B: Send + 'static> Sink<A> for UnitSink<A, B> {
+    #[inline]
+    fn item(&mut self, seq: u64, item: A, failures: &mut Vec<Failure>) {
+        self.items_in += 1;
+        let (next, out) = (&mut self.next, &mut self.items_out);
+        let piece = &mut self.piece;
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            piece.push(seq, item, failures, &mut |o, f| {
+                *out += 1;
+                next.item(seq, o, f);
+            });
+        }));
+        if let Err(payload) = r {
+            if payload.is::<StagePanic>() {
+                resume_unwind(payload); // a unit further down: keep its name
+            }
+            resume_unwind(Box::new(StagePanic {
+                stage: self.name.to_string(),
+                message: panic_message(&*payload),
+            }));
+        }
+    }
+
+    #[inline]
+    fn end(&mut self, seq: u64, failures: &mut Vec<Failure>) {
+        self.next.end(seq, failures);
+    }
+
+    fn flush(&mut self) -> bool {
+        self.next.flush()
+    }
+
+    fn can_flush(&self) -> bool {
+        self.next.can_flush()
+    }
+
+    fn publish_stats(&mut self) {
+        self.counters
+            .items_in
+            .store(self.items_in, Ordering::Relaxed);
+        self.counters
+            .items_out
+            .store(self.items_out, Ordering::Relaxed);
+        self.next.publish_stats();
+    }
+
+    fn close(self: Box<Self>, states: &mut UnitStates) {
+        let me = *self;
+        me.counters.items_in.store(me.items_in, Ordering::Relaxed);
+        me.counters.items_out.store(me.items_out, Ordering::Relaxed);
+        let mut mine = Vec::new();
+        me.piece.states(&mut mine);
+        states.push((me.unit, mine));
+        me.next.close(states);
+    }
+}
+
+/// A source and the sink chain behind it.
+pub(crate) struct Station<I> {
+    pub(crate) source: Box<dyn Source<I>>,
+    pub(crate) sink: Box<dyn Sink<I>>,
+    pub(crate) failures: Vec<Failure>,
+    pub(crate) failure_tx: Sender<Failure>,
+    pub(crate) counters: Arc<StationCounters>,
+    pub(crate) errors: ErrorCounts,
+    pub(crate) closed: bool,
+}
+
+/// Failures per stage name, shared by every station of a deployment
+/// (touched once per failure, which is rare).
+pub(crate) type ErrorCounts = Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>;
+
+impl<I: Send + 'static> Task for Station<I> {
+    fn run(&mut self) -> Step {
+        if !self.sink.flush() {
+            return Step::Blocked;
+        }
+        if self.closed {
+            return Step::Done;
+        }
+        let (sink, failures) = (&mut self.sink, &mut self.failures);
+        let r = self.source.poll(&mut |seq, item, last| {
+            if let Some(x) = item {
+                sink.item(seq, x, failures);
+            }
+            if last {
+                sink.end(seq, failures);
+            }
+        });
+        if !self.failures.is_empty() {
+            let mut counts = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+            for f in &self.failures {
+                *counts.entry(f.stage.clone()).or_default() += 1;
+            }
+        }
+        for f in self.failures.drain(..) {
+            // The receiver lives as long as the deployment's output; if the
+            // user dropped it, failures have nowhere to go.
+            let _ = self.failure_tx.send(f);
+        }
+        match r {
+            Ok(0) => Step::Idle,
+            Ok(_) => {
+                self.sink.publish_stats();
+                // Push out what the batch produced (and wake downstream).
+                self.sink.flush();
+                Step::Progress
+            }
+            Err(SourceEnd::Closed) => {
+                self.closed = true;
+                if self.sink.flush() {
+                    Step::Done
+                } else {
+                    Step::Blocked
+                }
+            }
+            Err(SourceEnd::Halted) => Step::Halted,
+        }
+    }
+
+    fn ready(&mut self) -> bool {
+        self.closed || self.sink.can_flush() || self.source.ready()
+    }
+
+    fn account(&self, step: Step, ns: u64) {
+        let c = &self.counters;
+        match step {
+            Step::Progress | Step::Done => c.add(&c.busy_ns, ns),
+            Step::Blocked => c.add(&c.blocked_ns, ns),
+            Step::Idle | Step::Halted => c.add(&c.idle_ns, ns),
+        }
+    }
+
+    fn finish(self: Box<Self>, states: &mut UnitStates) {
+        self.counters.done.store(1, Ordering::Relaxed);
+        self.sink.close(states);
+    }
+}

@@ -1,0 +1,167 @@
+//! Workers: one thread each, pinned to one CPU unless told not to, running
+//! their stations in turn with no scheduler between them and the kernel.
+//!
+//! A worker with nothing to do spins a few rounds, yields a few, then
+//! sleeps on its doorbell (at most [`PARK`], so a lost wake-up costs a
+//! millisecond, never a hang). It never spins for long, so a deployment with
+//! more workers than free cores degrades gracefully instead of collapsing.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::edge::{Doorbell, Halt};
+use super::station::{panic_message, StagePanic, Step, Task, UnitStates};
+use super::DeployError;
+
+/// The longest a worker sleeps without checking its stations.
+pub(crate) const PARK: Duration = Duration::from_millis(1);
+const SPINS: u32 = 64;
+const YIELDS: u32 = 8;
+
+/// What every worker shares: the stop flag, the first error, and the rings
+/// to halt when something fails.
+pub(crate) struct Control {
+    stopped: AtomicBool,
+    error: Mutex<Option<DeployError>>,
+    pub(crate) handles: Mutex<Vec<Box<dyn Halt>>>,
+    pub(crate) bells: Vec<Arc<Doorbell>>,
+}
+
+impl Control {
+    pub(crate) fn new(handles: Vec<Box<dyn Halt>>, bells: Vec<Arc<Doorbell>>) -> Self {
+        Control {
+            stopped: AtomicBool::new(false),
+            error: Mutex::new(None),
+            handles: Mutex::new(handles),
+            bells,
+        }
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Records the first failure and stops everything: every ring is
+    /// halted, so blocked senders get their item back and workers stop.
+    pub(crate) fn fail(&self, e: DeployError) {
+        {
+            let mut first = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert(e);
+        }
+        self.stopped.store(true, Ordering::Relaxed);
+        for h in self
+            .handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            h.halt();
+        }
+        for b in &self.bells {
+            b.ring();
+        }
+    }
+
+    pub(crate) fn take_error(&self) -> Option<DeployError> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// The error for a panic that escaped a station.
+fn panic_error(payload: Box<dyn std::any::Any + Send>) -> DeployError {
+    match payload.downcast::<StagePanic>() {
+        Ok(p) => DeployError::StagePanicked {
+            stage: p.stage,
+            message: p.message,
+        },
+        Err(other) => DeployError::StagePanicked {
+            stage: "(router or merge)".to_string(),
+            message: panic_message(&*other),
+        },
+    }
+}
+
+/// Runs `tasks` until all are done (or the deployment stops); returns the
+/// final states of their units.
+pub(crate) fn work(
+    tasks: Vec<Box<dyn Task>>,
+    bell: &Doorbell,
+    control: &Control,
+    pin: Option<usize>,
+) -> UnitStates {
+    bell.bind();
+    if let Some(cpu) = pin {
+        // Best effort: a CPU that vanished from the mask leaves the thread
+        // to the scheduler, which is still correct.
+        let _ = statepipe_sys::pin::pin_current_thread(cpu);
+    }
+    let mut states = Vec::new();
+    let mut live: Vec<Option<Box<dyn Task>>> = tasks.into_iter().map(Some).collect();
+    let mut last = vec![Step::Idle; live.len()];
+    let mut idle_rounds = 0u32;
+    let mut clock = Instant::now();
+    loop {
+        if control.stopped() {
+            return states;
+        }
+        let mut progress = false;
+        let mut any = false;
+        for (slot, last) in live.iter_mut().zip(last.iter_mut()) {
+            let Some(task) = slot.as_mut() else {
+                continue;
+            };
+            let step = match catch_unwind(AssertUnwindSafe(|| task.run())) {
+                Ok(s) => s,
+                Err(payload) => {
+                    control.fail(panic_error(payload));
+                    return states;
+                }
+            };
+            let now = Instant::now();
+            task.account(step, (now - clock).as_nanos() as u64);
+            clock = now;
+            *last = step;
+            match step {
+                Step::Progress => progress = true,
+                Step::Done => {
+                    if let Some(t) = slot.take() {
+                        t.finish(&mut states);
+                    }
+                    progress = true;
+                }
+                Step::Halted => return states,
+                Step::Idle | Step::Blocked => {}
+            }
+            any |= slot.is_some();
+        }
+        if !any {
+            return states;
+        }
+        if progress {
+            idle_rounds = 0;
+            continue;
+        }
+        idle_rounds += 1;
+        if idle_rounds <= SPINS {
+            std::hint::spin_loop();
+        } else if idle_rounds <= SPINS + YIELDS {
+            std::thread::yield_now();
+        } else {
+            bell.sleep(PARK, || {
+                control.stopped() || live.iter_mut().flatten().any(|t| t.ready())
+            });
+            // The sleep counts as blocked for stations waiting on output,
+            // idle for the others.
+            let now = Instant::now();
+            let slept = (now - clock).as_nanos() as u64;
+            for (t, step) in live.iter().zip(&last) {
+                if let Some(t) = t {
+                    t.account(*step, slept);
+                }
+            }
+            clock = now;
+        }
+    }
+}

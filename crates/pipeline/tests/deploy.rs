@@ -1,0 +1,231 @@
+//! Deployment behaviour: plans, back-pressure, drain, panics, metrics.
+//! (That deployed results equal the sequential ones is the property test in
+//! `random_pipelines.rs`.) No test here asserts a time.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use statepipe_pipeline::runtime::TrySendError;
+use statepipe_pipeline::{machine, Config, DeployError, Pipeline, UnitKind};
+
+/// Runs `f` on a thread and fails the test if it has not finished within a
+/// generous bound: a hang is a failure, not a stuck CI run.
+fn watchdog<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(f()).ok());
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the deployment hung")
+}
+
+fn chain() -> Pipeline<u64, u64> {
+    Pipeline::map("a", |x: u64| x + 1)
+        .then(Pipeline::stage(
+            "sum",
+            0u64,
+            machine::step(|s: &mut u64, x: u64| {
+                *s += x;
+                x * 2
+            }),
+        ))
+        .then(Pipeline::map("c", |x: u64| x + 3))
+}
+
+#[test]
+fn units_are_listed_in_description_order_with_shard_merges() {
+    let p = Pipeline::map("a", |x: u8| x)
+        .then(Pipeline::shard(2, |k| {
+            Pipeline::map(&format!("s{k}"), |x: u8| x)
+        }))
+        .then(Pipeline::map("z", |x: u8| x));
+    let units = p.units();
+    let names: Vec<_> = units.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["a", "s0", "s1", "merge ×2", "z"]);
+    assert_eq!(units[3].kind, UnitKind::Merge);
+}
+
+#[test]
+fn every_plan_drains_and_returns_the_final_states() {
+    for plan in [vec![0, 0, 0], vec![0, 1, 0], vec![0, 1, 2], vec![2, 1, 0]] {
+        let run = watchdog(move || {
+            chain()
+                .deploy(&Config::new().plan(plan).pin(false).capacity(4))
+                .unwrap()
+                .run(0..1000u64)
+                .unwrap()
+        });
+        assert_eq!(run.outputs.len(), 1000);
+        assert_eq!(run.outputs[999], (999 + 1) * 2 + 3);
+        assert_eq!(run.state::<u64>("sum"), Some(&(1..=1000).sum::<u64>()));
+    }
+}
+
+#[test]
+fn thread_per_stage_and_balanced_agree() {
+    let want = chain().run_sequential(0..500u64).outputs;
+    for config in [
+        Config::new().thread_per_stage(),
+        Config::new().workers(2).pin(false),
+        Config::new().workers(1),
+    ] {
+        let got = watchdog(move || chain().deploy(&config).unwrap().run(0..500u64).unwrap());
+        assert_eq!(got.outputs, want);
+    }
+}
+
+#[test]
+fn try_send_hands_the_item_back_when_the_pipeline_is_full() {
+    watchdog(|| {
+        let d = Pipeline::map("id", |x: u32| x)
+            .deploy(&Config::new().workers(1).pin(false).capacity(2))
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        // Nobody reads the output: input ring, station and output ring fill.
+        let mut sent = 0u32;
+        let refused = loop {
+            match input.try_send(sent) {
+                Ok(_) => sent += 1,
+                Err(TrySendError::Full(x)) => break x,
+                Err(TrySendError::Stopped(_)) => panic!("not stopped"),
+            }
+            if sent > 10_000 {
+                panic!("a bounded pipeline took {sent} items without back-pressure");
+            }
+            thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(refused, sent, "the refused item comes back");
+        drop(input);
+        let mut got = Vec::new();
+        while let Some((_, x)) = output.recv() {
+            got.push(x);
+        }
+        assert_eq!(got, (0..sent).collect::<Vec<_>>(), "nothing lost");
+        running.join().unwrap();
+    });
+}
+
+#[test]
+fn a_panicking_stage_stops_the_pipeline_and_join_names_it() {
+    for plan in [vec![0, 0], vec![0, 1]] {
+        let err = watchdog(move || {
+            let p = Pipeline::map("fine", |x: u32| x).then(Pipeline::map("boom", |x: u32| {
+                assert!(x != 7, "seven is not allowed");
+                x
+            }));
+            let d = p
+                .deploy(&Config::new().plan(plan).pin(false).capacity(4))
+                .unwrap();
+            let (mut input, mut output, running) = (d.input, d.output, d.running);
+            let feeder = thread::spawn(move || {
+                // Sends stop with an error once the pipeline is halted.
+                for x in 0..1_000_000u32 {
+                    if input.send(x).is_err() {
+                        return true;
+                    }
+                }
+                false
+            });
+            while output.recv().is_some() {}
+            let stopped = feeder.join().unwrap();
+            assert!(stopped, "senders learn that the pipeline stopped");
+            running.join().unwrap_err()
+        });
+        match err {
+            DeployError::StagePanicked { stage, message } => {
+                assert_eq!(stage, "boom");
+                assert!(message.contains("seven"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn failures_reach_the_error_output_and_the_pipeline_goes_on() {
+    let run = watchdog(|| {
+        Pipeline::try_map("parse", |s: String| s.parse::<u32>())
+            .then(Pipeline::map("double", |x: u32| x * 2))
+            .deploy(&Config::new().plan(vec![0, 1]).pin(false))
+            .unwrap()
+            .run(["1", "x", "3", "", "5"].map(String::from))
+            .unwrap()
+    });
+    assert_eq!(run.outputs, [2, 6, 10]);
+    assert_eq!(run.seqs, [0, 2, 4]);
+    let failed: Vec<_> = run
+        .failures
+        .iter()
+        .map(|f| (f.seq, f.stage.as_str()))
+        .collect();
+    assert_eq!(failed, [(1, "parse"), (3, "parse")]);
+}
+
+#[test]
+fn metrics_count_items_per_unit_and_the_deployed_graph_is_drawn() {
+    watchdog(|| {
+        let p = Pipeline::map("a", |x: u64| x)
+            .then(Pipeline::try_map("odd", |x: u64| {
+                if x % 2 == 1 {
+                    Ok(x)
+                } else {
+                    Err("even")
+                }
+            }))
+            .then(Pipeline::shard(2, |k| {
+                Pipeline::map(&format!("s{k}"), |x: u64| x)
+            }));
+        let d = p
+            .deploy(&Config::new().plan(vec![0, 1, 0, 1, 0]).pin(false))
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        for x in 0..100 {
+            input.send(x).unwrap();
+        }
+        drop(input);
+        let mut n = 0;
+        while output.recv().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 50);
+        let dot = running.to_dot();
+        assert!(dot.contains("cluster_w1"), "{dot}");
+        assert!(dot.contains("depth"), "{dot}");
+        let done = running.join().unwrap();
+        let m = &done.metrics;
+        let by_name = |name: &str| m.units.iter().find(|u| u.name == name).unwrap();
+        assert_eq!(by_name("a").items_in, 100);
+        assert_eq!(by_name("odd").items_out, 50);
+        assert_eq!(by_name("odd").errors, 50);
+        assert_eq!(by_name("s0").items_in + by_name("s1").items_in, 50);
+        let table = m.to_string();
+        assert!(table.contains("odd"), "{table}");
+    });
+}
+
+#[test]
+fn bad_configurations_say_what_to_do() {
+    let err = chain().deploy(&Config::new().plan(vec![0])).err().unwrap();
+    assert!(err.to_string().contains("Pipeline::units()"), "{err}");
+    let err = chain()
+        .deploy(&Config::new().place("nope", 1))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("the units are: a, sum, c"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dropping_a_running_deployment_stops_its_workers() {
+    watchdog(|| {
+        let d = chain()
+            .deploy(&Config::new().workers(2).pin(false).capacity(2))
+            .unwrap();
+        let mut input = d.input;
+        for x in 0..10 {
+            let _ = input.try_send(x);
+        }
+        drop(d.running); // output never read, input still open
+    });
+}

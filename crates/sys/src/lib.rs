@@ -1,0 +1,28 @@
+//! Host facts every statepipe layer needs, measured in one place.
+//!
+//! The ring benchmarks, the pipeline's pinned stages and the cluster's worker
+//! processes all ask the same questions of the machine: which CPUs may this
+//! process run on, how many of them can it keep busy, and how to keep a
+//! thread on one of them. Answered separately, the answers drift (one layer
+//! honours the cgroup quota, another does not) and two layers of one run
+//! size themselves differently. This crate answers them once:
+//!
+//! - [`cpus`] has [`usable_cpus`](cpus::usable_cpus) — the affinity mask, the
+//!   cgroup v2 `cpu.max` quota and the count of CPUs they leave — and
+//!   [`workers_from_env`](cpus::workers_from_env) for a count the user set;
+//! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread).
+//!
+//! It is the bottom of the dependency graph: it depends on no other statepipe
+//! crate, and holds no policy (how many workers to start, where to pin
+//! them); callers decide that from the facts.
+//!
+//! ```
+//! let cpus = statepipe_sys::cpus::usable_cpus();
+//! assert!(cpus.count >= 1 && cpus.count <= cpus.ids.len());
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
+pub mod cpus;
+pub mod pin;
