@@ -9,7 +9,9 @@
 //! - [`report`] holds the JSON shape shared by every subcommand, the console table and
 //!   the SVG chart of the ratios ours/peer;
 //! - [`ring`] is the first user: the Disruptor ring against the `disruptor` crate,
-//!   rtrb, crossbeam-channel and `std::sync::mpsc`.
+//!   rtrb, crossbeam-channel and `std::sync::mpsc`;
+//! - [`pipeline`] holds the workloads of pipelines of state machines and their peers
+//!   (threads and channels, tokio, `tracing-appender`).
 //!
 //! A benchmark that gives a wrong answer is worse than none: every workload checks its
 //! result (the sums the consumers saw) and fails with a [`BenchError`] when it is wrong,
@@ -21,6 +23,7 @@
 mod error;
 pub mod harness;
 pub mod host;
+pub mod pipeline;
 pub mod report;
 pub mod ring;
 pub mod stats;

@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use statepipe_bench::harness::SampleDone;
 use statepipe_bench::host::{self, Host};
+use statepipe_bench::pipeline::{self, PipelineOptions, Setup};
 use statepipe_bench::report::{svg, table, Report};
 use statepipe_bench::ring::{self, RingOptions};
 
@@ -26,6 +27,10 @@ pub enum BenchWhich {
     /// The Disruptor ring against the `disruptor` crate, rtrb, crossbeam-channel and
     /// std::sync::mpsc, on every topology, plus oversubscription and one-hop latency.
     Ring(RingArgs),
+    /// Pipelines of state machines against threads and channels, tokio and
+    /// tracing-appender: laundry, thread-ring, message-ring, trivial3, scaling, logger,
+    /// sizing (the Go thread-ring runs separately: bench/go/run.sh).
+    Pipeline(PipelineArgs),
     /// The distributed evolve engine's two masters: efficiency against workers (workers
     /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
     Cluster(statepipe_cluster::bench::BenchClusterArgs),
@@ -57,9 +62,23 @@ pub struct RingArgs {
     pub no_pin: bool,
 }
 
+#[derive(Args, Debug)]
+pub struct PipelineArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`); a
+    /// case measured together with others (scaling, sizing) brings them along.
+    #[arg(long = "case", value_name = "FILTER")]
+    pub case: Option<String>,
+    /// Do not pin statepipe's workers to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         BenchWhich::Ring(args) => run_ring(args),
+        BenchWhich::Pipeline(args) => run_pipeline(args),
         BenchWhich::Cluster(args) => statepipe_cluster::bench::main(&args),
     }
 }
@@ -75,7 +94,29 @@ fn run_ring(args: RingArgs) -> anyhow::Result<()> {
     println!();
     let started = Instant::now();
     let report = ring::run(&options, &host, &mut print_progress).context("bench ring failed")?;
-    finish(&report, &args.common, started)
+    finish(&report, &args.common, started, "")
+}
+
+fn run_pipeline(args: PipelineArgs) -> anyhow::Result<()> {
+    let host = measure_host(&args.common);
+    let options = PipelineOptions {
+        quick: args.common.quick,
+        samples: args.common.samples.into(),
+        pin: !args.no_pin,
+        filter: args.case,
+    };
+    let started = Instant::now();
+    let setup = Setup::new(&options);
+    println!("{}", pipeline::describe(&setup, &host));
+    println!();
+    let report =
+        pipeline::run(&setup, &host, &mut print_progress).context("bench pipeline failed")?;
+    finish(
+        &report,
+        &args.common,
+        started,
+        &pipeline::targets::summary(&report),
+    )
 }
 
 /// Measures the host and prints it first, so the reader knows what kind of run follows.
@@ -100,10 +141,19 @@ fn print_progress(done: &SampleDone<'_>) {
     eprintln!("{done}");
 }
 
-/// Prints the table and writes the files asked for.
-fn finish(report: &Report, common: &CommonArgs, started: Instant) -> anyhow::Result<()> {
+/// Prints the table and `notes` under it, and writes the files asked for.
+fn finish(
+    report: &Report,
+    common: &CommonArgs,
+    started: Instant,
+    notes: &str,
+) -> anyhow::Result<()> {
     println!();
     print!("{}", table::render(report));
+    if !notes.is_empty() {
+        println!();
+        print!("{notes}");
+    }
     println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
     if let Some(path) = &common.json {
         write(path, &report.to_json())?;

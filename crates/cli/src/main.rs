@@ -4,6 +4,8 @@
 
 mod bench_cmd;
 mod cluster_cmd;
+mod demos;
+mod pipeline_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +21,12 @@ struct Cli {
 enum Command {
     /// Run a benchmark side by side with its peers.
     Bench(bench_cmd::BenchArgs),
+    /// Deploy an example pipeline on workers and rings; --watch shows its
+    /// per-stage metrics live, --svg draws the deployed graph.
+    Run(pipeline_cmd::RunArgs),
+    /// Calibrate example pipelines, predict each plan's throughput and
+    /// bottleneck with the cost simulator, then measure it.
+    Plan(pipeline_cmd::PlanArgs),
     #[command(flatten)]
     Cluster(cluster_cmd::ClusterCommand),
 }
@@ -27,6 +35,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Run(args) => pipeline_cmd::run(args),
+        Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
     }
 }

@@ -229,3 +229,31 @@ fn dropping_a_running_deployment_stops_its_workers() {
         drop(d.running); // output never read, input still open
     });
 }
+
+#[test]
+fn calibration_measures_visits_per_unit() {
+    let p = Pipeline::stage("twice", (), machine::flat(|(), x: u32| [x, x + 1]))
+        .then(Pipeline::try_map("odd", |x: u32| {
+            if x % 2 == 1 {
+                Ok(x)
+            } else {
+                Err("even")
+            }
+        }))
+        .then(Pipeline::shard(2, |k| {
+            Pipeline::map(&format!("s{k}"), |x: u32| x)
+        }));
+    let costs = watchdog(move || p.calibrate(0..100u32).unwrap());
+    let visits: Vec<(&str, f64)> = costs.iter().map(|c| (c.name.as_str(), c.visits)).collect();
+    assert_eq!(
+        visits,
+        [
+            ("twice", 1.0),
+            ("odd", 2.0),
+            ("s0", 0.5),
+            ("s1", 0.5),
+            ("merge ×2", 1.0)
+        ]
+    );
+    assert!(costs.iter().all(|c| c.cost_ns >= 1.0));
+}

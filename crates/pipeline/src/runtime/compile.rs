@@ -82,6 +82,8 @@ pub(crate) struct Compile {
     capacity: usize,
     failure_tx: Sender<Failure>,
     pub(crate) errors: ErrorCounts,
+    /// Every unit a station of its own (calibration).
+    pub(crate) isolate: bool,
 }
 
 impl Compile {
@@ -106,6 +108,7 @@ impl Compile {
             capacity,
             failure_tx,
             errors: ErrorCounts::default(),
+            isolate: false,
         }
     }
 
@@ -171,7 +174,7 @@ impl Compile {
         up: Open<A>,
     ) -> Open<B> {
         let (u, w) = self.take_unit(UnitKind::Stage);
-        let up = if up.worker == w {
+        let up = if up.worker == w && !self.isolate {
             for &t in &up.tails {
                 self.edges.push(EdgeInfo {
                     from: t,
@@ -263,8 +266,29 @@ impl Compile {
             log: RingSource::new(log.poller, log.monitor, Arc::clone(&self.bells[from])),
             copies: sources,
             current: None,
+            counters: Arc::clone(&self.unit_counters[m]),
+            delivered: 0,
         };
-        Open::at(wm, vec![m], Box::new(merge))
+        Open {
+            worker: wm,
+            tails: vec![m],
+            finish: Box::new(move |cx: &mut Compile, sink| {
+                cx.pending_units.push(m);
+                cx.add_station(wm, Box::new(merge), sink);
+            }),
+        }
+    }
+
+    /// Ends the last open station in a closure.
+    pub(crate) fn output_fn<O: Send + 'static>(&mut self, last: Open<O>, sink: Box<dyn Sink<O>>) {
+        for &t in &last.tails {
+            self.edges.push(EdgeInfo {
+                from: t,
+                to: OUTPUT,
+                depth: None,
+            });
+        }
+        last.finish(self, sink);
     }
 
     /// Ends the last open station in the output ring.

@@ -9,7 +9,8 @@ use crossbeam_channel::Receiver;
 use statepipe_ring::wait::Adaptive;
 use statepipe_ring::{PublishError, TryPublishError};
 
-use super::edge::{Doorbell, EdgePoller, EdgeProducer, Msg};
+use super::edge::{DepthProbe, Doorbell, EdgePoller, EdgeProducer, Msg, Sink, Source, SourceEnd};
+use super::station::UnitStates;
 use crate::Failure;
 
 /// Where items enter a deployed pipeline. Dropping it (or
@@ -65,6 +66,9 @@ impl<I> TrySendError<I> {
         }
     }
 }
+
+/// The most items [`Input::send_all`] publishes at once.
+pub const SEND_BATCH: usize = 256;
 
 fn fill<I>(m: &mut Msg<I>, seq: u64, item: &mut Option<I>) {
     m.seq = seq;
@@ -126,6 +130,43 @@ impl<I: Send + 'static> Input<I> {
                     TrySendError::Stopped(x)
                 })
             }
+        }
+    }
+
+    /// Sends every item of `items`, in batches (one claim, one publish and
+    /// one wake-up per batch of up to [`SEND_BATCH`] items), waiting while
+    /// the pipeline is full; returns how many were sent.
+    ///
+    /// # Errors
+    /// [`SendError`] with the first item not sent if the pipeline stopped
+    /// (the rest of `items` is dropped).
+    pub fn send_all(&mut self, items: impl IntoIterator<Item = I>) -> Result<u64, SendError<I>> {
+        let mut items = items.into_iter();
+        let cap = (self.producer.capacity() as usize).min(SEND_BATCH);
+        let mut chunk: Vec<I> = Vec::with_capacity(cap);
+        let mut sent = 0;
+        loop {
+            chunk.extend(items.by_ref().take(cap));
+            if chunk.is_empty() {
+                return Ok(sent);
+            }
+            let n = chunk.len();
+            let base = self.next_seq;
+            let mut drain = chunk.drain(..);
+            let r = self.producer.publish_batch(n, |i, m| {
+                m.seq = base + i as u64;
+                *m.item.get_mut() = drain.next();
+                m.last = true;
+            });
+            let halted = r.is_err();
+            let rest: Vec<I> = drain.collect();
+            if halted {
+                let first = rest.into_iter().next();
+                return Err(SendError(first.expect("a refused batch keeps its items")));
+            }
+            self.next_seq += n as u64;
+            sent += n as u64;
+            self.first.ring();
         }
     }
 
@@ -225,4 +266,74 @@ impl<O: Send + 'static> Output<O> {
     pub fn failures(&self) -> impl Iterator<Item = Failure> + '_ {
         self.failures.try_iter()
     }
+}
+
+/// A source that runs an iterator on the first worker: no hand-off at all
+/// between where items are made and the first stages.
+pub(crate) struct IterSource<It> {
+    pub(crate) items: It,
+    pub(crate) next_seq: u64,
+    pub(crate) done: bool,
+}
+
+/// Items one poll of an [`IterSource`] takes from its iterator at most.
+const ITER_BATCH: usize = 256;
+
+impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for IterSource<It> {
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<I>, bool)) -> Result<usize, SourceEnd> {
+        if self.done {
+            return Err(SourceEnd::Closed);
+        }
+        let mut n = 0;
+        while n < ITER_BATCH {
+            match self.items.next() {
+                Some(x) => {
+                    f(self.next_seq, Some(x), true);
+                    self.next_seq += 1;
+                    n += 1;
+                }
+                None => {
+                    self.done = true;
+                    break;
+                }
+            }
+        }
+        if n == 0 {
+            Err(SourceEnd::Closed)
+        } else {
+            Ok(n)
+        }
+    }
+
+    fn ready(&self) -> bool {
+        true
+    }
+
+    fn depth_probe(&self) -> DepthProbe {
+        Box::new(|| 0)
+    }
+}
+
+/// A sink that hands each output to a closure on the last worker.
+pub(crate) struct FnSink<F>(pub(crate) F);
+
+impl<O: Send + 'static, F: FnMut(u64, O) + Send> Sink<O> for FnSink<F> {
+    #[inline]
+    fn item(&mut self, seq: u64, item: O, _: &mut Vec<Failure>) {
+        (self.0)(seq, item);
+    }
+
+    fn end(&mut self, _: u64, _: &mut Vec<Failure>) {}
+
+    fn flush(&mut self) -> bool {
+        true
+    }
+
+    fn can_flush(&self) -> bool {
+        false
+    }
+
+    fn publish_stats(&mut self) {}
+
+    fn close(self: Box<Self>, _: &mut UnitStates) {}
 }

@@ -28,6 +28,9 @@ pub struct UnitMetrics {
     pub errors: u64,
     /// Share of the elapsed time its station spent working.
     pub busy: f64,
+    /// Time its station spent working, in ns (shared by the units fused on
+    /// one station).
+    pub busy_ns: u64,
     /// Share of the elapsed time its station spent with its output held
     /// back by a full ring (back-pressure from downstream).
     pub blocked: f64,
@@ -87,15 +90,16 @@ impl Registry {
             .enumerate()
             .map(|(u, info)| {
                 let station = self.stations.iter().find(|s| s.units.contains(&u));
-                let (busy, blocked, depth) = station.map_or((0.0, 0.0, 0), |s| {
+                let (busy_ns, blocked, depth) = station.map_or((0, 0.0, 0), |s| {
                     let c = &s.counters;
                     (
-                        c.busy_ns.load(Ordering::Relaxed) as f64 / total,
+                        c.busy_ns.load(Ordering::Relaxed),
                         c.blocked_ns.load(Ordering::Relaxed) as f64 / total,
                         (s.depth)(),
                     )
                 });
-                let (busy, blocked) = (busy.min(1.0), blocked.min(1.0 - busy.min(1.0)));
+                let busy = (busy_ns as f64 / total).min(1.0);
+                let blocked = blocked.min(1.0 - busy);
                 UnitMetrics {
                     name: info.name.clone(),
                     worker: self.plan[u],
@@ -103,6 +107,7 @@ impl Registry {
                     items_out: self.counters[u].items_out.load(Ordering::Relaxed),
                     errors: info.stages.iter().filter_map(|s| errors.get(s)).sum(),
                     busy,
+                    busy_ns,
                     blocked,
                     idle: (1.0 - busy - blocked).max(0.0),
                     queue_depth: depth,

@@ -32,6 +32,7 @@ mod io;
 mod metrics;
 mod plan;
 pub(crate) mod route;
+mod simulate;
 mod station;
 mod worker;
 
@@ -41,9 +42,10 @@ use std::time::Instant;
 
 use statepipe_ring::wait::Adaptive;
 
-pub use io::{Input, Output, SendError, TrySendError};
+pub use io::{Input, Output, SendError, TrySendError, SEND_BATCH};
 pub use metrics::{Metrics, UnitMetrics};
-pub use plan::{Plan, UnitInfo, UnitKind, DEFAULT_COST_NS};
+pub use plan::{Plan, UnitInfo, UnitKind, DEFAULT_COST_NS, MIN_STATION_NS};
+pub use simulate::{simulate, Prediction, UnitCost, HOP_NS};
 
 use crate::{Pipeline, Run, StageState};
 use compile::{Compile, Open, INPUT};
@@ -62,6 +64,7 @@ pub struct Config {
     capacity: usize,
     layout: Layout,
     places: Vec<(String, usize)>,
+    isolate: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +91,7 @@ impl Config {
             capacity: 1024,
             layout: Layout::Balanced,
             places: Vec::new(),
+            isolate: false,
         }
     }
 
@@ -115,6 +119,16 @@ impl Config {
     pub fn thread_per_stage(mut self) -> Config {
         self.layout = Layout::ThreadPerStage;
         self.pin = false;
+        self
+    }
+
+    /// Every unit a station of its own, all on one worker, so that each
+    /// unit's time can be read from the metrics without units competing
+    /// for cores: the layout of [`Pipeline::calibrate`].
+    pub fn isolated(mut self) -> Config {
+        self.layout = Layout::Fixed(Vec::new());
+        self.isolate = true;
+        self.workers = Some(1);
         self
     }
 
@@ -157,6 +171,7 @@ impl Config {
         let mut plan = match &self.layout {
             Layout::Balanced => Plan::balanced(units, workers),
             Layout::ThreadPerStage => Plan::thread_per_stage(units.len()),
+            Layout::Fixed(_) if self.isolate => Plan::single(units.len()),
             Layout::Fixed(w) => {
                 if w.len() != units.len() {
                     return Err(DeployError::Config(format!(
@@ -248,6 +263,8 @@ pub struct Running {
     control: Arc<Control>,
     metrics: metrics::Registry,
     plan: Plan,
+    /// Where failures go when no [`Output`] takes them (`deploy_with`).
+    failures: Option<crossbeam_channel::Receiver<crate::Failure>>,
 }
 
 /// What a finished deployment hands back.
@@ -257,6 +274,10 @@ pub struct Finished {
     pub states: Vec<StageState>,
     /// The counters at the end.
     pub metrics: Metrics,
+    /// The failures, for a pipeline started with
+    /// [`deploy_with`](Pipeline::deploy_with) (otherwise they went to its
+    /// [`Output`]), in input order.
+    pub failures: Vec<crate::Failure>,
 }
 
 impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
@@ -273,6 +294,95 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     /// [`DeployError::Config`] for an unusable configuration,
     /// [`DeployError::Spawn`] if a worker thread cannot start.
     pub fn deploy(self, config: &Config) -> Result<Deployment<I, O>, DeployError> {
+        let input = edge::<I, Adaptive>(config.capacity, Adaptive::default());
+        let output = edge::<O, Adaptive>(config.capacity, Adaptive::default());
+        let (in_producer, in_poller, in_monitor) = (input.producer, input.poller, input.monitor);
+        let out_producer = output.producer;
+        let mut first = 0;
+        let mut last = 0;
+        let (running, failures) = self.launch(
+            config,
+            vec![input.handle, output.handle],
+            |_, w| {
+                first = w;
+                let user = edge::Doorbell::new();
+                let source = RingSource::new(in_poller, in_monitor, user);
+                Open::at(w, vec![INPUT], Box::new(source))
+            },
+            |cx, open| {
+                last = open.worker;
+                cx.output(open, out_producer);
+            },
+        )?;
+        Ok(Deployment {
+            input: Input::new(in_producer, Arc::clone(&running.control.bells[first])),
+            output: Output::new(
+                output.poller,
+                Arc::clone(&running.control.bells[last]),
+                failures,
+            ),
+            running,
+        })
+    }
+
+    /// Starts the pipeline with its input made by `source` on the first
+    /// worker and each output handed to `sink(seq, output)` on the last:
+    /// no hand-off at either end. [`Running::join`] returns the failures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use statepipe_pipeline::{Config, Pipeline};
+    ///
+    /// let p = Pipeline::map("square", |x: u64| x * x);
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let running = p
+    ///     .deploy_with(&Config::new().workers(1), 0..4u64, move |_seq, y| tx.send(y).unwrap())
+    ///     .unwrap();
+    /// running.join().unwrap();
+    /// assert_eq!(rx.iter().collect::<Vec<_>>(), [0, 1, 4, 9]);
+    /// ```
+    ///
+    /// # Errors
+    /// As [`deploy`](Self::deploy).
+    pub fn deploy_with<It, F>(
+        self,
+        config: &Config,
+        source: It,
+        sink: F,
+    ) -> Result<Running, DeployError>
+    where
+        It: IntoIterator<Item = I>,
+        It::IntoIter: Send + 'static,
+        F: FnMut(u64, O) + Send + 'static,
+    {
+        let items = source.into_iter();
+        let (mut running, failures) = self.launch(
+            config,
+            Vec::new(),
+            |_, w| {
+                let source = io::IterSource {
+                    items,
+                    next_seq: 0,
+                    done: false,
+                };
+                Open::at(w, vec![INPUT], Box::new(source))
+            },
+            |cx, open| cx.output_fn(open, Box::new(io::FnSink(sink))),
+        )?;
+        running.failures = Some(failures);
+        Ok(running)
+    }
+
+    /// Compiles the pipeline between `start` and `end` and starts the
+    /// workers.
+    fn launch(
+        self,
+        config: &Config,
+        mut handles: Vec<Box<dyn edge::Halt>>,
+        start: impl FnOnce(&mut Compile, usize) -> Open<I>,
+        end: impl FnOnce(&mut Compile, Open<O>),
+    ) -> Result<(Running, crossbeam_channel::Receiver<crate::Failure>), DeployError> {
         let units = self.units();
         let plan = config.plan_for(&units)?;
         let cpus = statepipe_sys::cpus::usable_cpus();
@@ -284,19 +394,12 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             config.capacity,
             failure_tx,
         );
+        cx.isolate = config.isolate;
         let first = cx.next_worker();
-        let input = edge::<I, Adaptive>(config.capacity, Adaptive::default());
-        let output = edge::<O, Adaptive>(config.capacity, Adaptive::default());
-        let in_bell = std::sync::Arc::clone(&cx.bells[first]);
-        let user = edge::Doorbell::new();
-        let source = RingSource::new(input.poller, input.monitor.clone(), user);
-        let open = Open::at(first, vec![INPUT], Box::new(source));
+        let open = start(&mut cx, first);
         let last = self.node.deploy(&mut cx, open);
-        let last_worker = last.worker;
-        cx.output(last, output.producer);
-        let mut handles = std::mem::take(&mut cx.handles);
-        handles.push(input.handle);
-        handles.push(output.handle);
+        end(&mut cx, last);
+        handles.append(&mut cx.handles);
         let control = Arc::new(Control::new(handles, cx.bells.clone()));
         let registry = metrics::Registry::new(&mut cx, Instant::now());
         let mut threads = Vec::new();
@@ -317,20 +420,14 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
                 }
             }
         }
-        Ok(Deployment {
-            input: Input::new(input.producer, in_bell),
-            output: Output::new(
-                output.poller,
-                Arc::clone(&control.bells[last_worker]),
-                failure_rx,
-            ),
-            running: Running {
-                threads,
-                control,
-                metrics: registry,
-                plan,
-            },
-        })
+        let running = Running {
+            threads,
+            control,
+            metrics: registry,
+            plan,
+            failures: None,
+        };
+        Ok((running, failure_rx))
     }
 }
 
@@ -352,23 +449,20 @@ impl<I: Send + 'static, O: Send + 'static> Deployment<I, O> {
             running,
         } = self;
         let inputs = inputs.into_iter();
-        let (mut outputs, mut seqs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut outputs, mut seqs) = (Vec::new(), Vec::new());
         std::thread::scope(|s| {
             s.spawn(move || {
-                for x in inputs {
-                    if input.send(x).is_err() {
-                        break; // stopped: join says why
-                    }
-                }
+                // An error means the pipeline stopped: join says why.
+                let _ = input.send_all(inputs);
             });
             while let Some((seq, o)) = output.recv() {
                 seqs.push(seq);
                 outputs.push(o);
-                failures.extend(output.failures());
             }
         });
         let done = running.join()?;
-        failures.extend(output.failures());
+        // Failures wait in their unbounded channel until now.
+        let mut failures: Vec<_> = output.failures().collect();
         failures.sort_by_key(|f| f.seq);
         Ok(Run {
             outputs,
@@ -431,9 +525,15 @@ impl Running {
             return Err(e);
         }
         states.sort_by_key(|(u, _)| *u);
+        let mut failures: Vec<_> = self
+            .failures
+            .take()
+            .map_or(Vec::new(), |r| r.try_iter().collect());
+        failures.sort_by_key(|f| f.seq);
         Ok(Finished {
             states: states.into_iter().flat_map(|(_, s)| s).collect(),
             metrics: self.metrics.snapshot(),
+            failures,
         })
     }
 }

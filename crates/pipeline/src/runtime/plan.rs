@@ -33,6 +33,10 @@ pub struct UnitInfo {
     pub kind: UnitKind,
 }
 
+/// The least estimated work per item (ns) that is worth a station of its
+/// own: below it, the ring hop costs more than the parallelism gains.
+pub const MIN_STATION_NS: f64 = 200.0;
+
 /// The cost assumed for a stage whose cost nobody declared or measured.
 pub const DEFAULT_COST_NS: f64 = 1000.0;
 
@@ -67,8 +71,14 @@ impl Plan {
     /// stay fused and every worker gets a similar share. The cut is the
     /// optimal contiguous partition (smallest largest run), found by binary
     /// search on the bound.
+    ///
+    /// A ring hop costs tens of nanoseconds, so cutting cheap work only
+    /// adds cost: the plan uses at most one worker per [`MIN_STATION_NS`]
+    /// of total estimated cost.
     pub fn balanced(units: &[UnitInfo], workers: usize) -> Plan {
-        let workers = workers.max(1);
+        let total: f64 = units.iter().map(|u| u.cost_ns.max(0.0)).sum();
+        let worth = (total / MIN_STATION_NS).floor().max(1.0) as usize;
+        let workers = workers.max(1).min(worth);
         if units.is_empty() || workers == 1 {
             return Plan::single(units.len());
         }
@@ -92,8 +102,8 @@ impl Plan {
             }
             Some(out)
         };
-        let total: f64 = costs.iter().sum();
-        let (mut lo, mut hi) = (costs.iter().cloned().fold(0.0, f64::max), total);
+        let sum: f64 = costs.iter().sum();
+        let (mut lo, mut hi) = (costs.iter().cloned().fold(0.0, f64::max), sum);
         let mut best = fits(hi).expect("everything on one worker always fits");
         for _ in 0..60 {
             let mid = (lo + hi) / 2.0;
@@ -144,7 +154,7 @@ mod tests {
         UnitInfo {
             name: "u".into(),
             stages: vec![],
-            cost_ns: cost,
+            cost_ns: cost * 1000.0,
             cost_known: true,
             kind: UnitKind::Stage,
         }
@@ -165,6 +175,12 @@ mod tests {
         assert_eq!(p.workers, [0, 0, 1, 1]);
         let units: Vec<_> = [1.0, 1.0, 1.0, 10.0].map(unit).into();
         assert_eq!(Plan::balanced(&units, 2).workers, [0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn cheap_units_stay_fused_on_one_worker() {
+        let units: Vec<_> = [0.01, 0.01, 0.01].map(unit).into();
+        assert_eq!(Plan::balanced(&units, 2).workers, [0, 0, 0]);
     }
 
     #[test]

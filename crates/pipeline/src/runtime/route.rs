@@ -15,11 +15,13 @@
 //! anything but space that the merge frees by reading that very group.
 
 use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
 use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd};
-use super::station::UnitStates;
+use super::station::{UnitCounters, UnitStates};
 use crate::node::shard_of;
 use crate::Failure;
 
@@ -100,6 +102,9 @@ pub(crate) struct Merge<T> {
     /// The route-log entry being served: (seq, copy, whether it closes the
     /// upstream group).
     pub(crate) current: Option<(u64, usize, bool)>,
+    pub(crate) counters: Arc<UnitCounters>,
+    /// Outputs handed on, published to `counters` once per poll.
+    pub(crate) delivered: u64,
 }
 
 /// How many messages one `poll` hands over at most.
@@ -107,6 +112,28 @@ const MERGE_BATCH: usize = 256;
 
 impl<T: Send + 'static> Source<T> for Merge<T> {
     fn poll(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
+        let r = self.merge(f);
+        let n = self.delivered;
+        self.counters.items_in.store(n, Ordering::Relaxed);
+        self.counters.items_out.store(n, Ordering::Relaxed);
+        r
+    }
+
+    fn ready(&self) -> bool {
+        match self.current {
+            Some((_, k, _)) => self.copies[k].ready(),
+            None => self.log.ready(),
+        }
+    }
+
+    fn depth_probe(&self) -> DepthProbe {
+        let probes: Vec<DepthProbe> = self.copies.iter().map(Source::depth_probe).collect();
+        Box::new(move || probes.iter().map(|p| p()).sum())
+    }
+}
+
+impl<T: Send + 'static> Merge<T> {
+    fn merge(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
         let mut n = 0;
         while n < MERGE_BATCH {
             let (seq, k, closes) = match self.current {
@@ -138,8 +165,10 @@ impl<T: Send + 'static> Source<T> for Merge<T> {
                 }
             };
             let mut group_done = false;
+            let delivered = &mut self.delivered;
             let got = self.copies[k].poll_while(&mut |_, item, last| {
                 if let Some(x) = item {
+                    *delivered += 1;
                     f(seq, Some(x), false);
                 }
                 group_done = last;
@@ -160,17 +189,5 @@ impl<T: Send + 'static> Source<T> for Merge<T> {
             }
         }
         Ok(n)
-    }
-
-    fn ready(&self) -> bool {
-        match self.current {
-            Some((_, k, _)) => self.copies[k].ready(),
-            None => self.log.ready(),
-        }
-    }
-
-    fn depth_probe(&self) -> DepthProbe {
-        let probes: Vec<DepthProbe> = self.copies.iter().map(Source::depth_probe).collect();
-        Box::new(move || probes.iter().map(|p| p()).sum())
     }
 }

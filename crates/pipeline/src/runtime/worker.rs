@@ -119,9 +119,18 @@ pub(crate) fn work(
                     return states;
                 }
             };
-            let now = Instant::now();
-            task.account(step, (now - clock).as_nanos() as u64);
-            clock = now;
+            // Rounds in an idle streak read no clock (a read costs as much
+            // as a small batch). The first step that does something ends
+            // the streak: the time since the last read was idle.
+            if idle_rounds == 0 {
+                let now = Instant::now();
+                task.account(step, (now - clock).as_nanos() as u64);
+                clock = now;
+            } else if step != Step::Idle {
+                let now = Instant::now();
+                task.account(Step::Idle, (now - clock).as_nanos() as u64);
+                clock = now;
+            }
             *last = step;
             match step {
                 Step::Progress => progress = true,

@@ -1,0 +1,3 @@
+module statepipe/bench/go
+
+go 1.21

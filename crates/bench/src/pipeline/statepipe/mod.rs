@@ -1,0 +1,463 @@
+//! Ours: the workloads of [`super::workload`] as statepipe pipelines, deployed on workers
+//! by `statepipe-pipeline` (and, for the logger, the `statepipe-ring` ring on its own).
+//!
+//! | function | pipeline | deployment |
+//! |---|---|---|
+//! | [`laundry`] | wash, dry, fold: three stages that sleep | one worker, or one thread per unit (shards included) |
+//! | [`thread_ring`] (in [`rings`]) | 503 stages passing a token | fused on one worker |
+//! | [`message_ring`] (in [`rings`]) | `stages` hop stages, messages re-injected by the caller | two workers, half the stages each |
+//! | [`trivial3`] | trivial A, B, C, each declared 10 ns | the default plan: fused on one worker |
+//! | [`scaling`], [`sizing`] | stages of [`spin_work`], each declared 1000 ns | `workers(n)`; auto or forced inside a thread confined to one CPU |
+//! | [`ring_logger`] (in [`logger`]) | many producers, one file-writing handler | a multi-producer ring |
+//!
+//! Every run deploys afresh, starts the clock once the workers exist, checks its answer
+//! and fails with a [`BenchError`] when it is wrong. The inputs are fed from a second
+//! thread with [`Input::send_all`](statepipe_pipeline::Input::send_all) (batched, as
+//! [`Deployment::run`] does) while the calling thread folds the outputs, so nothing is
+//! collected into a vector the peers would not build.
+//!
+//! Set `STATEPIPE_BENCH_METRICS=1` to print every deployment's per-unit metrics (busy,
+//! blocked, idle, queue depth) to stderr when it finishes: the evidence to look at when
+//! a figure is off.
+
+pub mod logger;
+pub mod rings;
+
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use statepipe_pipeline::{machine, Config, DeployError, Deployment, Finished, Pipeline};
+
+use crate::pipeline::peers::HANG_LIMIT;
+use crate::pipeline::workload::{
+    spin_work, trivial3_expected, trivial_a, trivial_b, trivial_c, Scaling,
+};
+use crate::watchdog::Watchdog;
+use crate::BenchError;
+pub use logger::ring_logger;
+pub use rings::{message_ring, thread_ring};
+
+/// The implementation name in reports.
+pub const NAME: &str = "statepipe";
+
+/// The environment variable that makes every run print its deployment's metrics.
+pub const METRICS_ENV: &str = "STATEPIPE_BENCH_METRICS";
+
+/// The cost declared for each trivial3 stage, in nanoseconds: cheap enough that the
+/// default plan fuses the three stages on one worker.
+pub const TRIVIAL_COST_NS: f64 = 10.0;
+
+/// The cost declared for each scaling stage, in nanoseconds (what it measures).
+pub const SCALING_COST_NS: f64 = 1_000.0;
+
+/// Loads in the laundry case.
+pub const LAUNDRY_LOADS: u64 = 6;
+
+/// What each laundry stage adds to a load, so the output proves every stage ran once.
+const LAUNDRY_MARKS: [(&str, u64); 3] = [("wash", 100), ("dry", 10), ("fold", 1)];
+
+/// How the laundry is deployed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Laundry {
+    /// The three stages fused on one worker.
+    Sequential,
+    /// One thread per stage.
+    Pipelined,
+    /// `Pipeline::shard(k, ..)` of the three stages, one thread per unit.
+    Shard(usize),
+}
+
+impl Laundry {
+    /// Every layout of the case, in the seed's order.
+    pub const ALL: [Laundry; 4] = [
+        Laundry::Sequential,
+        Laundry::Pipelined,
+        Laundry::Shard(2),
+        Laundry::Shard(3),
+    ];
+
+    /// `sequential`, `pipelined`, `shard2`, ...
+    pub fn name(self) -> String {
+        match self {
+            Laundry::Sequential => "sequential".into(),
+            Laundry::Pipelined => "pipelined".into(),
+            Laundry::Shard(k) => format!("shard{k}"),
+        }
+    }
+
+    /// The time a perfect runtime needs with stages of `stage`: the loads go through
+    /// each copy one after the other, the copies' three stages overlap.
+    pub fn ideal(self, stage: Duration) -> Duration {
+        let loads = LAUNDRY_LOADS as u32;
+        match self {
+            Laundry::Sequential => stage * loads * 3,
+            Laundry::Pipelined => stage * (loads + 2),
+            Laundry::Shard(k) => stage * (loads.div_ceil(k as u32) + 2),
+        }
+    }
+
+    /// The `config` of our row.
+    pub fn config(self) -> String {
+        match self {
+            Laundry::Sequential => "workers(1): wash, dry, fold fused".into(),
+            Laundry::Pipelined => "thread_per_stage(): 3 workers".into(),
+            Laundry::Shard(k) => format!(
+                "shard({k}) of wash, dry, fold; thread_per_stage(): {} workers",
+                3 * k + 1
+            ),
+        }
+    }
+
+    fn deployment_config(self, pin: bool) -> Config {
+        match self {
+            Laundry::Sequential => Config::new().workers(1).pin(pin),
+            Laundry::Pipelined | Laundry::Shard(_) => Config::new().thread_per_stage(),
+        }
+    }
+}
+
+/// Wash, dry and fold, each sleeping `stage`, named with `suffix`.
+fn laundry_line(suffix: &str, stage: Duration) -> Pipeline<u64, u64> {
+    let [first, rest @ ..] = LAUNDRY_MARKS.map(|(name, mark)| {
+        Pipeline::map(&format!("{name}{suffix}"), move |load: u64| {
+            thread::sleep(stage);
+            load + mark
+        })
+    });
+    rest.into_iter().fold(first, Pipeline::then)
+}
+
+/// Runs the seed's laundry, [`LAUNDRY_LOADS`] loads through three stages that each
+/// sleep `stage`, deployed as `layout`; returns the time until the last load was out.
+///
+/// # Errors
+///
+/// [`BenchError::Failed`] when the loads come out wrong or out of order, or the
+/// deployment fails.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use statepipe_bench::pipeline::statepipe::{laundry, Laundry};
+/// let stage = Duration::from_millis(2);
+/// let took = laundry(Laundry::Shard(2), stage, true).unwrap();
+/// assert!(took >= Laundry::Shard(2).ideal(stage));
+/// ```
+pub fn laundry(layout: Laundry, stage: Duration, pin: bool) -> Result<Duration, BenchError> {
+    let who = format!("{NAME} laundry/{}", layout.name());
+    let pipeline = match layout {
+        Laundry::Sequential | Laundry::Pipelined => laundry_line("", stage),
+        Laundry::Shard(k) => Pipeline::shard(k, |i| laundry_line(&format!(" {i}"), stage)),
+    };
+    let add: u64 = LAUNDRY_MARKS.iter().map(|(_, mark)| mark).sum();
+    let expected: Vec<u64> = (0..LAUNDRY_LOADS).map(|x| x + add).collect();
+    let config = layout.deployment_config(pin);
+    let run = feed_and_fold(
+        &who,
+        pipeline,
+        &config,
+        0..LAUNDRY_LOADS,
+        Vec::new(),
+        |mut v, x| {
+            v.push(x);
+            v
+        },
+    )?;
+    if run.value != expected {
+        return Err(BenchError::failed(
+            &who,
+            format!("loads came out as {:?}, expected {expected:?}", run.value),
+        ));
+    }
+    Ok(run.elapsed)
+}
+
+/// Trivial A, B and C as three stateful stages, each declared [`TRIVIAL_COST_NS`].
+pub fn trivial3_pipeline() -> Pipeline<u64, u64> {
+    let stage = |name: &str, f: fn(&mut u64, u64) -> u64| {
+        Pipeline::stage(name, 0u64, machine::step(f)).cost(TRIVIAL_COST_NS)
+    };
+    stage("a", trivial_a)
+        .then(stage("b", trivial_b))
+        .then(stage("c", trivial_c))
+}
+
+/// Runs trivial3 (items `0..items`) on the default deployment with rings of
+/// `capacity` slots; returns the time from the first item sent until the last output
+/// was read.
+///
+/// # Errors
+///
+/// [`BenchError::WrongSum`] or [`BenchError::WrongCount`] when the outputs are wrong;
+/// [`BenchError::Failed`] when the deployment fails.
+pub fn trivial3(items: u64, capacity: usize, pin: bool) -> Result<Duration, BenchError> {
+    let who = format!("{NAME} trivial3");
+    let config = Config::new().capacity(capacity).pin(pin);
+    let run = feed_and_fold(
+        &who,
+        trivial3_pipeline(),
+        &config,
+        0..items,
+        0u64,
+        |sum, y| sum.wrapping_add(y),
+    )?;
+    run.check(&who, items, trivial3_expected(items))?;
+    Ok(run.elapsed)
+}
+
+/// The scaling pipeline: `case.stages` stages of [`spin_work`]`(_, case.iters)`, each
+/// declared [`SCALING_COST_NS`].
+pub fn scaling_pipeline(case: &Scaling) -> Pipeline<u64, u64> {
+    let iters = case.iters;
+    let stage = |s: usize| {
+        Pipeline::map(&format!("spin {s}"), move |x: u64| spin_work(x, iters)).cost(SCALING_COST_NS)
+    };
+    (1..case.stages.max(1)).fold(stage(0), |p, s| p.then(stage(s)))
+}
+
+/// Runs a [`Scaling`] case on `workers` workers (the default, cost-balanced plan);
+/// returns the time from the first item sent until the last output was read.
+///
+/// # Errors
+///
+/// As [`trivial3`], against `case.expected`.
+pub fn scaling(case: &Scaling, workers: usize, pin: bool) -> Result<Duration, BenchError> {
+    let who = format!("{NAME} scaling/{workers}w");
+    scaling_with(&who, case, &Config::new().workers(workers).pin(pin))
+}
+
+fn scaling_with(who: &str, case: &Scaling, config: &Config) -> Result<Duration, BenchError> {
+    let run = feed_and_fold(
+        who,
+        scaling_pipeline(case),
+        config,
+        0..case.items,
+        0u64,
+        |sum, y| sum.wrapping_add(y),
+    )?;
+    run.check(who, case.items, case.expected)?;
+    Ok(run.elapsed)
+}
+
+/// The first CPU of this process's affinity mask: where [`sizing`] confines itself.
+pub fn sizing_cpu() -> usize {
+    statepipe_sys::cpus::usable_cpus().ids[0]
+}
+
+/// The number of workers `Config::new()` resolves to in a thread confined to
+/// [`sizing_cpu`] (the auto-detection [`sizing`] relies on); `None` when the thread
+/// cannot be pinned there.
+pub fn sizing_auto_workers() -> Option<usize> {
+    let cpu = sizing_cpu();
+    thread::spawn(move || {
+        statepipe_sys::pin::pin_current_thread(cpu)
+            .then(|| Config::new().resolved_workers().ok())
+            .flatten()
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+/// Runs a [`Scaling`] case the way `taskset -c 0` would: from a thread pinned to
+/// [`sizing_cpu`] before deploying (every thread it starts inherits the mask, and
+/// `Config::new()` reads it), with the workers auto-detected (`workers: None`) or
+/// forced; returns the time from the first item sent until the last output was read.
+///
+/// # Errors
+///
+/// As [`scaling`]; [`BenchError::Failed`] when the thread cannot be pinned.
+pub fn sizing(case: &Scaling, workers: Option<usize>, pin: bool) -> Result<Duration, BenchError> {
+    let who = match workers {
+        None => format!("{NAME} sizing/auto"),
+        Some(n) => format!("{NAME} sizing/forced{n}"),
+    };
+    let (cpu, case) = (sizing_cpu(), *case);
+    let confined = thread::Builder::new()
+        .name("bench-sizing".into())
+        .spawn(move || {
+            if !statepipe_sys::pin::pin_current_thread(cpu) {
+                return Err(BenchError::failed(
+                    &who,
+                    format!("could not pin to CPU {cpu}"),
+                ));
+            }
+            let config = Config::new().pin(pin);
+            let config = match workers {
+                Some(n) => config.workers(n),
+                None => config,
+            };
+            scaling_with(&who, &case, &config)
+        })
+        .map_err(|e| BenchError::failed("sizing", format!("spawn: {e}")))?;
+    confined
+        .join()
+        .map_err(|_| BenchError::failed("sizing", "the confined thread panicked"))?
+}
+
+/// What [`feed_and_fold`] hands back.
+struct Folded<A> {
+    /// The fold of every output.
+    value: A,
+    /// Outputs read.
+    outputs: u64,
+    /// From the first item sent until the last output was read.
+    elapsed: Duration,
+}
+
+impl Folded<u64> {
+    /// Checks a checksum run: one output per item, the right sum.
+    fn check(&self, who: &str, items: u64, expected: u64) -> Result<(), BenchError> {
+        if self.outputs != items {
+            return Err(BenchError::WrongCount {
+                who: who.to_string(),
+                expected: items,
+                got: self.outputs,
+            });
+        }
+        if self.value != expected {
+            return Err(BenchError::WrongSum {
+                who: who.to_string(),
+                expected,
+                got: self.value,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A [`DeployError`] as the benchmark's error.
+fn deploy_error(who: &str, e: DeployError) -> BenchError {
+    BenchError::failed(who, e)
+}
+
+/// Deploys `pipeline` with `config`; feeds `inputs` from a second thread with
+/// `send_all` while the calling thread folds the outputs into `init`; joins. The clock
+/// runs from when both threads are ready until the last output was read.
+fn feed_and_fold<I, O, A, It>(
+    who: &str,
+    pipeline: Pipeline<I, O>,
+    config: &Config,
+    inputs: It,
+    init: A,
+    mut fold: impl FnMut(A, O) -> A,
+) -> Result<Folded<A>, BenchError>
+where
+    I: Send + 'static,
+    O: Send + 'static,
+    It: IntoIterator<Item = I>,
+    It::IntoIter: Send,
+{
+    let Deployment {
+        mut input,
+        mut output,
+        running,
+    } = pipeline.deploy(config).map_err(|e| deploy_error(who, e))?;
+    let inputs = inputs.into_iter();
+    let _watchdog = Watchdog::arm(who, HANG_LIMIT);
+    let start = Barrier::new(2);
+    let (value, outputs, elapsed, fed) = thread::scope(|s| {
+        let start = &start;
+        let feeder = s.spawn(move || {
+            start.wait();
+            // An error means the pipeline stopped: join says why.
+            input.send_all(inputs).is_ok()
+        });
+        start.wait();
+        let t0 = Instant::now();
+        let (mut value, mut outputs) = (init, 0u64);
+        while let Some((_, o)) = output.recv() {
+            value = fold(value, o);
+            outputs += 1;
+        }
+        let elapsed = t0.elapsed();
+        (value, outputs, elapsed, feeder.join().unwrap_or(false))
+    });
+    let finished = running.join().map_err(|e| deploy_error(who, e))?;
+    report_metrics(who, &finished);
+    if !fed {
+        return Err(BenchError::failed(who, "the input stopped taking items"));
+    }
+    let failures: Vec<_> = output.failures().collect();
+    if !failures.is_empty() {
+        return Err(BenchError::failed(
+            who,
+            format!(
+                "{} item(s) failed, first: {:?}",
+                failures.len(),
+                failures[0]
+            ),
+        ));
+    }
+    Ok(Folded {
+        value,
+        outputs,
+        elapsed,
+    })
+}
+
+/// Prints the deployment's metrics to stderr when [`METRICS_ENV`] is set.
+fn report_metrics(who: &str, finished: &Finished) {
+    if std::env::var_os(METRICS_ENV).is_some() {
+        eprintln!("{who}: metrics at the end\n{}", finished.metrics);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::workload::Scaling;
+
+    #[test]
+    fn laundry_layouts_give_the_loads_in_order() {
+        let stage = Duration::from_millis(1);
+        for layout in Laundry::ALL {
+            let took = laundry(layout, stage, true).unwrap_or_else(|e| panic!("{e}"));
+            assert!(took >= layout.ideal(stage), "{layout:?}: {took:?}");
+        }
+        assert_eq!(
+            Laundry::ALL.map(|l| l.ideal(Duration::from_millis(200)).as_millis()),
+            [3600, 1600, 1000, 800]
+        );
+    }
+
+    #[test]
+    fn trivial3_fuses_and_checks() {
+        let units = trivial3_pipeline().units();
+        let plan = Config::new().workers(4).plan_for(&units).unwrap();
+        assert_eq!(plan.worker_count, 1, "{plan}");
+        trivial3(5_000, 64, true).unwrap();
+        trivial3(0, 64, false).unwrap();
+    }
+
+    #[test]
+    fn scaling_checks_on_one_and_two_workers() {
+        let case = Scaling::new(400, 4, 20);
+        let plan = Config::new()
+            .workers(2)
+            .plan_for(&scaling_pipeline(&case).units())
+            .unwrap();
+        assert_eq!(plan.workers, [0, 0, 1, 1]);
+        for workers in [1, 2] {
+            scaling(&case, workers, true).unwrap();
+        }
+        let mut wrong = case;
+        wrong.expected ^= 1;
+        assert!(matches!(
+            scaling(&wrong, 1, false),
+            Err(BenchError::WrongSum { .. })
+        ));
+    }
+
+    #[test]
+    fn sizing_runs_confined_and_auto_sees_one_cpu() {
+        let case = Scaling::new(200, 4, 10);
+        sizing(&case, None, true).unwrap();
+        sizing(&case, Some(4), true).unwrap();
+        if std::env::var_os(statepipe_pipeline::runtime::WORKERS_ENV).is_none() {
+            assert_eq!(sizing_auto_workers(), Some(1));
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Example pipelines for `statepipe run` and `statepipe plan`: the shapes of
+//! the pipeline benchmark, on `u64` items, with the same stage work
+//! (`statepipe_bench::pipeline::workload`).
+
+use std::time::Duration;
+
+use statepipe_bench::pipeline::workload::{spin_work, trivial_a, trivial_b, trivial_c};
+use statepipe_pipeline::{machine, Pipeline};
+
+/// The example pipelines, by name.
+pub const NAMES: [&str; 5] = ["scaling", "skewed", "sharded", "trivial3", "laundry"];
+
+/// A stage that spins for about `ns` nanoseconds of work per item.
+fn spin(name: &str, iters_per_us: u32, ns: u64) -> Pipeline<u64, u64> {
+    let iters = ((iters_per_us as u64 * ns) / 1000).max(1) as u32;
+    Pipeline::map(name, move |x: u64| spin_work(x, iters)).cost(ns as f64)
+}
+
+/// A stage that sleeps `ms` per item (the seed's SlowIO).
+fn slow(name: &str, ms: u64) -> Pipeline<u64, u64> {
+    Pipeline::map(name, move |x: u64| {
+        std::thread::sleep(Duration::from_millis(ms));
+        x
+    })
+    .cost(ms as f64 * 1e6)
+}
+
+/// Builds the example `name`; `iters_per_us` calibrates `spin_work`.
+pub fn build(name: &str, iters_per_us: u32) -> Option<Pipeline<u64, u64>> {
+    let s = |n: &str, ns| spin(n, iters_per_us, ns);
+    Some(match name {
+        // Four stages of ~1 µs: the `scaling` benchmark.
+        "scaling" => s("s1", 1000)
+            .then(s("s2", 1000))
+            .then(s("s3", 1000))
+            .then(s("s4", 1000)),
+        // Uneven stages: where the balanced plan cuts matters.
+        "skewed" => s("parse", 500)
+            .then(s("enrich", 2000))
+            .then(s("score", 500))
+            .then(s("format", 1000)),
+        // A heavy stage sharded over two copies, merged back in order.
+        "sharded" => s("parse", 300)
+            .then(Pipeline::shard(2, move |k| {
+                spin(&format!("model {k}"), iters_per_us, 2000)
+            }))
+            .then(Pipeline::stage(
+                "total",
+                0u64,
+                machine::step(|t: &mut u64, x: u64| {
+                    *t = t.wrapping_add(x);
+                    *t
+                }),
+            )),
+        // Three cheap stateful stages: the `trivial3` benchmark.
+        "trivial3" => Pipeline::stage("a", 0u64, machine::step(trivial_a))
+            .cost(10.0)
+            .then(Pipeline::stage("b", 0u64, machine::step(trivial_b)).cost(10.0))
+            .then(Pipeline::stage("c", 0u64, machine::step(trivial_c)).cost(10.0)),
+        // The seed's laundry, 20 ms per stage instead of 200.
+        "laundry" => slow("wash", 20)
+            .then(slow("dry", 20))
+            .then(slow("fold", 20)),
+        _ => return None,
+    })
+}
+
+/// A clear error for an unknown name.
+pub fn unknown(name: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no example pipeline is named `{name}`; try one of: {}",
+        NAMES.join(", ")
+    )
+}

@@ -1,0 +1,251 @@
+//! `statepipe run` and `statepipe plan`: deploy an example pipeline and
+//! watch it; predict a plan's throughput and compare with the measurement.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use statepipe_bench::pipeline::workload::calibrate_iters_for;
+use statepipe_pipeline::{simulate, Config, Pipeline, Plan, UnitInfo};
+
+use crate::demos;
+
+/// `statepipe run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The example pipeline: scaling, skewed, sharded, trivial3 or laundry.
+    #[arg(default_value = "sharded")]
+    pub pipeline: String,
+    /// Items to send.
+    #[arg(long, default_value_t = 200_000)]
+    pub items: u64,
+    /// Workers (default: the CPUs this process may use, or STATEPIPE_WORKERS).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// One thread per stage instead of the balanced plan.
+    #[arg(long)]
+    pub thread_per_stage: bool,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Redraw a table of per-unit metrics every half second while it runs.
+    #[arg(long)]
+    pub watch: bool,
+    /// Write the deployed graph (workers, units, rates, ring depths) as dot.
+    #[arg(long, value_name = "FILE")]
+    pub dot: Option<PathBuf>,
+    /// Also render it as SVG through Graphviz `dot`.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+/// `statepipe plan`.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The example pipeline, or `all`.
+    #[arg(default_value = "all")]
+    pub pipeline: String,
+    /// Items per calibration and per measured run.
+    #[arg(long, default_value_t = 100_000)]
+    pub items: u64,
+    /// Workers (default: the CPUs this process may use, or STATEPIPE_WORKERS).
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+fn config(workers: Option<usize>, no_pin: bool) -> Config {
+    let mut c = Config::new().pin(!no_pin);
+    if let Some(n) = workers {
+        c = c.workers(n);
+    }
+    c
+}
+
+fn build(name: &str, iters: u32) -> anyhow::Result<Pipeline<u64, u64>> {
+    demos::build(name, iters).ok_or_else(|| demos::unknown(name))
+}
+
+fn items_for(name: &str, items: u64) -> u64 {
+    // The laundry sleeps 60 ms per item: keep it to a few dozen.
+    if name == "laundry" {
+        items.min(30)
+    } else {
+        items
+    }
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let iters = calibrate_iters_for(1000);
+    let p = build(&args.pipeline, iters)?;
+    let mut cfg = config(args.workers, args.no_pin);
+    if args.thread_per_stage {
+        cfg = cfg.thread_per_stage();
+    }
+    let items = items_for(&args.pipeline, args.items);
+    let d = p.deploy(&cfg)?;
+    eprintln!(
+        "run: `{}`, {items} items, plan: {}",
+        args.pipeline,
+        d.running.plan()
+    );
+    let (mut input, mut output, running) = (d.input, d.output, d.running);
+    let start = Instant::now();
+    let feeder = std::thread::spawn(move || input.send_all(0..items).map_err(|e| e.to_string()));
+    let mut received = 0u64;
+    let mut last_draw = Instant::now();
+    let mut drawn_lines = 0;
+    loop {
+        match output.try_recv() {
+            Some(_) => received += 1,
+            None if output.is_finished() => break,
+            None => std::thread::sleep(Duration::from_micros(200)),
+        }
+        if args.watch && last_draw.elapsed() >= Duration::from_millis(500) {
+            drawn_lines = redraw(&running.metrics().to_string(), drawn_lines);
+            last_draw = Instant::now();
+        }
+    }
+    let wall = start.elapsed();
+    let sent = feeder
+        .join()
+        .map_err(|_| anyhow::anyhow!("the feeding thread panicked"))?
+        .map_err(anyhow::Error::msg)?;
+    let dot = running.to_dot();
+    let done = running.join()?;
+    if args.watch {
+        redraw(&done.metrics.to_string(), drawn_lines);
+    } else {
+        println!("{}", done.metrics);
+    }
+    println!(
+        "{received} outputs from {sent} inputs in {:.3} s: {:.3} M items/s",
+        wall.as_secs_f64(),
+        sent as f64 / wall.as_secs_f64() / 1e6
+    );
+    write_graph(&dot, args.dot.as_deref(), args.svg.as_deref())
+}
+
+/// Redraws `table` in place of the `previous` lines drawn; returns its lines.
+fn redraw(table: &str, previous: usize) -> usize {
+    let mut err = std::io::stderr().lock();
+    if previous > 0 {
+        // Up `previous` lines, then clear to the end of the screen.
+        let _ = write!(err, "\x1b[{previous}A\x1b[J");
+    }
+    let _ = writeln!(err, "{table}");
+    table.lines().count()
+}
+
+fn write_graph(dot: &str, dot_path: Option<&Path>, svg: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(p) = dot_path {
+        std::fs::write(p, dot).with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = svg {
+        render_svg(dot, p)?;
+    }
+    Ok(())
+}
+
+/// Renders `dot` to `path` through Graphviz.
+pub fn render_svg(dot: &str, path: &Path) -> anyhow::Result<()> {
+    let child = Command::new("dot")
+        .arg("-Tsvg")
+        .arg("-o")
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "--svg needs Graphviz's `dot`, which is not installed \
+             (Debian/Ubuntu: `apt-get install graphviz`); \
+             --dot FILE writes the graph as text meanwhile"
+        ),
+        Err(e) => return Err(e).context("starting Graphviz `dot`"),
+    };
+    child
+        .stdin
+        .take()
+        .context("dot's stdin")?
+        .write_all(dot.as_bytes())?;
+    let status = child.wait()?;
+    anyhow::ensure!(status.success(), "Graphviz `dot` failed ({status})");
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+pub fn plan(args: PlanArgs) -> anyhow::Result<()> {
+    let iters = calibrate_iters_for(1000);
+    let names: Vec<&str> = if args.pipeline == "all" {
+        demos::NAMES.to_vec()
+    } else {
+        vec![args.pipeline.as_str()]
+    };
+    let cfg = config(args.workers, false);
+    let workers = cfg.resolved_workers()?;
+    println!(
+        "plan: {workers} worker(s); each pipeline calibrated (every unit a station of its own, \
+         one worker), planned by measured cost, predicted, then run"
+    );
+    println!(
+        "{:<10} {:>8} {:<28} {:>12} {:>12} {:>8}  bottleneck",
+        "pipeline", "items", "plan (unit→worker)", "predicted/s", "measured/s", "error"
+    );
+    for name in names {
+        let items = items_for(name, args.items);
+        let costs = build(name, iters)?.calibrate(0..items)?;
+        let mut units: Vec<UnitInfo> = build(name, iters)?.units();
+        for (u, c) in units.iter_mut().zip(&costs) {
+            u.cost_ns = c.cost_ns * c.visits;
+        }
+        let plan = Plan::balanced(&units, workers);
+        let prediction = simulate(&units, &costs, &plan);
+        let start = Instant::now();
+        let got = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = std::sync::Arc::clone(&got);
+        let running = build(name, iters)?.deploy_with(
+            &cfg.clone().plan(plan.workers.clone()),
+            0..items,
+            move |_, _| {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            },
+        )?;
+        running.join()?;
+        let wall = start.elapsed().as_secs_f64();
+        let got = got.load(std::sync::atomic::Ordering::Relaxed);
+        anyhow::ensure!(got == items, "`{name}` lost outputs: {got} of {items}");
+        let predicted = items as f64 / prediction.makespan_s(items);
+        let measured = items as f64 / wall;
+        let placed: Vec<String> = plan.workers.iter().map(|w| w.to_string()).collect();
+        println!(
+            "{:<10} {:>8} {:<28} {:>12} {:>12} {:>7.1}%  {} (w{})",
+            name,
+            items,
+            placed.join(","),
+            per_s(predicted),
+            per_s(measured),
+            (predicted / measured - 1.0) * 100.0,
+            prediction.bottleneck,
+            prediction.bottleneck_worker
+        );
+    }
+    println!(
+        "error = predicted/measured − 1; inputs are made on the first worker and outputs \
+         consumed on the last (deploy_with), as the model assumes"
+    );
+    Ok(())
+}
+
+fn per_s(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.1}")
+    }
+}
