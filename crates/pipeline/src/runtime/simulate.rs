@@ -101,7 +101,7 @@ pub fn simulate(units: &[UnitInfo], costs: &[UnitCost], plan: &Plan) -> Predicti
                 worker_ns[plan.workers[u - 1]] += HOP_NS * c.visits;
             }
         }
-        if heaviest[w].is_none_or(|(_, l)| load > l) {
+        if heaviest[w].map_or(true, |(_, l)| load > l) {
             heaviest[w] = Some((u, load));
         }
     }
