@@ -121,14 +121,12 @@ pub(crate) fn work(
             };
             // Rounds in an idle streak read no clock (a read costs as much
             // as a small batch). The first step that does something ends
-            // the streak: the time since the last read was idle.
-            if idle_rounds == 0 {
+            // the streak and is charged the time since the last read: its
+            // own run plus at most the streak's few spin rounds (a sleep
+            // resets the clock), a small overcount of busy time.
+            if idle_rounds == 0 || step != Step::Idle {
                 let now = Instant::now();
                 task.account(step, (now - clock).as_nanos() as u64);
-                clock = now;
-            } else if step != Step::Idle {
-                let now = Instant::now();
-                task.account(Step::Idle, (now - clock).as_nanos() as u64);
                 clock = now;
             }
             *last = step;

@@ -6,7 +6,7 @@
 //! | [`laundry`] | wash, dry, fold: three stages that sleep | one worker, or one thread per unit (shards included) |
 //! | [`thread_ring`] (in [`rings`]) | 503 stages passing a token | fused on one worker |
 //! | [`message_ring`] (in [`rings`]) | `stages` hop stages, messages re-injected by the caller | two workers, half the stages each |
-//! | [`trivial3`] | trivial A, B, C, each declared 10 ns | the default plan: fused on one worker |
+//! | [`trivial3`], [`trivial3_on_worker`] | trivial A, B, C, each declared 10 ns | the default plan: fused on one worker; fed by `send_all`, or source and sink on the worker (`deploy_with`) |
 //! | [`scaling`], [`sizing`] | stages of [`spin_work`], each declared 1000 ns | `workers(n)`; auto or forced inside a thread confined to one CPU |
 //! | [`ring_logger`] (in [`logger`]) | many producers, one file-writing handler | a multi-producer ring |
 //!
@@ -23,7 +23,7 @@
 pub mod logger;
 pub mod rings;
 
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -205,6 +205,66 @@ pub fn trivial3(items: u64, capacity: usize, pin: bool) -> Result<Duration, Benc
     )?;
     run.check(&who, items, trivial3_expected(items))?;
     Ok(run.elapsed)
+}
+
+/// Runs trivial3 (items `0..items`) with `deploy_with`: the items are made on the
+/// worker from the range and the outputs summed there, so there is no hand-off at either
+/// end and the whole run is one thread. The clock includes starting the worker (tens of
+/// µs), since the worker starts on the items at once.
+///
+/// # Errors
+///
+/// As [`trivial3`].
+pub fn trivial3_on_worker(items: u64, capacity: usize, pin: bool) -> Result<Duration, BenchError> {
+    let who = format!("{NAME} trivial3 (deploy_with)");
+    let config = Config::new().capacity(capacity).pin(pin);
+    let folded = Arc::new(Mutex::new(None));
+    let mut sink = SumOnDrop {
+        sum: 0,
+        outputs: 0,
+        out: Arc::clone(&folded),
+    };
+    let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
+    let t0 = Instant::now();
+    let running = trivial3_pipeline()
+        .deploy_with(&config, 0..items, move |_seq, y: u64| sink.add(y))
+        .map_err(|e| deploy_error(&who, e))?;
+    let finished = running.join().map_err(|e| deploy_error(&who, e))?;
+    let elapsed = t0.elapsed();
+    report_metrics(&who, &finished);
+    let taken = folded.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let (value, outputs) =
+        taken.ok_or_else(|| BenchError::failed(&who, "the sink was not dropped at the end"))?;
+    let run = Folded {
+        value,
+        outputs,
+        elapsed,
+    };
+    run.check(&who, items, trivial3_expected(items))?;
+    Ok(elapsed)
+}
+
+/// The fold of a `deploy_with` sink, handed over when the runtime drops the sink.
+struct SumOnDrop {
+    sum: u64,
+    outputs: u64,
+    out: Arc<Mutex<Option<(u64, u64)>>>,
+}
+
+impl SumOnDrop {
+    /// Folds one output. A method, so that the closure calling it moves the whole sink
+    /// in (a closure naming only its `Copy` fields would copy them out instead).
+    #[inline]
+    fn add(&mut self, y: u64) {
+        self.sum = self.sum.wrapping_add(y);
+        self.outputs += 1;
+    }
+}
+
+impl Drop for SumOnDrop {
+    fn drop(&mut self) {
+        *self.out.lock().unwrap_or_else(|p| p.into_inner()) = Some((self.sum, self.outputs));
+    }
 }
 
 /// The scaling pipeline: `case.stages` stages of [`spin_work`]`(_, case.iters)`, each
@@ -430,6 +490,8 @@ mod tests {
         assert_eq!(plan.worker_count, 1, "{plan}");
         trivial3(5_000, 64, true).unwrap();
         trivial3(0, 64, false).unwrap();
+        trivial3_on_worker(5_000, 64, true).unwrap();
+        trivial3_on_worker(0, 64, false).unwrap();
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! peers pay a task switch or a context switch per hop). The token goes around the
 //! pipeline and back through the calling thread once per 503 hops; that round trip (two
 //! ring hand-offs and a cross-core wake-up) is in the figure.
+//! [`thread_ring_on_worker`] closes the ring on the worker instead (`deploy_with`, the
+//! sink feeding the source), which leaves the hops alone in the figure.
 //!
 //! **message-ring.** `stages` stages, half on each of two workers, with a ring between
 //! the halves; the calling thread injects `in_flight` messages and re-injects each one
@@ -15,6 +17,7 @@
 //! stage-to-stage sends the peer makes, although ours makes fewer hand-offs (fused
 //! stages call each other).
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use statepipe_pipeline::{machine, Config, Deployment, Pipeline};
@@ -124,6 +127,87 @@ pub fn thread_ring(hops: u64, pin: bool) -> Result<(u64, Duration), BenchError> 
         });
     }
     Ok((winner, elapsed))
+}
+
+/// Runs thread-ring for `hops` passes with the ring closed on the worker: the stages
+/// are deployed with `deploy_with` on one worker, the sink puts the token that came out
+/// of stage 503 into a slot, and the source takes it from there into stage 1. Source,
+/// stages and sink are one fused station, so the token goes round with no hand-off and
+/// no caller in the loop; returns the winning stage and the time from deploying until
+/// the workers joined.
+///
+/// # Errors
+///
+/// As [`thread_ring`]; [`BenchError::Failed`] when the token stops without a winner
+/// (the sink did not run before the source asked again: the station is not fused).
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_bench::pipeline::statepipe::rings::thread_ring_on_worker;
+/// let (answer, _elapsed) = thread_ring_on_worker(1_000, true).unwrap();
+/// assert_eq!(answer, 498);
+/// ```
+pub fn thread_ring_on_worker(hops: u64, pin: bool) -> Result<(u64, Duration), BenchError> {
+    let who = format!("{NAME} thread-ring/{STAGES} (deploy_with)");
+    let config = Config::new().workers(1).pin(pin);
+    // Touched by the worker only (source and sink), so the lock is never contended.
+    let slot = Arc::new(Mutex::new(TokenSlot {
+        next: Some(Token {
+            remaining: hops,
+            winner: None,
+        }),
+        winner: None,
+        laps: 0,
+    }));
+    let (source_slot, sink_slot) = (Arc::clone(&slot), Arc::clone(&slot));
+    let source = std::iter::from_fn(move || lock(&source_slot).next.take());
+    let sink = move |_seq: u64, token: Token| {
+        let mut slot = lock(&sink_slot);
+        slot.laps += 1;
+        match token.winner {
+            Some(k) => slot.winner = Some(u64::from(k)),
+            None => slot.next = Some(token),
+        }
+    };
+    let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
+    let t0 = Instant::now();
+    let running = thread_ring_pipeline()
+        .deploy_with(&config, source, sink)
+        .map_err(|e| deploy_error(&who, e))?;
+    let finished = running.join().map_err(|e| deploy_error(&who, e))?;
+    let elapsed = t0.elapsed();
+    report_metrics(&who, &finished);
+    let slot = lock(&slot);
+    let winner = slot.winner.ok_or_else(|| {
+        BenchError::failed(
+            &who,
+            format!(
+                "the token stopped after {} laps without a winner",
+                slot.laps
+            ),
+        )
+    })?;
+    let expected = thread_ring_answer(hops);
+    if winner != expected {
+        return Err(BenchError::WrongSum {
+            who,
+            expected,
+            got: winner,
+        });
+    }
+    Ok((winner, elapsed))
+}
+
+/// Where [`thread_ring_on_worker`]'s sink leaves the token for its source.
+struct TokenSlot {
+    next: Option<Token>,
+    winner: Option<u64>,
+    laps: u64,
+}
+
+fn lock(slot: &Mutex<TokenSlot>) -> std::sync::MutexGuard<'_, TokenSlot> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `stages` hop stages in sequence; stage `s` applies
@@ -239,6 +323,8 @@ mod tests {
     fn thread_ring_reports_the_right_stage() {
         for hops in [0, 1, 502, 503, 1_200] {
             let (answer, _) = thread_ring(hops, true).unwrap();
+            assert_eq!(answer, thread_ring_answer(hops), "{hops}");
+            let (answer, _) = thread_ring_on_worker(hops, false).unwrap();
             assert_eq!(answer, thread_ring_answer(hops), "{hops}");
         }
     }

@@ -1,0 +1,313 @@
+//! The groups of `statepipe bench pipeline`, one builder per case: who runs, how each
+//! sample is turned into figures, and the `config` each row carries.
+
+use std::time::Duration;
+
+use super::peers::{self, chain, logger, message_ring, thread_ring};
+use super::statepipe::{self, Laundry, NAME};
+use super::workload::{message_ring_sends, Scaling};
+use super::{
+    Sizes, CAPACITY, FORCED_WORKERS, MESSAGE_RING_CASE, RING_IN_FLIGHT, RING_STAGES, SCALING_CASES,
+    SIZING_CASES, THREAD_RING_CASE, TRIVIAL3_CASE,
+};
+use crate::harness::{Contender, Group, Metric};
+use crate::BenchError;
+
+fn metric(case: &str, unit: &str, higher_is_better: bool) -> Metric {
+    Metric {
+        case: case.to_string(),
+        unit: unit.to_string(),
+        higher_is_better,
+    }
+}
+
+/// Millions of `count` per second of `elapsed`.
+fn mega_rate(count: u64, elapsed: Duration) -> f64 {
+    count as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
+}
+
+pub(super) fn laundry(layout: Laundry, case: &str, stage: Duration, pin: bool) -> Group<'static> {
+    let ideal = layout.ideal(stage).as_secs_f64();
+    let ms = stage.as_millis();
+    let copies = match layout {
+        Laundry::Sequential => "3 stages x 6 loads".to_string(),
+        Laundry::Pipelined => "6 loads + 2".to_string(),
+        Laundry::Shard(k) => format!("6/{k} loads + 2"),
+    };
+    Group {
+        name: case.to_string(),
+        metrics: vec![metric(case, "s", false)],
+        contenders: vec![
+            Contender::new(NAME, layout.config(), move || {
+                Ok(vec![statepipe::laundry(layout, stage, pin)?.as_secs_f64()])
+            }),
+            Contender::new("ideal", format!("({copies}) x {ms} ms"), move || {
+                Ok(vec![ideal])
+            }),
+        ],
+    }
+}
+
+pub(super) fn thread_ring_group(s: &Sizes, pin: bool) -> Group<'static> {
+    let per_hop = |elapsed: Duration, hops: u64| elapsed.as_nanos() as f64 / hops.max(1) as f64;
+    let (hops, threads_hops) = (s.thread_ring_hops, s.threads_hops);
+    Group {
+        name: THREAD_RING_CASE.into(),
+        metrics: vec![metric(THREAD_RING_CASE, "ns/hop", false)],
+        contenders: vec![
+            Contender::new(
+                NAME,
+                "503 stages fused on workers(1): a hop is a direct call, no scheduler; \
+                 the caller re-sends the token every 503 hops",
+                move || {
+                    let (_, elapsed) = statepipe::thread_ring(hops, pin)?;
+                    Ok(vec![per_hop(elapsed, hops)])
+                },
+            ),
+            Contender::new(
+                NAME,
+                "the same, ring closed on the worker: deploy_with, sink feeds source",
+                move || {
+                    let (_, elapsed) = statepipe::rings::thread_ring_on_worker(hops, pin)?;
+                    Ok(vec![per_hop(elapsed, hops)])
+                },
+            ),
+            Contender::new(
+                thread_ring::TOKIO_NAME,
+                thread_ring::TOKIO_CONFIG,
+                move || {
+                    let (_, elapsed) = peers::tokio_thread_ring(hops)?;
+                    Ok(vec![per_hop(elapsed, hops)])
+                },
+            ),
+            Contender::new(
+                thread_ring::THREADS_NAME,
+                format!("{}; {threads_hops} hops", thread_ring::THREADS_CONFIG),
+                move || {
+                    let (_, elapsed) = peers::threads_thread_ring(threads_hops)?;
+                    Ok(vec![per_hop(elapsed, threads_hops)])
+                },
+            ),
+        ],
+    }
+}
+
+pub(super) fn message_ring_group(s: &Sizes, pin: bool) -> Group<'static> {
+    let laps = s.ring_laps;
+    let sends = message_ring_sends(RING_STAGES, RING_IN_FLIGHT, laps);
+    let half = RING_STAGES / 2;
+    Group {
+        name: MESSAGE_RING_CASE.into(),
+        metrics: vec![metric(MESSAGE_RING_CASE, "M msg/s", true)],
+        contenders: vec![
+            Contender::new(
+                NAME,
+                format!(
+                    "workers(2), stages 0-{} | {half}-{}, capacity {RING_IN_FLIGHT}; caller re-injects",
+                    half - 1,
+                    RING_STAGES - 1
+                ),
+                move || {
+                    let elapsed =
+                        statepipe::message_ring(RING_STAGES, RING_IN_FLIGHT, laps, pin)?;
+                    Ok(vec![mega_rate(sends, elapsed)])
+                },
+            ),
+            Contender::new(
+                message_ring::NAME,
+                format!("{RING_STAGES} threads, crossbeam bounded({RING_IN_FLIGHT})"),
+                move || {
+                    let elapsed = peers::crossbeam_message_ring(RING_STAGES, RING_IN_FLIGHT, laps)?;
+                    Ok(vec![mega_rate(sends, elapsed)])
+                },
+            ),
+        ],
+    }
+}
+
+pub(super) fn trivial3_group(s: &Sizes, pin: bool) -> Group<'static> {
+    let items = s.trivial3_items;
+    let ours = |config: String, run: fn(u64, usize, bool) -> Result<Duration, BenchError>| {
+        Contender::new(NAME, config, move || {
+            Ok(vec![mega_rate(items, run(items, CAPACITY, pin)?)])
+        })
+    };
+    Group {
+        name: TRIVIAL3_CASE.into(),
+        metrics: vec![metric(TRIVIAL3_CASE, "M items/s", true)],
+        contenders: vec![
+            ours(
+                format!(
+                    "3 stages .cost({}) -> fused on 1 worker; fed by send_all from a thread, \
+                     capacity {CAPACITY}",
+                    statepipe::TRIVIAL_COST_NS
+                ),
+                statepipe::trivial3,
+            ),
+            ours(
+                "the same on 1 worker, deploy_with: source and sink on the worker".into(),
+                statepipe::trivial3_on_worker,
+            ),
+            Contender::new(chain::NAME, chain::config(CAPACITY), move || {
+                let elapsed = peers::thread_per_stage_trivial3(items, CAPACITY)?;
+                Ok(vec![mega_rate(items, elapsed)])
+            }),
+        ],
+    }
+}
+
+/// Runs `a` and `b` in an order that alternates from one call to the next (so neither
+/// always runs on a cooler or warmer host); returns their results in `(a, b)` order.
+fn alternate<T>(
+    flip: &mut bool,
+    a: impl FnOnce() -> Result<T, BenchError>,
+    b: impl FnOnce() -> Result<T, BenchError>,
+) -> Result<(T, T), BenchError> {
+    *flip = !*flip;
+    if *flip {
+        let x = a()?;
+        Ok((x, b()?))
+    } else {
+        let y = b()?;
+        Ok((a()?, y))
+    }
+}
+
+pub(super) fn scaling_group(case: Scaling, pin: bool) -> Group<'static> {
+    let [one, two, speed_up] = SCALING_CASES;
+    let cpu = statepipe::sizing_cpu();
+    let items = case.items;
+    let mut flip = false;
+    let mut peer_flip = false;
+    Group {
+        name: "scaling".into(),
+        metrics: vec![
+            metric(one, "M items/s", true),
+            metric(two, "M items/s", true),
+            metric(speed_up, "x (2w/1w)", true),
+        ],
+        contenders: vec![
+            Contender::new(
+                NAME,
+                format!(
+                    "workers(1 | 2), stages .cost({}) -> plan [0,0,1,1]",
+                    statepipe::SCALING_COST_NS
+                ),
+                move || {
+                    let (t1, t2) = alternate(
+                        &mut flip,
+                        || statepipe::scaling(&case, 1, pin),
+                        || statepipe::scaling(&case, 2, pin),
+                    )?;
+                    let (r1, r2) = (mega_rate(items, t1), mega_rate(items, t2));
+                    Ok(vec![r1, r2, r2 / r1])
+                },
+            ),
+            Contender::new(
+                chain::NAME,
+                format!(
+                    "{}; 1w: 4 threads confined to CPU {cpu}, 2w: OS-scheduled",
+                    chain::config(CAPACITY)
+                ),
+                move || {
+                    let (t1, t2) = alternate(
+                        &mut peer_flip,
+                        || {
+                            confined(cpu, move || {
+                                peers::thread_per_stage_scaling(&case, CAPACITY)
+                            })
+                        },
+                        || peers::thread_per_stage_scaling(&case, CAPACITY),
+                    )?;
+                    let (r1, r2) = (mega_rate(items, t1), mega_rate(items, t2));
+                    Ok(vec![r1, r2, r2 / r1])
+                },
+            ),
+        ],
+    }
+}
+
+/// Runs `f` on a new thread pinned to `cpu` (threads it starts inherit the mask).
+fn confined<T: Send + 'static>(
+    cpu: usize,
+    f: impl FnOnce() -> Result<T, BenchError> + Send + 'static,
+) -> Result<T, BenchError> {
+    std::thread::spawn(move || {
+        if !statepipe_sys::pin::pin_current_thread(cpu) {
+            return Err(BenchError::failed(
+                "confined run",
+                format!("could not pin to CPU {cpu}"),
+            ));
+        }
+        f()
+    })
+    .join()
+    .map_err(|_| BenchError::failed("confined run", "panicked"))?
+}
+
+pub(super) fn logger_group(producers: usize, lines: u64) -> Group<'static> {
+    let case = format!("logger/{producers}p");
+    let total = producers as u64 * lines;
+    let tag = format!("{producers}p");
+    let rate = move |elapsed: Duration| vec![mega_rate(total, elapsed)];
+    let (t1, t2, t3) = (tag.clone(), tag.clone(), tag);
+    Group {
+        name: case.clone(),
+        metrics: vec![metric(&case, "M lines/s", true)],
+        contenders: vec![
+            Contender::new(NAME, statepipe::logger::config(), move || {
+                let path = logger::temp_log_path(&format!("statepipe-{t1}"));
+                let (elapsed, _writes) = statepipe::ring_logger(producers, lines, &path)?;
+                Ok(rate(elapsed))
+            }),
+            Contender::new(logger::TRACING_NAME, logger::TRACING_CONFIG, move || {
+                let path = logger::temp_log_path(&format!("tracing-{t2}"));
+                Ok(rate(peers::tracing_appender_logger(
+                    producers, lines, &path,
+                )?))
+            }),
+            Contender::new(logger::MUTEX_NAME, logger::MUTEX_CONFIG, move || {
+                let path = logger::temp_log_path(&format!("mutex-{t3}"));
+                Ok(rate(peers::mutex_bufwriter_logger(
+                    producers, lines, &path,
+                )?))
+            }),
+        ],
+    }
+}
+
+pub(super) fn sizing_group(
+    case: Scaling,
+    auto_workers: Option<usize>,
+    pin: bool,
+) -> Group<'static> {
+    let [auto, forced, ratio] = SIZING_CASES;
+    let items = case.items;
+    let auto_workers = auto_workers.map_or("?".to_string(), |n| n.to_string());
+    let mut flip = false;
+    Group {
+        name: "sizing".into(),
+        metrics: vec![
+            metric(auto, "M items/s", true),
+            metric(forced, "M items/s", true),
+            metric(ratio, "x (auto/forced4)", true),
+        ],
+        contenders: vec![Contender::new(
+            NAME,
+            format!(
+                "in a thread on CPU {}: Config::new() -> {auto_workers} worker(s) | \
+                 .workers({FORCED_WORKERS})",
+                statepipe::sizing_cpu()
+            ),
+            move || {
+                let (ta, tf) = alternate(
+                    &mut flip,
+                    || statepipe::sizing(&case, None, pin),
+                    || statepipe::sizing(&case, Some(FORCED_WORKERS), pin),
+                )?;
+                let (ra, rf) = (mega_rate(items, ta), mega_rate(items, tf));
+                Ok(vec![ra, rf, ra / rf])
+            },
+        )],
+    }
+}
