@@ -232,13 +232,20 @@ impl<T: Send + 'static, W: WaitStrategy> RingSink<T, W> {
     }
 
     fn send(&mut self, seq: u64, item: Option<T>, last: bool) {
-        if !self.overflow.is_empty() {
+        if self.overflow.is_empty() {
+            if let Some(item) = self.put(seq, item, last) {
+                self.overflow.push_back((seq, item, last));
+            }
+        } else {
             self.overflow.push_back((seq, item, last));
-            return;
         }
-        let Some(p) = self.producer.as_mut() else {
-            return;
-        };
+    }
+
+    /// Publishes one message if there is room; hands the item back if the
+    /// ring is full. On a halted ring (the pipeline is stopping on a
+    /// failure reported elsewhere) or a closed sink the message is dropped.
+    fn put(&mut self, seq: u64, item: Option<T>, last: bool) -> Option<Option<T>> {
+        let p = self.producer.as_mut()?;
         let mut item = Some(item);
         let r = p.try_publish_with(|m: &mut Msg<T>| {
             m.seq = seq;
@@ -246,14 +253,16 @@ impl<T: Send + 'static, W: WaitStrategy> RingSink<T, W> {
             m.last = last;
         });
         match r {
-            Ok(_) => self.published = true,
-            Err(TryPublishError::Full(_)) => {
-                // The closure did not run: the item is still ours.
-                self.overflow.push_back((seq, item.flatten(), last));
+            Ok(_) => {
+                self.published = true;
+                None
             }
-            // Halted: the pipeline is stopping on a failure reported
-            // elsewhere; what is dropped here is accounted for there.
-            Err(TryPublishError::Halted(_)) => {}
+            // The closure did not run: the item is still ours.
+            Err(TryPublishError::Full(_)) => item,
+            Err(TryPublishError::Halted(_)) => {
+                self.producer = None;
+                None
+            }
         }
     }
 }
@@ -276,22 +285,13 @@ impl<T: Send + 'static, W: WaitStrategy> Sink<T> for RingSink<T, W> {
 
     fn flush(&mut self) -> bool {
         while let Some((seq, item, last)) = self.overflow.pop_front() {
-            let Some(p) = self.producer.as_mut() else {
+            if self.producer.is_none() {
                 self.overflow.clear();
                 break;
-            };
-            let mut item = Some(item);
-            match p.try_publish_with(|m: &mut Msg<T>| {
-                m.seq = seq;
-                *m.item.get_mut() = item.take().flatten();
-                m.last = last;
-            }) {
-                Ok(_) => self.published = true,
-                Err(TryPublishError::Full(_)) => {
-                    self.overflow.push_front((seq, item.flatten(), last));
-                    break;
-                }
-                Err(TryPublishError::Halted(_)) => self.overflow.clear(),
+            }
+            if let Some(item) = self.put(seq, item, last) {
+                self.overflow.push_front((seq, item, last));
+                break;
             }
         }
         if std::mem::take(&mut self.published) {

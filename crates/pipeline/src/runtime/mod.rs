@@ -64,7 +64,6 @@ pub struct Config {
     capacity: usize,
     layout: Layout,
     places: Vec<(String, usize)>,
-    isolate: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +71,8 @@ enum Layout {
     Balanced,
     ThreadPerStage,
     Fixed(Vec<usize>),
+    /// Every unit a station of its own, all on worker 0.
+    Isolated,
 }
 
 impl Default for Config {
@@ -91,7 +92,6 @@ impl Config {
             capacity: 1024,
             layout: Layout::Balanced,
             places: Vec::new(),
-            isolate: false,
         }
     }
 
@@ -126,8 +126,7 @@ impl Config {
     /// unit's time can be read from the metrics without units competing
     /// for cores: the layout of [`Pipeline::calibrate`].
     pub fn isolated(mut self) -> Config {
-        self.layout = Layout::Fixed(Vec::new());
-        self.isolate = true;
+        self.layout = Layout::Isolated;
         self.workers = Some(1);
         self
     }
@@ -171,7 +170,7 @@ impl Config {
         let mut plan = match &self.layout {
             Layout::Balanced => Plan::balanced(units, workers),
             Layout::ThreadPerStage => Plan::thread_per_stage(units.len()),
-            Layout::Fixed(_) if self.isolate => Plan::single(units.len()),
+            Layout::Isolated => Plan::single(units.len()),
             Layout::Fixed(w) => {
                 if w.len() != units.len() {
                     return Err(DeployError::Config(format!(
@@ -394,7 +393,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             config.capacity,
             failure_tx,
         );
-        cx.isolate = config.isolate;
+        cx.isolate = matches!(config.layout, Layout::Isolated);
         let first = cx.next_worker();
         let open = start(&mut cx, first);
         let last = self.node.deploy(&mut cx, open);
