@@ -103,13 +103,26 @@ pub(super) fn message_ring_group(s: &Sizes, pin: bool) -> Group<'static> {
             Contender::new(
                 NAME,
                 format!(
-                    "workers(2), stages 0-{} | {half}-{}, capacity {RING_IN_FLIGHT}; caller re-injects",
+                    "workers(2), stages 0-{} | {half}-{}, capacity {RING_IN_FLIGHT}; \
+                     deploy_cycle: a feedback ring closes the loop",
                     half - 1,
                     RING_STAGES - 1
                 ),
                 move || {
-                    let elapsed =
-                        statepipe::message_ring(RING_STAGES, RING_IN_FLIGHT, laps, pin)?;
+                    let elapsed = statepipe::message_ring(RING_STAGES, RING_IN_FLIGHT, laps, pin)?;
+                    Ok(vec![mega_rate(sends, elapsed)])
+                },
+            ),
+            Contender::new(
+                NAME,
+                "the same, the calling thread re-injecting through Input/Output",
+                move || {
+                    let elapsed = statepipe::rings::message_ring_via_caller(
+                        RING_STAGES,
+                        RING_IN_FLIGHT,
+                        laps,
+                        pin,
+                    )?;
                     Ok(vec![mega_rate(sends, elapsed)])
                 },
             ),

@@ -144,6 +144,7 @@ impl Compile {
             counters,
             errors: Arc::clone(&self.errors),
             closed: false,
+            blocked: false,
         }));
     }
 

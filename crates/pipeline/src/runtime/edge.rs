@@ -145,6 +145,17 @@ pub(crate) trait Source<T>: Send {
     fn ready(&self) -> bool;
     /// Reads how many messages wait in the input ring(s), from any thread.
     fn depth_probe(&self) -> DepthProbe;
+    /// Takes in what waits without handing it on, while the station is
+    /// blocked on output. A cycle's feedback edge must keep moving even
+    /// then, or its two ends wait on each other; other sources take
+    /// nothing (their producers have somewhere else to make progress).
+    fn absorb(&mut self) -> Result<usize, SourceEnd> {
+        Ok(0)
+    }
+    /// Whether [`absorb`](Self::absorb) would take something now.
+    fn can_absorb(&self) -> bool {
+        false
+    }
 }
 
 /// Reads a queue depth from any thread.

@@ -157,7 +157,9 @@ impl Registry {
                 u => format!("u{u}"),
             };
             let rate = match e.from {
-                INPUT => None,
+                // INPUT feeds the first stage; OUTPUT -> INPUT is a cycle's
+                // feedback edge. Neither has counters of its own.
+                INPUT | OUTPUT => None,
                 u => Some(m.units[u].items_out as f64 / secs),
             };
             let mut label = rate.map_or(String::new(), rate_label);

@@ -27,6 +27,8 @@
 //! ```
 
 pub(crate) mod compile;
+mod config;
+mod cycle;
 mod edge;
 mod io;
 mod metrics;
@@ -42,6 +44,8 @@ use std::time::Instant;
 
 use statepipe_ring::wait::Adaptive;
 
+pub use config::{Config, Spin, SPIN_FREE};
+pub use cycle::STEP_NAME;
 pub use io::{Input, Output, SendError, TrySendError, SEND_BATCH};
 pub use metrics::{Metrics, UnitMetrics};
 pub use plan::{Plan, UnitInfo, UnitKind, DEFAULT_COST_NS, MIN_STATION_NS};
@@ -49,169 +53,17 @@ pub use simulate::{simulate, Prediction, UnitCost, HOP_NS};
 
 use crate::{Pipeline, Run, StageState};
 use compile::{Compile, Open, INPUT};
+use config::Layout;
 use edge::{edge, RingSource};
 use station::UnitStates;
 use worker::Control;
 
+/// The user's threads at the ends of a [`Pipeline::deploy`]ment, for
+/// [`Spin::Auto`]: one feeding the input, one reading the output.
+const USER_THREADS_AT_ENDS: usize = 2;
+
 /// The environment variable that overrides the number of workers.
 pub const WORKERS_ENV: &str = "STATEPIPE_WORKERS";
-
-/// How to deploy a pipeline.
-#[derive(Debug, Clone)]
-pub struct Config {
-    workers: Option<usize>,
-    pin: bool,
-    capacity: usize,
-    layout: Layout,
-    places: Vec<(String, usize)>,
-}
-
-#[derive(Debug, Clone)]
-enum Layout {
-    Balanced,
-    ThreadPerStage,
-    Fixed(Vec<usize>),
-    /// Every unit a station of its own, all on worker 0.
-    Isolated,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config::new()
-    }
-}
-
-impl Config {
-    /// The defaults: one worker per CPU this process may use (affinity mask
-    /// ∩ cgroup `cpu.max`, or `STATEPIPE_WORKERS`), each pinned to its CPU,
-    /// rings of 1024 slots, a cost-balanced plan.
-    pub fn new() -> Config {
-        Config {
-            workers: None,
-            pin: true,
-            capacity: 1024,
-            layout: Layout::Balanced,
-            places: Vec::new(),
-        }
-    }
-
-    /// Uses `n` workers (at least 1), whatever the CPUs.
-    pub fn workers(mut self, n: usize) -> Config {
-        self.workers = Some(n.max(1));
-        self
-    }
-
-    /// Whether to pin each worker to one CPU of the affinity mask.
-    pub fn pin(mut self, pin: bool) -> Config {
-        self.pin = pin;
-        self
-    }
-
-    /// Slots per ring (rounded up to a power of two, at least 2): the
-    /// bound of every queue.
-    pub fn capacity(mut self, slots: usize) -> Config {
-        self.capacity = slots.max(2).next_power_of_two();
-        self
-    }
-
-    /// One unpinned thread per unit, the layout of the seed's prototype and
-    /// of most hand-written pipelines: for comparison.
-    pub fn thread_per_stage(mut self) -> Config {
-        self.layout = Layout::ThreadPerStage;
-        self.pin = false;
-        self
-    }
-
-    /// Every unit a station of its own, all on one worker, so that each
-    /// unit's time can be read from the metrics without units competing
-    /// for cores: the layout of [`Pipeline::calibrate`].
-    pub fn isolated(mut self) -> Config {
-        self.layout = Layout::Isolated;
-        self.workers = Some(1);
-        self
-    }
-
-    /// Places unit `u` on worker `workers[u]` (see [`Pipeline::units`]).
-    pub fn plan(mut self, workers: Vec<usize>) -> Config {
-        self.layout = Layout::Fixed(workers);
-        self
-    }
-
-    /// Puts the unit named `stage` on `worker`, whatever the plan says.
-    pub fn place(mut self, stage: &str, worker: usize) -> Config {
-        self.places.push((stage.to_string(), worker));
-        self
-    }
-
-    /// The number of workers this configuration asks for, resolved:
-    /// explicit, else `STATEPIPE_WORKERS`, else the usable CPUs.
-    ///
-    /// # Errors
-    /// [`DeployError::Config`] if `STATEPIPE_WORKERS` is not a positive
-    /// integer.
-    pub fn resolved_workers(&self) -> Result<usize, DeployError> {
-        if let Some(n) = self.workers {
-            return Ok(n);
-        }
-        match statepipe_sys::cpus::workers_from_env(WORKERS_ENV) {
-            Ok(Some(n)) => Ok(n),
-            Ok(None) => Ok(statepipe_sys::cpus::usable_cpus().count),
-            Err(e) => Err(DeployError::Config(e)),
-        }
-    }
-
-    /// The plan this configuration gives for `units`.
-    ///
-    /// # Errors
-    /// [`DeployError::Config`] for a fixed plan of the wrong length, or a
-    /// placement naming no unit.
-    pub fn plan_for(&self, units: &[UnitInfo]) -> Result<Plan, DeployError> {
-        let workers = self.resolved_workers()?;
-        let mut plan = match &self.layout {
-            Layout::Balanced => Plan::balanced(units, workers),
-            Layout::ThreadPerStage => Plan::thread_per_stage(units.len()),
-            Layout::Isolated => Plan::single(units.len()),
-            Layout::Fixed(w) => {
-                if w.len() != units.len() {
-                    return Err(DeployError::Config(format!(
-                        "the plan places {} units but the pipeline has {}; \
-                         list them with Pipeline::units()",
-                        w.len(),
-                        units.len()
-                    )));
-                }
-                Plan {
-                    workers: w.clone(),
-                    worker_count: w.iter().max().map_or(1, |m| m + 1),
-                }
-            }
-        };
-        for (name, w) in &self.places {
-            let mut found = false;
-            for (u, info) in units.iter().enumerate() {
-                if &info.name == name {
-                    plan.workers[u] = *w;
-                    found = true;
-                }
-            }
-            if !found {
-                return Err(DeployError::Config(format!(
-                    "no unit is named `{name}`; the units are: {}",
-                    units
-                        .iter()
-                        .map(|u| u.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            plan.worker_count = plan.worker_count.max(w + 1);
-        }
-        if plan.workers.is_empty() {
-            plan.worker_count = 1;
-        }
-        Ok(plan)
-    }
-}
 
 /// Why a deployment could not start or did not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,6 +153,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let mut last = 0;
         let (running, failures) = self.launch(
             config,
+            USER_THREADS_AT_ENDS,
             vec![input.handle, output.handle],
             |_, w| {
                 first = w;
@@ -358,6 +211,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let items = source.into_iter();
         let (mut running, failures) = self.launch(
             config,
+            0,
             Vec::new(),
             |_, w| {
                 let source = io::IterSource {
@@ -378,6 +232,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     fn launch(
         self,
         config: &Config,
+        user_threads: usize,
         mut handles: Vec<Box<dyn edge::Halt>>,
         start: impl FnOnce(&mut Compile, usize) -> Open<I>,
         end: impl FnOnce(&mut Compile, Open<O>),
@@ -385,6 +240,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let units = self.units();
         let plan = config.plan_for(&units)?;
         let cpus = statepipe_sys::cpus::usable_cpus();
+        let spin = config.resolved_spin(plan.worker_count, user_threads);
         let (failure_tx, failure_rx) = crossbeam_channel::unbounded();
         let mut cx = Compile::new(
             plan.workers.clone(),
@@ -407,7 +263,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             let pin = config.pin.then(|| cpus.ids[w % cpus.ids.len()]);
             let spawned = std::thread::Builder::new()
                 .name(format!("statepipe-worker-{w}"))
-                .spawn(move || worker::work(tasks, &bell, &ctl, pin));
+                .spawn(move || worker::work(tasks, &bell, &ctl, pin, spin));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {

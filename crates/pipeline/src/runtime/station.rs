@@ -167,6 +167,9 @@ pub(crate) struct Station<I> {
     pub(crate) counters: Arc<StationCounters>,
     pub(crate) errors: ErrorCounts,
     pub(crate) closed: bool,
+    /// Outputs are held back by a full ring: no input is taken until they
+    /// are out, so the source's readiness does not count as work.
+    pub(crate) blocked: bool,
 }
 
 /// Failures per stage name, shared by every station of a deployment
@@ -175,8 +178,14 @@ pub(crate) type ErrorCounts = Arc<std::sync::Mutex<std::collections::HashMap<Str
 
 impl<I: Send + 'static> Task for Station<I> {
     fn run(&mut self) -> Step {
-        if !self.sink.flush() {
-            return Step::Blocked;
+        self.blocked = !self.sink.flush();
+        if self.blocked {
+            return match self.source.absorb() {
+                Ok(_) => Step::Blocked,
+                Err(SourceEnd::Halted) => Step::Halted,
+                // Nothing closes a feedback edge while items are in flight.
+                Err(SourceEnd::Closed) => Step::Blocked,
+            };
         }
         if self.closed {
             return Step::Done;
@@ -206,15 +215,16 @@ impl<I: Send + 'static> Task for Station<I> {
             Ok(_) => {
                 self.sink.publish_stats();
                 // Push out what the batch produced (and wake downstream).
-                self.sink.flush();
+                self.blocked = !self.sink.flush();
                 Step::Progress
             }
             Err(SourceEnd::Closed) => {
                 self.closed = true;
-                if self.sink.flush() {
-                    Step::Done
-                } else {
+                self.blocked = !self.sink.flush();
+                if self.blocked {
                     Step::Blocked
+                } else {
+                    Step::Done
                 }
             }
             Err(SourceEnd::Halted) => Step::Halted,
@@ -222,7 +232,13 @@ impl<I: Send + 'static> Task for Station<I> {
     }
 
     fn ready(&mut self) -> bool {
-        self.closed || self.sink.can_flush() || self.source.ready()
+        if self.blocked {
+            // Only moving the held-back outputs (or a feedback edge) is
+            // work: sleeping until the consumer makes room is right.
+            self.sink.can_flush() || self.source.can_absorb()
+        } else {
+            self.closed || self.sink.can_flush() || self.source.ready()
+        }
     }
 
     fn account(&self, step: Step, ns: u64) {

@@ -1,10 +1,12 @@
 //! Workers: one thread each, pinned to one CPU unless told not to, running
 //! their stations in turn with no scheduler between them and the kernel.
 //!
-//! A worker with nothing to do spins a few rounds, yields a few, then
-//! sleeps on its doorbell (at most [`PARK`], so a lost wake-up costs a
-//! millisecond, never a hang). It never spins for long, so a deployment with
-//! more workers than free cores degrades gracefully instead of collapsing.
+//! A worker with nothing to do spins (a few rounds, or as long as the
+//! deployment's [`Spin`](super::Spin) says when it has a CPU to itself),
+//! yields a few times, then sleeps on its doorbell (at most [`PARK`], so a
+//! lost wake-up costs a millisecond, never a hang). It never spins long on a
+//! shared CPU, so a deployment with more workers than free cores degrades
+//! gracefully instead of collapsing.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +19,7 @@ use super::DeployError;
 
 /// The longest a worker sleeps without checking its stations.
 pub(crate) const PARK: Duration = Duration::from_millis(1);
+/// Spin rounds before the clock is first read (and all a zero spin does).
 const SPINS: u32 = 64;
 const YIELDS: u32 = 8;
 
@@ -90,6 +93,7 @@ pub(crate) fn work(
     bell: &Doorbell,
     control: &Control,
     pin: Option<usize>,
+    spin: Duration,
 ) -> UnitStates {
     bell.bind();
     if let Some(cpu) = pin {
@@ -101,6 +105,8 @@ pub(crate) fn work(
     let mut live: Vec<Option<Box<dyn Task>>> = tasks.into_iter().map(Some).collect();
     let mut last = vec![Step::Idle; live.len()];
     let mut idle_rounds = 0u32;
+    // The end of the long spin of the current idle streak, while in it.
+    let mut spin_until: Option<Instant> = None;
     let mut clock = Instant::now();
     loop {
         if control.stopped() {
@@ -148,11 +154,29 @@ pub(crate) fn work(
         }
         if progress {
             idle_rounds = 0;
+            spin_until = None;
             continue;
         }
         idle_rounds += 1;
         if idle_rounds <= SPINS {
             std::hint::spin_loop();
+            if idle_rounds == SPINS && !spin.is_zero() {
+                spin_until = Some(Instant::now() + spin);
+            }
+        } else if let Some(until) = spin_until {
+            std::hint::spin_loop();
+            // A clock read per 64 rounds (a few percent of the rounds'
+            // cost), which also charges the spin as waiting, not as the
+            // busy time of the step that ends it.
+            if idle_rounds % SPINS == 0 {
+                let now = Instant::now();
+                charge_wait(&live, &last, (now - clock).as_nanos() as u64);
+                clock = now;
+                if now >= until {
+                    spin_until = None;
+                    idle_rounds = SPINS;
+                }
+            }
         } else if idle_rounds <= SPINS + YIELDS {
             std::thread::yield_now();
         } else {
@@ -162,13 +186,18 @@ pub(crate) fn work(
             // The sleep counts as blocked for stations waiting on output,
             // idle for the others.
             let now = Instant::now();
-            let slept = (now - clock).as_nanos() as u64;
-            for (t, step) in live.iter().zip(&last) {
-                if let Some(t) = t {
-                    t.account(*step, slept);
-                }
-            }
+            charge_wait(&live, &last, (now - clock).as_nanos() as u64);
             clock = now;
+        }
+    }
+}
+
+/// Charges `ns` of waiting to every live task: as blocked to those whose
+/// last step was blocked on output, as idle to the others.
+fn charge_wait(live: &[Option<Box<dyn Task>>], last: &[Step], ns: u64) {
+    for (t, step) in live.iter().zip(last) {
+        if let Some(t) = t {
+            t.account(*step, ns);
         }
     }
 }

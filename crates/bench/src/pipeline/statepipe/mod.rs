@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | [`laundry`] | wash, dry, fold: three stages that sleep | one worker, or one thread per unit (shards included) |
 //! | [`thread_ring`] (in [`rings`]) | 503 stages passing a token | fused on one worker |
-//! | [`message_ring`] (in [`rings`]) | `stages` hop stages, messages re-injected by the caller | two workers, half the stages each |
+//! | [`message_ring`] (in [`rings`]) | `stages` hop stages closed into a cycle (`deploy_cycle`); also re-injected by the caller | two workers, half the stages each |
 //! | [`trivial3`], [`trivial3_on_worker`] | trivial A, B, C, each declared 10 ns | the default plan: fused on one worker; fed by `send_all`, or source and sink on the worker (`deploy_with`) |
 //! | [`scaling`], [`sizing`] | stages of [`spin_work`], each declared 1000 ns | `workers(n)`; auto or forced inside a thread confined to one CPU |
 //! | [`ring_logger`] (in [`logger`]) | many producers, one file-writing handler | a multi-producer ring |

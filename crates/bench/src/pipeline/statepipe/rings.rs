@@ -11,8 +11,10 @@
 //! sink feeding the source), which leaves the hops alone in the figure.
 //!
 //! **message-ring.** `stages` stages, half on each of two workers, with a ring between
-//! the halves; the calling thread injects `in_flight` messages and re-injects each one
-//! that comes out until it has done its laps. Rates count
+//! the halves. [`message_ring`] closes the ring with `deploy_cycle` (a feedback ring from
+//! the last stage to the first, so only the two workers take part);
+//! [`message_ring_via_caller`] has the calling thread inject `in_flight` messages and
+//! re-inject each one that comes out until it has done its laps. Rates count
 //! [`message_ring_sends`](crate::pipeline::workload::message_ring_sends), the
 //! stage-to-stage sends the peer makes, although ours makes fewer hand-offs (fused
 //! stages call each other).
@@ -228,15 +230,17 @@ pub fn message_ring_plan(stages: usize, workers: usize) -> Vec<usize> {
     (0..stages).map(|s| s * workers / stages).collect()
 }
 
-/// Runs `in_flight` messages `laps` times around a ring of `stages` stages, on two
-/// workers, the calling thread re-injecting each message; returns the time from the
-/// first injection until the last message retired. Rate:
+/// Runs `in_flight` messages `laps` times around a ring of `stages` stages, half on
+/// each of two workers, the ring closed by [`Pipeline::deploy_cycle`]: the last stage's
+/// outputs go back to the first over a feedback ring, with no other thread in the loop;
+/// returns the time from deploying until the workers joined. Rate:
 /// [`message_ring_sends`](crate::pipeline::workload::message_ring_sends) per second.
 ///
 /// # Errors
 ///
 /// [`BenchError::WrongSum`] when the retired values do not sum to
-/// [`message_ring_expected`]; [`BenchError::Failed`] when the deployment fails.
+/// [`message_ring_expected`]; [`BenchError::WrongCount`] when not every message
+/// retired; [`BenchError::Failed`] when the deployment fails.
 ///
 /// # Panics
 ///
@@ -255,7 +259,83 @@ pub fn message_ring(
     pin: bool,
 ) -> Result<Duration, BenchError> {
     assert!(stages > 0 && in_flight > 0 && laps > 0, "an empty ring");
-    let who = format!("{NAME} message-ring/{stages}x{in_flight}");
+    let who = format!("{NAME} message-ring/{stages}x{in_flight} (cycle)");
+    let expected = message_ring_expected(stages, in_flight, laps);
+    let config = Config::new()
+        .workers(2)
+        .plan(message_ring_plan(stages, 2))
+        .capacity(in_flight)
+        .pin(pin);
+    // Touched once per retired message, by the last worker only.
+    let retired = Arc::new(Mutex::new((0usize, 0u64)));
+    let out = Arc::clone(&retired);
+    let seeds = (0..in_flight as u64).map(|m| RingMessage {
+        value: message_ring_start(m),
+        laps: 0,
+    });
+    let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
+    let t0 = Instant::now();
+    let running = message_ring_pipeline(stages)
+        .deploy_cycle(&config, seeds, move |_seq, mut msg: RingMessage| {
+            msg.laps += 1;
+            if msg.laps < laps {
+                return Some(msg);
+            }
+            let mut r = out.lock().unwrap_or_else(|p| p.into_inner());
+            r.0 += 1;
+            r.1 = r.1.wrapping_add(msg.value);
+            None
+        })
+        .map_err(|e| deploy_error(&who, e))?;
+    let finished = running.join().map_err(|e| deploy_error(&who, e))?;
+    let elapsed = t0.elapsed();
+    report_metrics(&who, &finished);
+    let (count, sum) = *retired.lock().unwrap_or_else(|p| p.into_inner());
+    if count != in_flight {
+        return Err(BenchError::WrongCount {
+            who,
+            expected: in_flight as u64,
+            got: count as u64,
+        });
+    }
+    if sum != expected {
+        return Err(BenchError::WrongSum {
+            who,
+            expected,
+            got: sum,
+        });
+    }
+    Ok(elapsed)
+}
+
+/// Runs `in_flight` messages `laps` times around a ring of `stages` stages, on two
+/// workers, the calling thread re-injecting each message; returns the time from the
+/// first injection until the last message retired. Rate:
+/// [`message_ring_sends`](crate::pipeline::workload::message_ring_sends) per second.
+///
+/// # Errors
+///
+/// [`BenchError::WrongSum`] when the retired values do not sum to
+/// [`message_ring_expected`]; [`BenchError::Failed`] when the deployment fails.
+///
+/// # Panics
+///
+/// If `stages`, `in_flight` or `laps` is 0.
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_bench::pipeline::statepipe::rings::message_ring_via_caller;
+/// message_ring_via_caller(4, 2, 10, true).unwrap();
+/// ```
+pub fn message_ring_via_caller(
+    stages: usize,
+    in_flight: usize,
+    laps: u32,
+    pin: bool,
+) -> Result<Duration, BenchError> {
+    assert!(stages > 0 && in_flight > 0 && laps > 0, "an empty ring");
+    let who = format!("{NAME} message-ring/{stages}x{in_flight} (via caller)");
     let expected = message_ring_expected(stages, in_flight, laps);
     let config = Config::new()
         .workers(2)
@@ -334,6 +414,8 @@ mod tests {
         for (stages, in_flight, laps) in [(1, 1, 1), (2, 3, 4), (5, 2, 7), (16, 8, 5)] {
             message_ring(stages, in_flight, laps, true)
                 .unwrap_or_else(|e| panic!("{stages}x{in_flight}x{laps}: {e}"));
+            message_ring_via_caller(stages, in_flight, laps, true)
+                .unwrap_or_else(|e| panic!("via caller {stages}x{in_flight}x{laps}: {e}"));
         }
         assert_eq!(message_ring_plan(4, 2), [0, 0, 1, 1]);
         assert_eq!(message_ring_plan(5, 2), [0, 0, 0, 1, 1]);
