@@ -57,18 +57,18 @@ pub(super) fn thread_ring_group(s: &Sizes, pin: bool) -> Group<'static> {
         contenders: vec![
             Contender::new(
                 NAME,
-                "503 stages fused on workers(1): a hop is a direct call, no scheduler; \
-                 the caller re-sends the token every 503 hops",
+                "503 stages fused on workers(1), closed by deploy_cycle: a hop is a direct call, \
+                 no scheduler; stage 503 feeds stage 1 through the feedback ring",
                 move || {
-                    let (_, elapsed) = statepipe::thread_ring(hops, pin)?;
+                    let (_, elapsed) = statepipe::rings::thread_ring_on_worker(hops, pin)?;
                     Ok(vec![per_hop(elapsed, hops)])
                 },
             ),
             Contender::new(
                 NAME,
-                "the same, ring closed on the worker: deploy_with, sink feeds source",
+                "the same through Input/Output: the caller re-sends the token every 503 hops",
                 move || {
-                    let (_, elapsed) = statepipe::rings::thread_ring_on_worker(hops, pin)?;
+                    let (_, elapsed) = statepipe::thread_ring(hops, pin)?;
                     Ok(vec![per_hop(elapsed, hops)])
                 },
             ),
@@ -151,15 +151,18 @@ pub(super) fn trivial3_group(s: &Sizes, pin: bool) -> Group<'static> {
         contenders: vec![
             ours(
                 format!(
-                    "3 stages .cost({}) -> fused on 1 worker; fed by send_all from a thread, \
-                     capacity {CAPACITY}",
+                    "3 stages .cost({}) -> fused on 1 worker; deploy_with: the range made and \
+                     the outputs summed on the worker",
                     statepipe::TRIVIAL_COST_NS
                 ),
-                statepipe::trivial3,
+                statepipe::trivial3_on_worker,
             ),
             ours(
-                "the same on 1 worker, deploy_with: source and sink on the worker".into(),
-                statepipe::trivial3_on_worker,
+                format!(
+                    "the same through Input/Output: send_all from a thread, the outputs \
+                     read by another, capacity {CAPACITY}"
+                ),
+                statepipe::trivial3,
             ),
             Contender::new(chain::NAME, chain::config(CAPACITY), move || {
                 let elapsed = peers::thread_per_stage_trivial3(items, CAPACITY)?;

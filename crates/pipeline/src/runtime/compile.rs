@@ -187,7 +187,6 @@ impl Compile {
         } else {
             self.cut(up, w, u)
         };
-        let name: Arc<str> = self.units[u].name.as_str().into();
         let counters = Arc::clone(&self.unit_counters[u]);
         Open {
             worker: w,
@@ -196,7 +195,6 @@ impl Compile {
                 cx.pending_units.push(u);
                 let sink = UnitSink {
                     unit: u,
-                    name,
                     piece,
                     next,
                     counters,

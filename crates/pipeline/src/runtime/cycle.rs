@@ -45,6 +45,8 @@ pub(crate) struct CycleSource<I, It> {
     back: RingSource<I, BusySpin>,
     /// Items that came back and wait to go round again.
     again: VecDeque<I>,
+    /// Whether the feedback edge's producer runs on this worker.
+    local: bool,
     /// Groups sent in whose closing message has not come back.
     in_flight: u64,
     next_seq: u64,
@@ -74,11 +76,19 @@ impl<I: Send + 'static, It: Iterator<Item = I> + Send> CycleSource<I, It> {
 
 impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for CycleSource<I, It> {
     fn poll(&mut self, f: &mut dyn FnMut(u64, Option<I>, bool)) -> Result<usize, SourceEnd> {
-        let moved = self.drain()?;
+        let mut moved = self.drain()?;
         let mut n = 0;
         while n < CYCLE_BATCH {
             let x = match self.again.pop_front() {
                 Some(x) => x,
+                // When the whole cycle runs on this worker, what this batch
+                // sent round is back already: keep going, a batch is a batch.
+                // (Across workers, watching the other worker's cursor per
+                // item would only bounce its cache line.)
+                None if self.local && n > 0 && self.back.ready() => {
+                    moved += self.drain()?;
+                    continue;
+                }
                 None if self.seeds_done => break,
                 None => match self.seeds.next() {
                     Some(x) => x,
@@ -241,6 +251,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
                     seeds_done: false,
                     back: RingSource::new(poller, monitor, Arc::clone(&cx.bells[last])),
                     again: VecDeque::new(),
+                    local: last == w,
                     in_flight: 0,
                     next_seq: 0,
                 };

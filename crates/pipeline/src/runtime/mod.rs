@@ -255,7 +255,8 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let last = self.node.deploy(&mut cx, open);
         end(&mut cx, last);
         handles.append(&mut cx.handles);
-        let control = Arc::new(Control::new(handles, cx.bells.clone()));
+        let names = cx.units.iter().map(|u| u.name.clone()).collect();
+        let control = Arc::new(Control::new(handles, cx.bells.clone(), names));
         let registry = metrics::Registry::new(&mut cx, Instant::now());
         let mut threads = Vec::new();
         for (w, tasks) in std::mem::take(&mut cx.tasks).into_iter().enumerate() {

@@ -8,7 +8,7 @@
 //! ring, so what it holds is bounded by one batch.
 
 use std::any::Any;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -71,8 +71,8 @@ impl StationCounters {
     }
 }
 
-/// A panic inside a unit, with the unit's name, carried through the
-/// unwinding to the worker.
+/// A panic with a name attached where it was caught (a cycle's `step`),
+/// carried through the unwinding to the worker.
 #[derive(Debug)]
 pub(crate) struct StagePanic {
     pub(crate) stage: String,
@@ -90,10 +90,24 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// What [`running_unit`] says outside every unit: the station's own code
+/// (sources, routers, merges) is running.
+pub(crate) const NO_UNIT: usize = usize::MAX;
+
+thread_local! {
+    /// The unit whose code runs now on this thread: set around every call
+    /// into a unit and restored after it.
+    static RUNNING: Cell<usize> = const { Cell::new(NO_UNIT) };
+}
+
+/// The unit that was running when a panic unwound to the worker.
+pub(crate) fn running_unit() -> usize {
+    RUNNING.get()
+}
+
 /// One unit (a stage, or a construct run whole) fused in front of `next`.
 pub(crate) struct UnitSink<A, B> {
     pub(crate) unit: usize,
-    pub(crate) name: Arc<str>,
     pub(crate) piece: Pipeline<A, B>,
     pub(crate) next: Box<dyn Sink<B>>,
     pub(crate) counters: Arc<UnitCounters>,
@@ -107,21 +121,16 @@ impl<A: Send + 'static, B: Send + 'static> Sink<A> for UnitSink<A, B> {
         self.items_in += 1;
         let (next, out) = (&mut self.next, &mut self.items_out);
         let piece = &mut self.piece;
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            piece.push(seq, item, failures, &mut |o, f| {
-                *out += 1;
-                next.item(seq, o, f);
-            });
-        }));
-        if let Err(payload) = r {
-            if payload.is::<StagePanic>() {
-                resume_unwind(payload); // a unit further down: keep its name
-            }
-            resume_unwind(Box::new(StagePanic {
-                stage: self.name.to_string(),
-                message: panic_message(&*payload),
-            }));
-        }
+        // No catch_unwind per unit and item: a panic unwinds straight to
+        // the worker, which names the unit from `RUNNING` (the restore
+        // below is skipped by the unwinding, so it still names this unit,
+        // or one further down if the panic came from there).
+        let prev = RUNNING.replace(self.unit);
+        piece.push(seq, item, failures, &mut |o, f| {
+            *out += 1;
+            next.item(seq, o, f);
+        });
+        RUNNING.set(prev);
     }
 
     #[inline]

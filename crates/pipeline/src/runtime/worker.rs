@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::edge::{Doorbell, Halt};
-use super::station::{panic_message, StagePanic, Step, Task, UnitStates};
+use super::station::{panic_message, running_unit, StagePanic, Step, Task, UnitStates};
 use super::DeployError;
 
 /// The longest a worker sleeps without checking its stations.
@@ -30,11 +30,18 @@ pub(crate) struct Control {
     error: Mutex<Option<DeployError>>,
     pub(crate) handles: Mutex<Vec<Box<dyn Halt>>>,
     pub(crate) bells: Vec<Arc<Doorbell>>,
+    /// Unit names by unit number, to name a panicking unit.
+    pub(crate) unit_names: Vec<String>,
 }
 
 impl Control {
-    pub(crate) fn new(handles: Vec<Box<dyn Halt>>, bells: Vec<Arc<Doorbell>>) -> Self {
+    pub(crate) fn new(
+        handles: Vec<Box<dyn Halt>>,
+        bells: Vec<Arc<Doorbell>>,
+        unit_names: Vec<String>,
+    ) -> Self {
         Control {
+            unit_names,
             stopped: AtomicBool::new(false),
             error: Mutex::new(None),
             handles: Mutex::new(handles),
@@ -72,15 +79,19 @@ impl Control {
     }
 }
 
-/// The error for a panic that escaped a station.
-fn panic_error(payload: Box<dyn std::any::Any + Send>) -> DeployError {
+/// The error for a panic that escaped a station: named by the payload if
+/// it carries a name, else by the unit that was running.
+fn panic_error(payload: Box<dyn std::any::Any + Send>, names: &[String]) -> DeployError {
     match payload.downcast::<StagePanic>() {
         Ok(p) => DeployError::StagePanicked {
             stage: p.stage,
             message: p.message,
         },
         Err(other) => DeployError::StagePanicked {
-            stage: "(router or merge)".to_string(),
+            stage: names
+                .get(running_unit())
+                .cloned()
+                .unwrap_or_else(|| "(router or merge)".to_string()),
             message: panic_message(&*other),
         },
     }
@@ -121,7 +132,7 @@ pub(crate) fn work(
             let step = match catch_unwind(AssertUnwindSafe(|| task.run())) {
                 Ok(s) => s,
                 Err(payload) => {
-                    control.fail(panic_error(payload));
+                    control.fail(panic_error(payload, &control.unit_names));
                     return states;
                 }
             };

@@ -7,8 +7,8 @@
 //! peers pay a task switch or a context switch per hop). The token goes around the
 //! pipeline and back through the calling thread once per 503 hops; that round trip (two
 //! ring hand-offs and a cross-core wake-up) is in the figure.
-//! [`thread_ring_on_worker`] closes the ring on the worker instead (`deploy_with`, the
-//! sink feeding the source), which leaves the hops alone in the figure.
+//! [`thread_ring_on_worker`] closes the ring on the worker instead (`deploy_cycle`: a
+//! feedback ring from stage 503 to stage 1), which leaves the hops alone in the figure.
 //!
 //! **message-ring.** `stages` stages, half on each of two workers, with a ring between
 //! the halves. [`message_ring`] closes the ring with `deploy_cycle` (a feedback ring from
@@ -131,17 +131,15 @@ pub fn thread_ring(hops: u64, pin: bool) -> Result<(u64, Duration), BenchError> 
     Ok((winner, elapsed))
 }
 
-/// Runs thread-ring for `hops` passes with the ring closed on the worker: the stages
-/// are deployed with `deploy_with` on one worker, the sink puts the token that came out
-/// of stage 503 into a slot, and the source takes it from there into stage 1. Source,
-/// stages and sink are one fused station, so the token goes round with no hand-off and
+/// Runs thread-ring for `hops` passes with the ring closed on the worker: the 503
+/// stages are deployed on one worker with [`Pipeline::deploy_cycle`], so the token
+/// goes from stage 503 back to stage 1 over the feedback ring, on the same thread, with
 /// no caller in the loop; returns the winning stage and the time from deploying until
-/// the workers joined.
+/// the worker joined.
 ///
 /// # Errors
 ///
-/// As [`thread_ring`]; [`BenchError::Failed`] when the token stops without a winner
-/// (the sink did not run before the source asked again: the station is not fused).
+/// As [`thread_ring`]; [`BenchError::Failed`] when the token retired without a winner.
 ///
 /// # Examples
 ///
@@ -151,42 +149,36 @@ pub fn thread_ring(hops: u64, pin: bool) -> Result<(u64, Duration), BenchError> 
 /// assert_eq!(answer, 498);
 /// ```
 pub fn thread_ring_on_worker(hops: u64, pin: bool) -> Result<(u64, Duration), BenchError> {
-    let who = format!("{NAME} thread-ring/{STAGES} (deploy_with)");
+    let who = format!("{NAME} thread-ring/{STAGES} (cycle)");
     let config = Config::new().workers(1).pin(pin);
-    // Touched by the worker only (source and sink), so the lock is never contended.
-    let slot = Arc::new(Mutex::new(TokenSlot {
-        next: Some(Token {
-            remaining: hops,
-            winner: None,
-        }),
+    // Written once, by the worker, when the token retires.
+    let winner = Arc::new(Mutex::new(None));
+    let out = Arc::clone(&winner);
+    let token = Token {
+        remaining: hops,
         winner: None,
-        laps: 0,
-    }));
-    let (source_slot, sink_slot) = (Arc::clone(&slot), Arc::clone(&slot));
-    let source = std::iter::from_fn(move || lock(&source_slot).next.take());
-    let sink = move |_seq: u64, token: Token| {
-        let mut slot = lock(&sink_slot);
-        slot.laps += 1;
-        match token.winner {
-            Some(k) => slot.winner = Some(u64::from(k)),
-            None => slot.next = Some(token),
-        }
     };
     let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
     let t0 = Instant::now();
     let running = thread_ring_pipeline()
-        .deploy_with(&config, source, sink)
+        .deploy_cycle(&config, [token], move |_seq, token: Token| {
+            if token.winner.is_none() {
+                return Some(token);
+            }
+            *out.lock().unwrap_or_else(|p| p.into_inner()) = token.winner;
+            None
+        })
         .map_err(|e| deploy_error(&who, e))?;
     let finished = running.join().map_err(|e| deploy_error(&who, e))?;
     let elapsed = t0.elapsed();
     report_metrics(&who, &finished);
-    let slot = lock(&slot);
-    let winner = slot.winner.ok_or_else(|| {
+    let won = *winner.lock().unwrap_or_else(|p| p.into_inner());
+    let winner = won.map(u64::from).ok_or_else(|| {
         BenchError::failed(
             &who,
             format!(
-                "the token stopped after {} laps without a winner",
-                slot.laps
+                "the token retired after {} laps without a winner",
+                finished.metrics.units.first().map_or(0, |u| u.items_in)
             ),
         )
     })?;
@@ -199,17 +191,6 @@ pub fn thread_ring_on_worker(hops: u64, pin: bool) -> Result<(u64, Duration), Be
         });
     }
     Ok((winner, elapsed))
-}
-
-/// Where [`thread_ring_on_worker`]'s sink leaves the token for its source.
-struct TokenSlot {
-    next: Option<Token>,
-    winner: Option<u64>,
-    laps: u64,
-}
-
-fn lock(slot: &Mutex<TokenSlot>) -> std::sync::MutexGuard<'_, TokenSlot> {
-    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `stages` hop stages in sequence; stage `s` applies
