@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use statepipe_pipeline::runtime::Spin;
+
 use super::peers::{self, chain, logger, message_ring, thread_ring};
 use super::statepipe::{self, Laundry, NAME};
 use super::workload::{message_ring_sends, Scaling};
@@ -300,7 +302,7 @@ pub(super) fn sizing_group(
     let [auto, forced, ratio] = SIZING_CASES;
     let items = case.items;
     let auto_workers = auto_workers.map_or("?".to_string(), |n| n.to_string());
-    let mut flip = false;
+    let (mut flip, mut spin_flip) = (false, false);
     Group {
         name: "sizing".into(),
         metrics: vec![
@@ -308,22 +310,48 @@ pub(super) fn sizing_group(
             metric(forced, "M items/s", true),
             metric(ratio, "x (auto/forced4)", true),
         ],
-        contenders: vec![Contender::new(
-            NAME,
-            format!(
-                "in a thread on CPU {}: Config::new() -> {auto_workers} worker(s) | \
+        contenders: vec![
+            Contender::new(
+                NAME,
+                format!(
+                    "in a thread on CPU {}: Config::new() -> {auto_workers} worker(s) | \
                  .workers({FORCED_WORKERS})",
-                statepipe::sizing_cpu()
+                    statepipe::sizing_cpu()
+                ),
+                move || {
+                    let (ta, tf) = alternate(
+                        &mut flip,
+                        || statepipe::sizing(&case, None, Spin::Auto, pin),
+                        || statepipe::sizing(&case, Some(FORCED_WORKERS), Spin::Auto, pin),
+                    )?;
+                    let (ra, rf) = (mega_rate(items, ta), mega_rate(items, tf));
+                    Ok(vec![ra, rf, ra / rf])
+                },
             ),
-            move || {
-                let (ta, tf) = alternate(
-                    &mut flip,
-                    || statepipe::sizing(&case, None, pin),
-                    || statepipe::sizing(&case, Some(FORCED_WORKERS), pin),
-                )?;
-                let (ra, rf) = (mega_rate(items, ta), mega_rate(items, tf));
-                Ok(vec![ra, rf, ra / rf])
-            },
-        )],
+            Contender::new(
+                SPINNING_NAME,
+                format!(
+                    "the same deployments, idle workers busy-spinning {} ms before they sleep \
+                 (Spin::For), as a runtime that spins does",
+                    SPINNING.as_millis()
+                ),
+                move || {
+                    let spin = Spin::For(SPINNING);
+                    let (ta, tf) = alternate(
+                        &mut spin_flip,
+                        || statepipe::sizing(&case, None, spin, pin),
+                        || statepipe::sizing(&case, Some(FORCED_WORKERS), spin, pin),
+                    )?;
+                    let (ra, rf) = (mega_rate(items, ta), mega_rate(items, tf));
+                    Ok(vec![ra, rf, ra / rf])
+                },
+            ),
+        ],
     }
 }
+
+/// The sizing peer: our own workers made to busy-spin, to show the trap the default
+/// idling avoids.
+const SPINNING_NAME: &str = "spinning-workers";
+/// How long the sizing peer's idle workers spin.
+const SPINNING: Duration = Duration::from_millis(2);

@@ -27,6 +27,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use statepipe_pipeline::runtime::Spin;
 use statepipe_pipeline::{machine, Config, DeployError, Deployment, Finished, Pipeline};
 
 use crate::pipeline::peers::HANG_LIMIT;
@@ -324,15 +325,22 @@ pub fn sizing_auto_workers() -> Option<usize> {
 /// Runs a [`Scaling`] case the way `taskset -c 0` would: from a thread pinned to
 /// [`sizing_cpu`] before deploying (every thread it starts inherits the mask, and
 /// `Config::new()` reads it), with the workers auto-detected (`workers: None`) or
-/// forced; returns the time from the first item sent until the last output was read.
+/// forced, and idle workers spinning as `spin` says (`Spin::Auto` is the default; a
+/// long `Spin::For` imitates a runtime whose workers busy-spin); returns the time from
+/// the first item sent until the last output was read.
 ///
 /// # Errors
 ///
 /// As [`scaling`]; [`BenchError::Failed`] when the thread cannot be pinned.
-pub fn sizing(case: &Scaling, workers: Option<usize>, pin: bool) -> Result<Duration, BenchError> {
+pub fn sizing(
+    case: &Scaling,
+    workers: Option<usize>,
+    spin: Spin,
+    pin: bool,
+) -> Result<Duration, BenchError> {
     let who = match workers {
-        None => format!("{NAME} sizing/auto"),
-        Some(n) => format!("{NAME} sizing/forced{n}"),
+        None => format!("{NAME} sizing/auto ({spin:?})"),
+        Some(n) => format!("{NAME} sizing/forced{n} ({spin:?})"),
     };
     let (cpu, case) = (sizing_cpu(), *case);
     let confined = thread::Builder::new()
@@ -344,7 +352,7 @@ pub fn sizing(case: &Scaling, workers: Option<usize>, pin: bool) -> Result<Durat
                     format!("could not pin to CPU {cpu}"),
                 ));
             }
-            let config = Config::new().pin(pin);
+            let config = Config::new().pin(pin).spin(spin);
             let config = match workers {
                 Some(n) => config.workers(n),
                 None => config,
