@@ -152,21 +152,102 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let sent = inputs.len() as u64;
         let running = self.deploy_with(&config, inputs, |_, _| {})?;
         let done = running.join()?;
+        let probe = Overheads::measure()?;
         let inputs = sent.max(1) as f64;
         Ok(units
             .iter()
             .zip(&done.metrics.units)
-            .map(|(info, m)| {
-                let busy_ns = m.busy_ns as f64;
-                let visits = m.items_in as f64 / inputs;
+            .enumerate()
+            .map(|(u, (info, m))| {
+                let busy_ns = m.busy_ns as f64 / m.items_in.max(1) as f64;
+                // Trade the isolated layout's overhead (ring in, ring out, a
+                // station of its own) for a fused call; the first unit also
+                // carries the pipeline's source and sink.
+                let ends = if u == 0 { probe.ends_ns } else { 0.0 };
                 UnitCost {
                     name: info.name.clone(),
-                    // Remove the ring hops the isolated layout added.
-                    cost_ns: (busy_ns / m.items_in.max(1) as f64 - 2.0 * HOP_NS).max(1.0),
-                    visits,
+                    cost_ns: (busy_ns - probe.isolated_ns).max(0.0) + probe.call_ns + ends,
+                    visits: m.items_in as f64 / inputs,
                 }
             })
             .collect())
+    }
+}
+
+/// What a unit that does nothing costs per item on this machine, measured
+/// with chains of identity stages on `u64`.
+#[derive(Debug, Clone, Copy)]
+struct Overheads {
+    /// On a station of its own, between two rings (the calibration layout).
+    isolated_ns: f64,
+    /// One more unit fused on a station: the call from its neighbour.
+    call_ns: f64,
+    /// A fused station's source and sink (`deploy_with`'s iterator and
+    /// closure) and its per-batch work, per item.
+    ends_ns: f64,
+}
+
+impl Overheads {
+    /// Items per probe run: a few milliseconds.
+    const ITEMS: u64 = 100_000;
+    /// Units in the long probe chain.
+    const UNITS: usize = 5;
+    /// Runs per measurement.
+    const RUNS: usize = 3;
+
+    fn chain(units: usize) -> Pipeline<u64, u64> {
+        (1..units).fold(Pipeline::map("probe 0", |x: u64| x), |p, i| {
+            p.then(Pipeline::map(&format!("probe {i}"), |x: u64| x))
+        })
+    }
+
+    /// Busy ns per item of a fused station of `units` identity units.
+    fn fused(units: usize) -> Result<f64, DeployError> {
+        let done = Self::chain(units)
+            .deploy_with(&Config::new().workers(1), 0..Self::ITEMS, |_, _| {})?
+            .join()?;
+        // One station: every unit reports the station's busy time.
+        Ok(done
+            .metrics
+            .units
+            .first()
+            .map_or(0.0, |m| m.busy_ns as f64 / m.items_in.max(1) as f64))
+    }
+
+    /// Busy ns per item of a unit on a station of its own between rings.
+    fn isolated() -> Result<f64, DeployError> {
+        let done = Self::chain(Self::UNITS)
+            .deploy_with(&Config::new().isolated(), 0..Self::ITEMS, |_, _| {})?
+            .join()?;
+        // The inner units read a ring and write one, as most units do.
+        let inner = &done.metrics.units[1..Self::UNITS - 1];
+        Ok(inner
+            .iter()
+            .map(|m| m.busy_ns as f64 / m.items_in.max(1) as f64)
+            .sum::<f64>()
+            / inner.len() as f64)
+    }
+
+    /// The least of [`RUNS`](Self::RUNS) measurements: an overhead is a
+    /// floor, and noise (another process, a page fault) only adds to it.
+    fn least(f: impl Fn() -> Result<f64, DeployError>) -> Result<f64, DeployError> {
+        let mut least = f64::INFINITY;
+        for _ in 0..Self::RUNS {
+            least = least.min(f()?);
+        }
+        Ok(least)
+    }
+
+    fn measure() -> Result<Overheads, DeployError> {
+        let isolated_ns = Self::least(Self::isolated)?;
+        let one = Self::least(|| Self::fused(1))?;
+        let many = Self::least(|| Self::fused(Self::UNITS))?;
+        let call_ns = ((many - one) / (Self::UNITS - 1) as f64).max(0.0);
+        Ok(Overheads {
+            isolated_ns,
+            call_ns,
+            ends_ns: (one - call_ns).max(0.0),
+        })
     }
 }
 
