@@ -524,8 +524,8 @@ mod tests {
     #[test]
     fn sizing_runs_confined_and_auto_sees_one_cpu() {
         let case = Scaling::new(200, 4, 10);
-        sizing(&case, None, true).unwrap();
-        sizing(&case, Some(4), true).unwrap();
+        sizing(&case, None, Spin::Auto, true).unwrap();
+        sizing(&case, Some(4), Spin::For(Duration::from_micros(100)), true).unwrap();
         if std::env::var_os(statepipe_pipeline::runtime::WORKERS_ENV).is_none() {
             assert_eq!(sizing_auto_workers(), Some(1));
         }
