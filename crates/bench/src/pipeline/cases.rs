@@ -208,7 +208,8 @@ pub(super) fn scaling_group(case: Scaling, pin: bool) -> Group<'static> {
             Contender::new(
                 NAME,
                 format!(
-                    "workers(1 | 2), stages .cost({}) -> plan [0,0,1,1]",
+                    "workers(1 | 2), stages .cost({}) -> plan [0,0,1,1]; deploy_with: inputs \
+                     made and outputs summed on the workers",
                     statepipe::SCALING_COST_NS
                 ),
                 move || {

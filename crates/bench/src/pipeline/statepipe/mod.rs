@@ -219,30 +219,43 @@ pub fn trivial3(items: u64, capacity: usize, pin: bool) -> Result<Duration, Benc
 pub fn trivial3_on_worker(items: u64, capacity: usize, pin: bool) -> Result<Duration, BenchError> {
     let who = format!("{NAME} trivial3 (deploy_with)");
     let config = Config::new().capacity(capacity).pin(pin);
+    let run = sum_on_workers(&who, trivial3_pipeline(), &config, items)?;
+    run.check(&who, items, trivial3_expected(items))?;
+    Ok(run.elapsed)
+}
+
+/// Deploys `pipeline` with `deploy_with`: the inputs `0..items` made on the first
+/// worker and the outputs summed on the last, so no other thread takes part; returns
+/// the sum, the outputs and the time from deploying until the workers joined (which
+/// includes starting them: tens of µs).
+fn sum_on_workers(
+    who: &str,
+    pipeline: Pipeline<u64, u64>,
+    config: &Config,
+    items: u64,
+) -> Result<Folded<u64>, BenchError> {
     let folded = Arc::new(Mutex::new(None));
     let mut sink = SumOnDrop {
         sum: 0,
         outputs: 0,
         out: Arc::clone(&folded),
     };
-    let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
+    let _watchdog = Watchdog::arm(who, HANG_LIMIT);
     let t0 = Instant::now();
-    let running = trivial3_pipeline()
-        .deploy_with(&config, 0..items, move |_seq, y: u64| sink.add(y))
-        .map_err(|e| deploy_error(&who, e))?;
-    let finished = running.join().map_err(|e| deploy_error(&who, e))?;
+    let running = pipeline
+        .deploy_with(config, 0..items, move |_seq, y: u64| sink.add(y))
+        .map_err(|e| deploy_error(who, e))?;
+    let finished = running.join().map_err(|e| deploy_error(who, e))?;
     let elapsed = t0.elapsed();
-    report_metrics(&who, &finished);
+    report_metrics(who, &finished);
     let taken = folded.lock().unwrap_or_else(|p| p.into_inner()).take();
     let (value, outputs) =
-        taken.ok_or_else(|| BenchError::failed(&who, "the sink was not dropped at the end"))?;
-    let run = Folded {
+        taken.ok_or_else(|| BenchError::failed(who, "the sink was not dropped at the end"))?;
+    Ok(Folded {
         value,
         outputs,
         elapsed,
-    };
-    run.check(&who, items, trivial3_expected(items))?;
-    Ok(elapsed)
+    })
 }
 
 /// The fold of a `deploy_with` sink, handed over when the runtime drops the sink.
@@ -278,15 +291,20 @@ pub fn scaling_pipeline(case: &Scaling) -> Pipeline<u64, u64> {
     (1..case.stages.max(1)).fold(stage(0), |p, s| p.then(stage(s)))
 }
 
-/// Runs a [`Scaling`] case on `workers` workers (the default, cost-balanced plan);
-/// returns the time from the first item sent until the last output was read.
+/// Runs a [`Scaling`] case on `workers` workers (the default, cost-balanced plan),
+/// the inputs made and the outputs summed on the workers (`deploy_with`), so the
+/// figure is the workers' own scaling, with no user thread competing for the CPUs;
+/// returns the time from deploying until the workers joined.
 ///
 /// # Errors
 ///
 /// As [`trivial3`], against `case.expected`.
 pub fn scaling(case: &Scaling, workers: usize, pin: bool) -> Result<Duration, BenchError> {
     let who = format!("{NAME} scaling/{workers}w");
-    scaling_with(&who, case, &Config::new().workers(workers).pin(pin))
+    let config = Config::new().workers(workers).pin(pin);
+    let run = sum_on_workers(&who, scaling_pipeline(case), &config, case.items)?;
+    run.check(&who, case.items, case.expected)?;
+    Ok(run.elapsed)
 }
 
 fn scaling_with(who: &str, case: &Scaling, config: &Config) -> Result<Duration, BenchError> {
