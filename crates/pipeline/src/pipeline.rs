@@ -140,8 +140,13 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         Pipeline::from_node(ThenNode { a: self, b: next })
     }
 
-    /// Both pipelines read every item (in a deployment, the same ring slot);
-    /// each pair of their outputs for that item is emitted, `self`'s outermost.
+    /// Both pipelines read every item; each pair of their outputs for that
+    /// item is emitted, `self`'s outermost.
+    ///
+    /// A deployment runs a fan-out whole on one worker: the item is taken
+    /// from its ring slot once and cloned for `self` (`other` gets the
+    /// original), so the clone is the only copy. Branches on different
+    /// workers reading one slot by reference are not built yet.
     pub fn fan_out<O2>(self, other: Pipeline<I, O2>) -> Pipeline<I, (O, O2)>
     where
         I: Clone,
