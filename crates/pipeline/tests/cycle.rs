@@ -43,6 +43,12 @@ fn lap(stages: usize, split: u64, fail_mod: u64) -> Pipeline<Item, Item> {
         )
     };
     let body = (1..stages).fold(mix(0), |p, s| p.then(mix(s)));
+    // A shard in the loop: merges must restore order lap after lap.
+    let body = body.then(Pipeline::shard(2, |k| {
+        Pipeline::map(&format!("copy {k}"), |(v, laps, seed): Item| {
+            (v.rotate_left(7), laps, seed)
+        })
+    }));
     body.then(Pipeline::try_map("check", move |(v, laps, seed): Item| {
         if fail_mod > 1 && v % fail_mod == 0 {
             Err(format!("{v} is divisible by {fail_mod}"))
@@ -136,7 +142,8 @@ proptest! {
         plan_seed in any::<u64>(),
     ) {
         let split = if laps > 4 { 1 } else { split };
-        let units = stages + 2;
+        // The mix stages, two shard copies and their merge, check, split.
+        let units = stages + 5;
         // A random monotone plan over `workers` workers.
         let mut plan: Vec<usize> = (0..units)
             .map(|u| ((plan_seed >> (u % 64)) as usize & 1) + u * workers / units)
@@ -166,7 +173,7 @@ fn a_cycle_with_no_seeds_finishes() {
             stages: 2,
             split: 1,
             fail_mod: 0,
-            plan: vec![0, 0, 1, 1],
+            plan: vec![0, 0, 0, 1, 1, 1, 1],
             capacity: 4,
         })
     });
@@ -184,7 +191,7 @@ fn items_that_multiply_past_every_ring_do_not_deadlock() {
             stages: 1,
             split: 2,
             fail_mod: 0,
-            plan: vec![0, 1, 1],
+            plan: vec![0, 1, 0, 1, 1, 1],
             capacity: 1,
         })
     });
@@ -223,4 +230,30 @@ fn the_dot_graph_draws_the_feedback_edge() {
     let dot = running.to_dot();
     running.join().expect("joins");
     assert!(dot.contains("output -> input"), "{dot}");
+}
+
+#[test]
+fn a_stage_panicking_mid_cycle_on_two_workers_is_named_and_nothing_hangs() {
+    let err = watchdog(|| {
+        let p = Pipeline::map("inc", |x: u64| x + 1).then(Pipeline::map("boom", |x: u64| {
+            assert!(x < 500, "boom at {x}");
+            x
+        }));
+        let config = Config::new()
+            .workers(2)
+            .plan(vec![0, 1])
+            .capacity(4)
+            .pin(false);
+        let running = p
+            .deploy_cycle(&config, 0..64u64, |_, x| Some(x))
+            .expect("deploys");
+        running.join().expect_err("a stage panicked")
+    });
+    match err {
+        DeployError::StagePanicked { stage, message } => {
+            assert_eq!(stage, "boom");
+            assert!(message.contains("boom at"), "{message}");
+        }
+        other => panic!("unexpected error {other}"),
+    }
 }
