@@ -4,6 +4,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -34,6 +36,11 @@ pub struct RunArgs {
     /// Redraw a table of per-unit metrics every half second while it runs.
     #[arg(long)]
     pub watch: bool,
+    /// Close the pipeline into a cycle (`deploy_cycle`): the items go round
+    /// until an output is divisible by N (about N laps each), over a ring
+    /// from the last worker back to the first.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cycle: Option<u64>,
     /// Write the deployed graph (workers, units, rates, ring depths) as dot.
     #[arg(long, value_name = "FILE")]
     pub dot: Option<PathBuf>,
@@ -97,6 +104,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         cfg = cfg.thread_per_stage();
     }
     let items = items_for(&args.pipeline, args.items);
+    if let Some(laps) = args.cycle {
+        return run_cycle(p, &cfg, &args, items, laps);
+    }
     let d = p.deploy(&cfg)?;
     eprintln!(
         "run: `{}`, {items} items, plan: {}",
@@ -136,6 +146,63 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         "{received} outputs from {sent} inputs in {:.3} s: {:.3} M items/s",
         wall.as_secs_f64(),
         sent as f64 / wall.as_secs_f64() / 1e6
+    );
+    write_graph(&dot, args.dot.as_deref(), args.svg.as_deref())
+}
+
+/// `statepipe run --cycle N`: the pipeline closed on itself; each output
+/// goes round again unless it is divisible by `laps`.
+fn run_cycle(
+    p: Pipeline<u64, u64>,
+    cfg: &Config,
+    args: &RunArgs,
+    items: u64,
+    laps: u64,
+) -> anyhow::Result<()> {
+    let retired = Arc::new(AtomicU64::new(0));
+    let (out, start) = (Arc::clone(&retired), Instant::now());
+    let running = p.deploy_cycle(cfg, 0..items, move |_, y: u64| {
+        if y % laps == 0 {
+            // Relaxed: a progress count, read for display only.
+            out.fetch_add(1, Ordering::Relaxed);
+            None
+        } else {
+            Some(y)
+        }
+    })?;
+    eprintln!(
+        "run: `{}` as a cycle, {items} items, each round until its value is divisible by \
+         {laps}, plan: {}",
+        args.pipeline,
+        running.plan()
+    );
+    let mut drawn_lines = 0;
+    while !running.is_finished() {
+        std::thread::sleep(Duration::from_millis(if args.watch { 500 } else { 5 }));
+        if args.watch {
+            let table = format!(
+                "{}\nretired {} of {items}",
+                running.metrics(),
+                retired.load(Ordering::Relaxed)
+            );
+            drawn_lines = redraw(&table, drawn_lines);
+        }
+    }
+    let wall = start.elapsed();
+    let dot = running.to_dot();
+    let done = running.join()?;
+    if args.watch {
+        redraw(&done.metrics.to_string(), drawn_lines);
+    } else {
+        println!("{}", done.metrics);
+    }
+    let passes = done.metrics.units.first().map_or(0, |u| u.items_in);
+    println!(
+        "{} items retired after {passes} passes ({:.2} laps each) in {:.3} s: {:.3} M passes/s",
+        retired.load(Ordering::Relaxed),
+        passes as f64 / items.max(1) as f64,
+        wall.as_secs_f64(),
+        passes as f64 / wall.as_secs_f64() / 1e6
     );
     write_graph(&dot, args.dot.as_deref(), args.svg.as_deref())
 }
