@@ -34,6 +34,10 @@ use crate::{Failure, Pipeline};
 /// The name a panic in a cycle's `step` is reported under.
 pub const STEP_NAME: &str = "(cycle step)";
 
+/// Polls of the feedback ring per drain: enough to empty it (each poll
+/// takes at most an eighth of a ring, see `edge::max_batch`).
+const DRAIN_POLLS: usize = 8;
+
 /// Items one poll of a [`CycleSource`] hands on at most.
 const CYCLE_BATCH: usize = 256;
 
@@ -53,7 +57,20 @@ pub(crate) struct CycleSource<I, It> {
 }
 
 impl<I: Send + 'static, It: Iterator<Item = I> + Send> CycleSource<I, It> {
+    /// Moves everything waiting on the feedback ring into `again` (a few
+    /// polls, each at most a ring's `max_batch`).
     fn drain(&mut self) -> Result<usize, SourceEnd> {
+        let mut total = 0;
+        for _ in 0..DRAIN_POLLS {
+            match self.drain_once()? {
+                0 => break,
+                n => total += n,
+            }
+        }
+        Ok(total)
+    }
+
+    fn drain_once(&mut self) -> Result<usize, SourceEnd> {
         let (again, in_flight) = (&mut self.again, &mut self.in_flight);
         let r = self.back.poll(&mut |_, item, last| {
             if let Some(x) = item {

@@ -195,10 +195,21 @@ pub(crate) struct Edge<T, W: WaitStrategy> {
     pub(crate) handle: Box<dyn Halt>,
 }
 
+/// The most messages a station takes from an edge in one poll: an eighth
+/// of the ring, but at least 32 (or the whole ring, if smaller), so small
+/// rings still spread the per-batch work over many items. The poller gives its slots back only when its batch is
+/// done, so a station that took the whole ring would leave its producer
+/// blocked until it finished, then itself idle while the producer refilled:
+/// the two workers would take turns instead of overlapping.
+pub(crate) fn max_batch(capacity: usize) -> usize {
+    (capacity / 8).max(32).min(capacity)
+}
+
 /// A new edge of `capacity` slots.
 pub(crate) fn edge<T: Send + 'static, W: WaitStrategy>(capacity: usize, wait: W) -> Edge<T, W> {
     let (producer, mut ring) = RingBuilder::new(capacity, Msg::empty)
         .wait_strategy(wait)
+        .max_batch(max_batch(capacity))
         .poller_mut("edge")
         .build_single();
     let poller = ring
