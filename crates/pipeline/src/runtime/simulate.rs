@@ -193,7 +193,7 @@ impl Overheads {
     /// Units in the long probe chain.
     const UNITS: usize = 5;
     /// Runs per measurement.
-    const RUNS: usize = 3;
+    const RUNS: usize = 5;
 
     fn chain(units: usize) -> Pipeline<u64, u64> {
         (1..units).fold(Pipeline::map("probe 0", |x: u64| x), |p, i| {
@@ -228,20 +228,19 @@ impl Overheads {
             / inner.len() as f64)
     }
 
-    /// The least of [`RUNS`](Self::RUNS) measurements: an overhead is a
-    /// floor, and noise (another process, a page fault) only adds to it.
-    fn least(f: impl Fn() -> Result<f64, DeployError>) -> Result<f64, DeployError> {
-        let mut least = f64::INFINITY;
-        for _ in 0..Self::RUNS {
-            least = least.min(f()?);
-        }
-        Ok(least)
+    /// The median of [`RUNS`](Self::RUNS) measurements: what a run of the
+    /// real pipeline will typically meet on this host (the least would be
+    /// the cost on a perfectly quiet one, and predict too high).
+    fn median(f: impl Fn() -> Result<f64, DeployError>) -> Result<f64, DeployError> {
+        let mut runs = (0..Self::RUNS).map(|_| f()).collect::<Result<Vec<f64>, _>>()?;
+        runs.sort_by(f64::total_cmp);
+        Ok(runs[runs.len() / 2])
     }
 
     fn measure() -> Result<Overheads, DeployError> {
-        let isolated_ns = Self::least(Self::isolated)?;
-        let one = Self::least(|| Self::fused(1))?;
-        let many = Self::least(|| Self::fused(Self::UNITS))?;
+        let isolated_ns = Self::median(Self::isolated)?;
+        let one = Self::median(|| Self::fused(1))?;
+        let many = Self::median(|| Self::fused(Self::UNITS))?;
         let call_ns = ((many - one) / (Self::UNITS - 1) as f64).max(0.0);
         Ok(Overheads {
             isolated_ns,
