@@ -232,7 +232,9 @@ impl Overheads {
     /// real pipeline will typically meet on this host (the least would be
     /// the cost on a perfectly quiet one, and predict too high).
     fn median(f: impl Fn() -> Result<f64, DeployError>) -> Result<f64, DeployError> {
-        let mut runs = (0..Self::RUNS).map(|_| f()).collect::<Result<Vec<f64>, _>>()?;
+        let mut runs = (0..Self::RUNS)
+            .map(|_| f())
+            .collect::<Result<Vec<f64>, _>>()?;
         runs.sort_by(f64::total_cmp);
         Ok(runs[runs.len() / 2])
     }
