@@ -372,10 +372,10 @@ proptest! {
     #[test]
     fn deployed_pipelines_match_the_sequential_interpreter(
         d in desc(),
-        inputs in prop::collection::vec(-30i64..30, 0..40),
+        inputs in prop::collection::vec(-30i64..30, 0..100),
         workers in 1usize..=4,
         plan_seed in any::<u64>(),
-        capacity_log in 1u32..5,
+        capacity_log in 1u32..8,
     ) {
         let want = build(&d, "p").run_sequential(inputs.clone());
         let pipeline = build(&d, "p");
