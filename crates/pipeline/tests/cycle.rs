@@ -138,7 +138,7 @@ proptest! {
         split in 1u64..3,
         fail_mod in prop_oneof![Just(0u64), 3u64..9],
         workers in 1usize..4,
-        cap_pow in 0u32..5,
+        cap_pow in 0u32..8,
         plan_seed in any::<u64>(),
     ) {
         let split = if laps > 4 { 1 } else { split };
