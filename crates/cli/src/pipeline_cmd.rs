@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use statepipe_bench::pipeline::workload::calibrate_iters_for;
-use statepipe_pipeline::{simulate, Config, Pipeline, Plan, UnitInfo};
+use statepipe_pipeline::{simulate, Config, Finished, Pipeline, Plan, Running, UnitInfo};
 
 use crate::demos;
 
@@ -135,13 +135,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("the feeding thread panicked"))?
         .map_err(anyhow::Error::msg)?;
-    let dot = running.to_dot();
-    let done = running.join()?;
-    if args.watch {
-        redraw(&done.metrics.to_string(), drawn_lines);
-    } else {
-        println!("{}", done.metrics);
-    }
+    let (dot, _) = finish(running, args.watch, drawn_lines)?;
     println!(
         "{received} outputs from {sent} inputs in {:.3} s: {:.3} M items/s",
         wall.as_secs_f64(),
@@ -189,13 +183,7 @@ fn run_cycle(
         }
     }
     let wall = start.elapsed();
-    let dot = running.to_dot();
-    let done = running.join()?;
-    if args.watch {
-        redraw(&done.metrics.to_string(), drawn_lines);
-    } else {
-        println!("{}", done.metrics);
-    }
+    let (dot, done) = finish(running, args.watch, drawn_lines)?;
     let passes = done.metrics.units.first().map_or(0, |u| u.items_in);
     println!(
         "{} items retired after {passes} passes ({:.2} laps each) in {:.3} s: {:.3} M passes/s",
@@ -205,6 +193,19 @@ fn run_cycle(
         passes as f64 / wall.as_secs_f64() / 1e6
     );
     write_graph(&dot, args.dot.as_deref(), args.svg.as_deref())
+}
+
+/// Joins a run, shows its final metrics (in place of the live table when
+/// `watch` drew one of `drawn_lines`), and returns its graph and result.
+fn finish(running: Running, watch: bool, drawn_lines: usize) -> anyhow::Result<(String, Finished)> {
+    let dot = running.to_dot();
+    let done = running.join()?;
+    if watch {
+        redraw(&done.metrics.to_string(), drawn_lines);
+    } else {
+        println!("{}", done.metrics);
+    }
+    Ok((dot, done))
 }
 
 /// Redraws `table` in place of the `previous` lines drawn; returns its lines.

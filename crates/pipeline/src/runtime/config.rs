@@ -76,13 +76,17 @@ impl Config {
     }
 
     /// The spin of this configuration for `workers` workers with
-    /// `user_threads` threads of the user's at the deployment's ends.
-    pub(crate) fn resolved_spin(&self, workers: usize, user_threads: usize) -> Duration {
+    /// `user_threads` threads of the user's at the deployment's ends, on
+    /// `cpus` usable CPUs.
+    pub(crate) fn resolved_spin(
+        &self,
+        workers: usize,
+        user_threads: usize,
+        cpus: usize,
+    ) -> Duration {
         match self.spin {
             Spin::For(d) => d,
-            Spin::Auto if workers + user_threads <= statepipe_sys::cpus::usable_cpus().count => {
-                SPIN_FREE
-            }
+            Spin::Auto if workers + user_threads <= cpus => SPIN_FREE,
             Spin::Auto => Duration::ZERO,
         }
     }
@@ -211,12 +215,15 @@ mod tests {
 
     #[test]
     fn auto_spins_only_when_every_thread_has_a_cpu() {
-        let cpus = statepipe_sys::cpus::usable_cpus().count;
+        let cpus = 2;
         let auto = Config::new();
-        assert_eq!(auto.resolved_spin(cpus, 0), SPIN_FREE);
-        assert_eq!(auto.resolved_spin(cpus, 1), Duration::ZERO);
-        assert_eq!(auto.resolved_spin(cpus + 1, 0), Duration::ZERO);
+        assert_eq!(auto.resolved_spin(cpus, 0, cpus), SPIN_FREE);
+        assert_eq!(auto.resolved_spin(cpus, 1, cpus), Duration::ZERO);
+        assert_eq!(auto.resolved_spin(cpus + 1, 0, cpus), Duration::ZERO);
         let fixed = Config::new().spin(Spin::For(Duration::from_micros(7)));
-        assert_eq!(fixed.resolved_spin(cpus * 4, 2), Duration::from_micros(7));
+        assert_eq!(
+            fixed.resolved_spin(cpus * 4, 2, cpus),
+            Duration::from_micros(7)
+        );
     }
 }

@@ -240,7 +240,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let units = self.units();
         let plan = config.plan_for(&units)?;
         let cpus = statepipe_sys::cpus::usable_cpus();
-        let spin = config.resolved_spin(plan.worker_count, user_threads);
+        let spin = config.resolved_spin(plan.worker_count, user_threads, cpus.count);
         let (failure_tx, failure_rx) = crossbeam_channel::unbounded();
         let mut cx = Compile::new(
             plan.workers.clone(),

@@ -211,6 +211,24 @@ pub fn message_ring_plan(stages: usize, workers: usize) -> Vec<usize> {
     (0..stages).map(|s| s * workers / stages).collect()
 }
 
+/// Both message-ring deployments: two workers, half the stages each, rings as
+/// deep as the messages in flight.
+fn message_ring_config(stages: usize, in_flight: usize, pin: bool) -> Config {
+    Config::new()
+        .workers(2)
+        .plan(message_ring_plan(stages, 2))
+        .capacity(in_flight)
+        .pin(pin)
+}
+
+/// The `in_flight` messages at the start of their first lap.
+fn message_ring_seeds(in_flight: usize) -> impl Iterator<Item = RingMessage> {
+    (0..in_flight as u64).map(|m| RingMessage {
+        value: message_ring_start(m),
+        laps: 0,
+    })
+}
+
 /// Runs `in_flight` messages `laps` times around a ring of `stages` stages, half on
 /// each of two workers, the ring closed by [`Pipeline::deploy_cycle`]: the last stage's
 /// outputs go back to the first over a feedback ring, with no other thread in the loop;
@@ -242,18 +260,11 @@ pub fn message_ring(
     assert!(stages > 0 && in_flight > 0 && laps > 0, "an empty ring");
     let who = format!("{NAME} message-ring/{stages}x{in_flight} (cycle)");
     let expected = message_ring_expected(stages, in_flight, laps);
-    let config = Config::new()
-        .workers(2)
-        .plan(message_ring_plan(stages, 2))
-        .capacity(in_flight)
-        .pin(pin);
+    let config = message_ring_config(stages, in_flight, pin);
     // Touched once per retired message, by the last worker only.
     let retired = Arc::new(Mutex::new((0usize, 0u64)));
     let out = Arc::clone(&retired);
-    let seeds = (0..in_flight as u64).map(|m| RingMessage {
-        value: message_ring_start(m),
-        laps: 0,
-    });
+    let seeds = message_ring_seeds(in_flight);
     let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
     let t0 = Instant::now();
     let running = message_ring_pipeline(stages)
@@ -318,11 +329,7 @@ pub fn message_ring_via_caller(
     assert!(stages > 0 && in_flight > 0 && laps > 0, "an empty ring");
     let who = format!("{NAME} message-ring/{stages}x{in_flight} (via caller)");
     let expected = message_ring_expected(stages, in_flight, laps);
-    let config = Config::new()
-        .workers(2)
-        .plan(message_ring_plan(stages, 2))
-        .capacity(in_flight)
-        .pin(pin);
+    let config = message_ring_config(stages, in_flight, pin);
     let Deployment {
         mut input,
         mut output,
@@ -334,10 +341,7 @@ pub fn message_ring_via_caller(
     let _watchdog = Watchdog::arm(&who, HANG_LIMIT);
     let t0 = Instant::now();
     input
-        .send_all((0..in_flight as u64).map(|m| RingMessage {
-            value: message_ring_start(m),
-            laps: 0,
-        }))
+        .send_all(message_ring_seeds(in_flight))
         .map_err(|_| stopped())?;
     let (mut retired, mut sum) = (0usize, 0u64);
     let mut again = Vec::with_capacity(in_flight);
