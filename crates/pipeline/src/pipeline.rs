@@ -143,10 +143,14 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     /// Both pipelines read every item; each pair of their outputs for that
     /// item is emitted, `self`'s outermost.
     ///
-    /// A deployment runs a fan-out whole on one worker: the item is taken
-    /// from its ring slot once and cloned for `self` (`other` gets the
-    /// original), so the clone is the only copy. Branches on different
-    /// workers reading one slot by reference are not built yet.
+    /// Deployed, the branches may run on different workers: the item is
+    /// published once, into one slot of a multicast ring that both branches
+    /// read (a chain of two pollers on the slot: `self` clones the item out,
+    /// then `other` moves it out, so nothing is copied upstream and the one
+    /// clone is made on `self`'s worker); a join pairs their outputs per
+    /// item. When the plan puts both branches and the join on the worker of
+    /// the stage before, the fan-out runs whole there instead, one call per
+    /// item. See [`units`](Pipeline::units) for what a plan places.
     pub fn fan_out<O2>(self, other: Pipeline<I, O2>) -> Pipeline<I, (O, O2)>
     where
         I: Clone,
@@ -163,6 +167,10 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
 
     /// `self` on the first half of each pair, `other` on the second; each
     /// pair of their outputs is emitted.
+    ///
+    /// Deployed like [`fan_out`](Pipeline::fan_out): the pair is published
+    /// once, and each branch moves its own half out of the shared slot, so
+    /// neither half needs to be `Clone`.
     pub fn par<I2, O2>(self, other: Pipeline<I2, O2>) -> Pipeline<(I, I2), (O, O2)>
     where
         O: Clone,
@@ -193,7 +201,9 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     }
 
     /// Every branch reads every item; each combination of their outputs is
-    /// emitted as a vector (element `k` from branch `k`).
+    /// emitted as a vector (element `k` from branch `k`). Deployed like
+    /// [`fan_out`](Pipeline::fan_out): one multicast slot per item, read by
+    /// the branches in turn (all but the last clone the item out).
     ///
     /// # Panics
     ///

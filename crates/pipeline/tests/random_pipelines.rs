@@ -366,8 +366,17 @@ proptest! {
     }
 }
 
+/// `PROPTEST_CASES` if set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    // 128 cases by default; `PROPTEST_CASES=20000` for a long run.
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
 
     #[test]
     fn deployed_pipelines_match_the_sequential_interpreter(

@@ -4,27 +4,66 @@
 //! Each branch may emit `0..n` outputs per item; the pairing emits every
 //! combination (the list meaning of `&&&`), first branch outermost. An item
 //! that fails in a branch has no output there, so it produces no pair.
+//!
+//! Deployed, a fork whose units all sit on one worker with the stage
+//! before it runs whole there (one call per item). Otherwise its branches
+//! read one multicast ring and a join pairs their outputs
+//! ([`runtime::fork`](crate::runtime::fork)).
 
-use super::{whole_unit, Emit, Node, UnitsOf};
+use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::runtime::compile::{Compile, Open};
+use crate::runtime::fork::{PairGather, VecGather};
 use crate::runtime::UnitInfo;
 use crate::{Failure, Pipeline, StageState};
 
 /// Emits every pair of `left` × `right`, `left` outermost, and empties both.
-fn pairs<C: Clone, D: Clone>(
+pub(crate) fn pairs<C: Clone, D: Clone>(
     left: &mut Vec<C>,
     right: &mut Vec<D>,
-    failures: &mut Vec<Failure>,
-    emit: Emit<'_, (C, D)>,
+    emit: &mut dyn FnMut((C, D)),
 ) {
-    for c in left.drain(..) {
-        for d in right.iter() {
-            emit((c.clone(), d.clone()), failures);
+    if let Some((last, rest)) = right.split_last() {
+        for c in left.drain(..) {
+            for d in rest {
+                emit((c.clone(), d.clone()));
+            }
+            emit((c, last.clone()));
         }
     }
+    left.clear();
     right.clear();
 }
+
+/// Emits every combination of one element per buffer (a vector, element
+/// `k` from buffer `k`), the first buffer outermost, and empties them all;
+/// nothing if any is empty.
+pub(crate) fn combinations<O: Clone>(bufs: &mut [Vec<O>], emit: &mut dyn FnMut(Vec<O>)) {
+    if bufs.iter().all(|b| !b.is_empty()) {
+        // A mixed-radix counter over the buffers, last fastest.
+        let mut idx = vec![0usize; bufs.len()];
+        'all: loop {
+            emit(
+                idx.iter()
+                    .zip(bufs.iter())
+                    .map(|(&i, b)| b[i].clone())
+                    .collect(),
+            );
+            for k in (0..idx.len()).rev() {
+                idx[k] += 1;
+                if idx[k] < bufs[k].len() {
+                    continue 'all;
+                }
+                idx[k] = 0;
+            }
+            break;
+        }
+    }
+    bufs.iter_mut().for_each(Vec::clear);
+}
+
+/// A slot of a `par` fork: each branch moves its half out.
+type Halves<A, B> = (Option<A>, Option<B>);
 
 /// Both branches read every item: `Pipeline::fan_out`.
 pub(crate) struct FanOutNode<I, C, D> {
@@ -45,7 +84,7 @@ where
         self.a
             .push(seq, item.clone(), failures, &mut |c, _| left.push(c));
         self.b.push(seq, item, failures, &mut |d, _| right.push(d));
-        pairs(left, right, failures, emit);
+        pairs(left, right, &mut |p| emit(p, failures));
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
@@ -64,11 +103,28 @@ where
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
-        whole_unit("fan-out", &[&self.a, &self.b], out);
+        fork_units("fan-out", &[&self.a, &self.b], out);
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<(C, D)> {
-        cx.unit(Pipeline::from_box(self), up)
+        let (sizes, n) = fork_sizes(&[&self.a, &self.b]);
+        if cx.fits_whole(up.worker, n) {
+            return cx.whole(Pipeline::from_box(self), up, n);
+        }
+        let me = *self;
+        let mut ring = cx.fork_ring::<I, I>(&up, &sizes);
+        let a = cx.branch(&mut ring, |slot: &mut Option<I>| slot.clone());
+        let a = me.a.node.deploy(cx, a);
+        let b = cx.branch(&mut ring, Option::take);
+        let b = me.b.node.deploy(cx, b);
+        let j = cx.join_unit();
+        let gather = PairGather {
+            a: cx.join_input(a, j),
+            b: cx.join_input(b, j),
+            left: me.left,
+            right: me.right,
+        };
+        cx.join(up, ring, |x| x, gather, j)
     }
 }
 
@@ -98,7 +154,7 @@ where
         let (left, right) = (&mut self.left, &mut self.right);
         self.a.push(seq, x, failures, &mut |c, _| left.push(c));
         self.b.push(seq, y, failures, &mut |d, _| right.push(d));
-        pairs(left, right, failures, emit);
+        pairs(left, right, &mut |p| emit(p, failures));
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
@@ -117,11 +173,31 @@ where
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
-        whole_unit("par", &[&self.a, &self.b], out);
+        fork_units("par", &[&self.a, &self.b], out);
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<(A, B)>) -> Open<(C, D)> {
-        cx.unit(Pipeline::from_box(self), up)
+        let (sizes, n) = fork_sizes(&[&self.a, &self.b]);
+        if cx.fits_whole(up.worker, n) {
+            return cx.whole(Pipeline::from_box(self), up, n);
+        }
+        let me = *self;
+        let mut ring = cx.fork_ring::<(A, B), Halves<A, B>>(&up, &sizes);
+        let a = cx.branch(&mut ring, |slot: &mut Option<Halves<A, B>>| {
+            slot.as_mut()?.0.take()
+        });
+        let a = me.a.node.deploy(cx, a);
+        // The last reader empties the slot.
+        let b = cx.branch(&mut ring, |slot: &mut Option<Halves<A, B>>| slot.take()?.1);
+        let b = me.b.node.deploy(cx, b);
+        let j = cx.join_unit();
+        let gather = PairGather {
+            a: cx.join_input(a, j),
+            b: cx.join_input(b, j),
+            left: me.left,
+            right: me.right,
+        };
+        cx.join(up, ring, |(x, y)| (Some(x), Some(y)), gather, j)
     }
 }
 
@@ -141,29 +217,7 @@ where
         for (branch, buf) in self.branches.iter_mut().zip(self.bufs.iter_mut()) {
             branch.push(seq, item.clone(), failures, &mut |o, _| buf.push(o));
         }
-        if self.bufs.iter().all(|b| !b.is_empty()) {
-            // A mixed-radix counter over the branches' outputs, last branch
-            // fastest, so the first branch is outermost as in `pairs`.
-            let mut idx = vec![0usize; self.bufs.len()];
-            'all: loop {
-                emit(
-                    idx.iter()
-                        .zip(&self.bufs)
-                        .map(|(&i, b)| b[i].clone())
-                        .collect(),
-                    failures,
-                );
-                for k in (0..idx.len()).rev() {
-                    idx[k] += 1;
-                    if idx[k] < self.bufs[k].len() {
-                        continue 'all;
-                    }
-                    idx[k] = 0;
-                }
-                break;
-            }
-        }
-        self.bufs.iter_mut().for_each(Vec::clear);
+        combinations(&mut self.bufs, &mut |v| emit(v, failures));
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
@@ -183,11 +237,34 @@ where
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
-        whole_unit("fan-out", &parts, out);
+        fork_units("fan-out", &parts, out);
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<Vec<O>> {
-        cx.unit(Pipeline::from_box(self), up)
+        let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
+        let (sizes, n) = fork_sizes(&parts);
+        if cx.fits_whole(up.worker, n) {
+            return cx.whole(Pipeline::from_box(self), up, n);
+        }
+        let me = *self;
+        let mut ring = cx.fork_ring::<I, I>(&up, &sizes);
+        let last = me.branches.len() - 1;
+        let mut outs = Vec::with_capacity(me.branches.len());
+        for (k, branch) in me.branches.into_iter().enumerate() {
+            let take = if k == last {
+                Option::take
+            } else {
+                (|slot: &mut Option<I>| slot.clone()) as fn(&mut Option<I>) -> Option<I>
+            };
+            let open = cx.branch(&mut ring, take);
+            outs.push(branch.node.deploy(cx, open));
+        }
+        let j = cx.join_unit();
+        let gather = VecGather {
+            sources: outs.into_iter().map(|o| cx.join_input(o, j)).collect(),
+            bufs: me.bufs,
+        };
+        cx.join(up, ring, |x| x, gather, j)
     }
 }
 

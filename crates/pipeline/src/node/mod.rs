@@ -10,7 +10,7 @@ mod fork;
 mod route;
 mod stage;
 
-pub(crate) use fork::{FanOutN, FanOutNode, ParNode};
+pub(crate) use fork::{combinations, pairs, FanOutN, FanOutNode, ParNode};
 pub use route::shard_of;
 pub(crate) use route::{ChoiceNode, ChooseNode, MergeNode, ShardByKeyNode, ShardNode};
 pub(crate) use stage::{CostNode, StageNode, ThenNode, TryStageNode};
@@ -62,6 +62,48 @@ pub(crate) fn whole_unit(label: &str, parts: &[&dyn UnitsOf], out: &mut Vec<Unit
         cost_known: inner.iter().all(|u| u.cost_known),
         kind: UnitKind::Stage,
     });
+}
+
+/// The units of a fork (fan-out, par, N-ary fan-out): every branch's, then
+/// the join, named like a construct run whole, since a fork whose units
+/// share a worker runs whole as its join. Returns how many units each
+/// branch has.
+pub(crate) fn fork_units(
+    label: &str,
+    parts: &[&dyn UnitsOf],
+    out: &mut Vec<UnitInfo>,
+) -> Vec<usize> {
+    let start = out.len();
+    let mut sizes = Vec::with_capacity(parts.len());
+    for p in parts {
+        let before = out.len();
+        p.units_of(out);
+        sizes.push(out.len() - before);
+    }
+    let names: Vec<&str> = out[start..]
+        .iter()
+        .filter(|u| u.kind == UnitKind::Stage)
+        .map(|u| u.name.as_str())
+        .collect();
+    out.push(UnitInfo {
+        name: format!("{label}({})", names.join(", ")),
+        stages: Vec::new(),
+        cost_ns: JOIN_COST_NS,
+        cost_known: false,
+        kind: UnitKind::Join,
+    });
+    sizes
+}
+
+/// The estimated cost of joining one item (a log read, a group read per
+/// branch, the pairing).
+const JOIN_COST_NS: f64 = 50.0;
+
+/// How many units `parts` have, per part, and in all with the join.
+pub(crate) fn fork_sizes(parts: &[&dyn UnitsOf]) -> (Vec<usize>, usize) {
+    let mut v = Vec::new();
+    let sizes = fork_units("", parts, &mut v);
+    (sizes, v.len())
 }
 
 /// Something whose units can be listed: lets branches of different types

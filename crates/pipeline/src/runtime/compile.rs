@@ -11,9 +11,14 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
-use statepipe_ring::wait::WaitStrategy;
+use statepipe_ring::wait::{BusySpin, WaitStrategy};
+use statepipe_ring::{Monitor, RingBuilder, Single};
 
-use super::edge::{inner_edge, probe, Doorbell, Halt, RingSink, RingSource, Sink, Source};
+use super::edge::{
+    inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Msg, RingSink,
+    RingSource, Sink, Source,
+};
+use super::fork::{BranchSource, ForkSink, Gather, Join, Take};
 use super::plan::{UnitInfo, UnitKind};
 use super::route::{Merge, Pick, Router};
 use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters, UnitSink};
@@ -65,6 +70,21 @@ impl<T: Send + 'static> Open<T> {
     pub(crate) fn finish(self, cx: &mut Compile, sink: Box<dyn Sink<T>>) {
         (self.finish)(cx, sink);
     }
+}
+
+/// A fork's multicast ring while its branches are being deployed.
+pub(crate) struct ForkRing<S> {
+    producer: EdgeProducer<S, BusySpin>,
+    pollers: std::vec::IntoIter<EdgePoller<S, BusySpin>>,
+    names: Vec<String>,
+    monitor: Monitor<Msg<S>, BusySpin, Single>,
+    /// The worker each branch's first station runs on.
+    workers: Vec<usize>,
+    /// The fork's worker, and the units whose outputs reach it.
+    from: usize,
+    tails: Vec<usize>,
+    /// The next branch to open.
+    next: usize,
 }
 
 /// The state of one deployment being compiled.
@@ -175,6 +195,40 @@ impl Compile {
         up: Open<A>,
     ) -> Open<B> {
         let (u, w) = self.take_unit(UnitKind::Stage);
+        self.place(u, w, piece, up)
+    }
+
+    /// Whether the `n` units from the next one all sit on `worker`, so a
+    /// fork made of them runs whole on the open station (one call per
+    /// item, no ring in between).
+    pub(crate) fn fits_whole(&self, worker: usize, n: usize) -> bool {
+        !self.isolate
+            && (self.next_unit..self.next_unit + n)
+                .all(|u| self.plan.get(u).copied().unwrap_or(0) == worker)
+    }
+
+    /// Deploys a fork whose `n` units all sit on the open station's worker
+    /// as one unit, run whole; it reports as its last unit (its join).
+    pub(crate) fn whole<A: Send + 'static, B: Send + 'static>(
+        &mut self,
+        piece: Pipeline<A, B>,
+        up: Open<A>,
+        n: usize,
+    ) -> Open<B> {
+        self.next_unit += n.saturating_sub(1);
+        let (u, w) = self.take_unit(UnitKind::Join);
+        self.place(u, w, piece, up)
+    }
+
+    /// Places unit `u` on worker `w` behind `up`: fused when `up` is on
+    /// `w`, behind a ring otherwise.
+    fn place<A: Send + 'static, B: Send + 'static>(
+        &mut self,
+        u: usize,
+        w: usize,
+        piece: Pipeline<A, B>,
+        up: Open<A>,
+    ) -> Open<B> {
         let up = if up.worker == w && !self.isolate {
             for &t in &up.tails {
                 self.edges.push(EdgeInfo {
@@ -278,6 +332,148 @@ impl Compile {
         }
     }
 
+    /// Opens a fork behind `up`: the multicast ring its branches read, one
+    /// poller per branch, chained (see [`fork`](super::fork)). `sizes`
+    /// are the branches' unit counts, which say where each branch starts.
+    pub(crate) fn fork_ring<I, S: Send + 'static>(
+        &mut self,
+        up: &Open<I>,
+        sizes: &[usize],
+    ) -> ForkRing<S> {
+        let mut start = self.next_unit;
+        let workers: Vec<usize> = sizes
+            .iter()
+            .map(|&n| {
+                let w = self.plan.get(start).copied().unwrap_or(0);
+                start += n;
+                w
+            })
+            .collect();
+        let names: Vec<String> = (0..sizes.len()).map(|k| format!("branch {k}")).collect();
+        let capacity = self.capacity;
+        let mut b = RingBuilder::new(capacity, Msg::empty)
+            .wait_strategy(BusySpin)
+            .max_batch(max_batch(capacity))
+            .poller_mut(&names[0]);
+        for name in &names[1..] {
+            b = b.then().poller_mut(name);
+        }
+        let (producer, mut ring) = b.build_single();
+        let pollers = names
+            .iter()
+            .map(|n| {
+                ring.take_poller_mut(n)
+                    .expect("every branch's poller was declared just above")
+            })
+            .collect::<Vec<_>>();
+        let monitor = ring.monitor();
+        self.handles.push(Box::new(ring));
+        ForkRing {
+            producer,
+            pollers: pollers.into_iter(),
+            names,
+            monitor,
+            workers,
+            from: up.worker,
+            tails: up.tails.clone(),
+            next: 0,
+        }
+    }
+
+    /// Opens the station of the next branch of `ring`, which takes its
+    /// input out of each slot with `take`.
+    pub(crate) fn branch<S: Send + 'static, X: Send + 'static>(
+        &mut self,
+        ring: &mut ForkRing<S>,
+        take: Take<S, X>,
+    ) -> Open<X> {
+        let k = ring.next;
+        ring.next += 1;
+        let w = ring.workers[k];
+        // This branch's progress lets the next one read; the last one's
+        // frees slots for the fork.
+        let wakes = ring.workers.get(k + 1).copied().unwrap_or(ring.from);
+        let source = BranchSource {
+            poller: ring.pollers.next().expect("one poller per branch"),
+            monitor: ring.monitor.clone(),
+            name: ring.names[k].clone(),
+            take,
+            wake: Arc::clone(&self.bells[wakes]),
+        };
+        Open::at(w, ring.tails.clone(), Box::new(source))
+    }
+
+    /// The join unit of a fork whose branches are deployed.
+    pub(crate) fn join_unit(&mut self) -> (usize, usize) {
+        self.take_unit(UnitKind::Join)
+    }
+
+    /// Ends a branch in a ring to the join `(j, wj)`; returns its far end.
+    pub(crate) fn join_input<C: Send + 'static>(
+        &mut self,
+        out: Open<C>,
+        (j, wj): (usize, usize),
+    ) -> RingSource<C, BusySpin> {
+        let e = inner_edge::<C>(self.capacity);
+        self.handles.push(e.handle);
+        for &t in &out.tails {
+            self.edges.push(EdgeInfo {
+                from: t,
+                to: j,
+                depth: Some(probe(&e.monitor)),
+            });
+        }
+        let source = RingSource::new(e.poller, e.monitor, Arc::clone(&self.bells[out.worker]));
+        out.finish(
+            self,
+            Box::new(RingSink::new(e.producer, Arc::clone(&self.bells[wj]))),
+        );
+        source
+    }
+
+    /// Closes `up` with the fork onto `ring` (each item made a slot by
+    /// `into`), and opens the station after the join `(j, wj)`, which
+    /// gathers the branches' outputs with `gather`.
+    pub(crate) fn join<I, S, G>(
+        &mut self,
+        up: Open<I>,
+        ring: ForkRing<S>,
+        into: fn(I) -> S,
+        gather: G,
+        (j, wj): (usize, usize),
+    ) -> Open<G::Out>
+    where
+        I: Send + 'static,
+        S: Send + 'static,
+        G: Gather,
+    {
+        let log = inner_edge::<()>(self.capacity);
+        self.handles.push(log.handle);
+        let first = ring.workers.first().copied().unwrap_or(wj);
+        let fork = ForkSink {
+            ring: RingSink::new(ring.producer, Arc::clone(&self.bells[first])),
+            log: RingSink::new(log.producer, Arc::clone(&self.bells[wj])),
+            into,
+        };
+        up.finish(self, Box::new(fork));
+        let join = Join {
+            log: RingSource::new(log.poller, log.monitor, Arc::clone(&self.bells[ring.from])),
+            gather,
+            current: None,
+            counters: Arc::clone(&self.unit_counters[j]),
+            joined: 0,
+            delivered: 0,
+        };
+        Open {
+            worker: wj,
+            tails: vec![j],
+            finish: Box::new(move |cx: &mut Compile, sink| {
+                cx.pending_units.push(j);
+                cx.add_station(wj, Box::new(join), sink);
+            }),
+        }
+    }
+
     /// Ends the last open station in a closure.
     pub(crate) fn output_fn<O: Send + 'static>(&mut self, last: Open<O>, sink: Box<dyn Sink<O>>) {
         for &t in &last.tails {
@@ -294,7 +490,7 @@ impl Compile {
     pub(crate) fn output<O: Send + 'static, W: WaitStrategy>(
         &mut self,
         last: Open<O>,
-        producer: super::edge::EdgeProducer<O, W>,
+        producer: EdgeProducer<O, W>,
     ) {
         for &t in &last.tails {
             self.edges.push(EdgeInfo {

@@ -140,6 +140,7 @@ impl Registry {
                 let shape = match info.kind {
                     UnitKind::Stage => "box",
                     UnitKind::Merge => "invtriangle",
+                    UnitKind::Join => "invhouse",
                 };
                 out.push_str(&format!(
                     "    u{u} [shape={shape}, label=\"{}\\nbusy {:.0}%  blocked {:.0}%\"];\n",

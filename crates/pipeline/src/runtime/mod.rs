@@ -30,6 +30,7 @@ pub(crate) mod compile;
 mod config;
 mod cycle;
 mod edge;
+pub(crate) mod fork;
 mod io;
 mod metrics;
 mod plan;

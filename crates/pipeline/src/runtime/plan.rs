@@ -1,10 +1,12 @@
 //! Deployment plans: which worker runs each unit.
 //!
 //! A *unit* is what a plan places: a stage, a construct run whole on one
-//! worker (fan-out, par, choice, merge, choose, with everything inside), or
-//! the merge of a shard. Units are numbered in description order, the order
-//! of [`Run::states`](crate::Run::states). Units that are neighbours on the
-//! same worker are fused; a shard's copies may sit on different workers.
+//! worker (choice, merge, choose, with everything inside), the merge of a
+//! shard, or the join of a fan-out or par. Units are numbered in
+//! description order, the order of [`Run::states`](crate::Run::states):
+//! a shard's or fork's branches' units, then its merge or join. Units that
+//! are neighbours on the same worker are fused; a shard's copies and a
+//! fork's branches may sit on different workers.
 
 use std::fmt;
 
@@ -15,6 +17,10 @@ pub enum UnitKind {
     Stage,
     /// Where a shard's copies meet again, in input order.
     Merge,
+    /// Where the branches of a fan-out or par meet: their outputs for each
+    /// item are paired. When every unit of the fork sits on one worker
+    /// with the stage before it, the fork runs whole as this unit.
+    Join,
 }
 
 /// One unit of a pipeline, as a plan sees it.

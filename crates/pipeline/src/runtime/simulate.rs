@@ -93,7 +93,9 @@ pub fn simulate(units: &[UnitInfo], costs: &[UnitCost], plan: &Plan) -> Predicti
         let load = c.visits * c.cost_ns;
         worker_ns[w] += load;
         // A unit whose predecessor in the list sits elsewhere reads a ring;
-        // so does a merge (one ring per copy and the route log).
+        // so does a merge (one ring per copy and the route log). A join is
+        // counted like a stage: the fork it ends runs whole (no ring) when
+        // its units share a worker, which is what a cheap fork's plan does.
         let cut = u == 0 || plan.workers[u - 1] != w || units[u].kind == UnitKind::Merge;
         if cut && plan.worker_count > 1 {
             worker_ns[w] += 2.0 * HOP_NS * c.visits;

@@ -1,0 +1,346 @@
+//! Fan-out, par and N-ary fan-out across workers: one multicast ring that
+//! every branch reads, and a join that pairs the branches' outputs per item.
+//!
+//! ```text
+//!                 ┌─► branch 0 (takes a copy) ─ring─┐
+//! [up … fork] ─ring (one slot per item)             ├─► join ─► …
+//!                 └─► branch 1 (moves it out) ─ring─┘
+//!       └──────────── log ring ──────────────────────┘
+//! ```
+//!
+//! The fork publishes each item once, into one slot of the *fork ring*.
+//! Every branch reads that same slot through a poller of its own: the
+//! pollers form a chain in the ring's dependency graph (branch `k + 1`
+//! reads slot `s` only after branch `k` is done with it), so each may have
+//! `&mut` access to the slot without any branch waiting for another's
+//! *work*: a branch is done with a slot when its poll batch ends, however
+//! long the stages behind it take. Branches before the last take what they
+//! need out of the slot by cloning (a stage takes its input by value); the
+//! last moves it out, so an item is cloned once per extra branch, as in the
+//! sequential meaning, and on the branches' workers instead of upstream.
+//! For `par` each branch moves its own half out and nothing is cloned.
+//!
+//! Every item is a group of its own on the fork ring, so each branch sends
+//! the join one group per item. The fork also writes a *log* to the join:
+//! one entry per item, and the end of each upstream group. The join reads
+//! the log in order and, for each item, one group from every branch, in
+//! branch order, then emits every combination of their outputs (the list
+//! meaning of `&&&`, first branch outermost).
+//!
+//! No deadlock: the join only ever waits for a group of the earliest item
+//! not yet joined. Every branch has that item in its slot (the fork
+//! published it before logging it, or the log entry is still held back
+//! with it), and each branch's output of it is first on its edge to the
+//! join, because the join took every earlier group. A branch waits on the
+//! branch before it only for the end of a poll batch, never for space.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use statepipe_ring::wait::BusySpin;
+use statepipe_ring::{Monitor, Single};
+
+use super::edge::{
+    DepthProbe, Doorbell, EdgePoller, Msg, RingSink, RingSource, Sink, Source, SourceEnd,
+};
+use super::station::{UnitCounters, UnitStates};
+use crate::Failure;
+
+/// How a branch takes its input out of a fork-ring slot: a clone, a move,
+/// or one half of a pair.
+pub(crate) type Take<S, X> = fn(&mut Option<S>) -> Option<X>;
+
+/// The sending side of a fork, fused at the end of the upstream station.
+pub(crate) struct ForkSink<I, S> {
+    pub(crate) ring: RingSink<S, BusySpin>,
+    pub(crate) log: RingSink<(), BusySpin>,
+    /// What goes in the slot (the item, or a pair made of options).
+    pub(crate) into: fn(I) -> S,
+}
+
+impl<I: Send + 'static, S: Send + 'static> Sink<I> for ForkSink<I, S> {
+    fn item(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>) {
+        // Each item is a group of its own: the join pairs per item.
+        self.ring.item(seq, (self.into)(item), failures);
+        self.ring.end(seq, failures);
+        self.log.item(seq, (), failures);
+    }
+
+    fn end(&mut self, seq: u64, failures: &mut Vec<Failure>) {
+        self.log.end(seq, failures);
+    }
+
+    fn flush(&mut self) -> bool {
+        // The slot before its log entry: the join never waits on an item
+        // that is not in the ring yet (see the module's docs).
+        let ring = self.ring.flush();
+        let log = self.log.flush();
+        ring && log
+    }
+
+    fn can_flush(&self) -> bool {
+        self.ring.can_flush() || self.log.can_flush()
+    }
+
+    fn publish_stats(&mut self) {}
+
+    fn close(self: Box<Self>, states: &mut UnitStates) {
+        let me = *self;
+        Box::new(me.ring).close(states);
+        Box::new(me.log).close(states);
+    }
+}
+
+/// One branch's reading end of the fork ring: the source of its first
+/// station.
+pub(crate) struct BranchSource<S, X> {
+    pub(crate) poller: EdgePoller<S, BusySpin>,
+    pub(crate) monitor: Monitor<Msg<S>, BusySpin, Single>,
+    /// The poller's name in the ring, for its depth.
+    pub(crate) name: String,
+    pub(crate) take: Take<S, X>,
+    /// Whom this branch's progress may unblock: the next branch's worker,
+    /// or for the last branch the fork's (which waits for space).
+    pub(crate) wake: Arc<Doorbell>,
+}
+
+impl<S: Send + 'static, X: Send + 'static> Source<X> for BranchSource<S, X> {
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<X>, bool)) -> Result<usize, SourceEnd> {
+        let take = self.take;
+        let n = self
+            .poller
+            .poll(|m, _, _| f(m.seq, take(m.item.get_mut()), m.last))?;
+        if n > 0 {
+            self.wake.ring();
+        }
+        Ok(n)
+    }
+
+    fn ready(&self) -> bool {
+        self.poller.ready()
+    }
+
+    fn depth_probe(&self) -> DepthProbe {
+        let (m, name) = (self.monitor.clone(), self.name.clone());
+        Box::new(move || {
+            m.stats()
+                .consumers
+                .iter()
+                .find(|c| c.name == name)
+                .map_or(0, |c| c.lag)
+        })
+    }
+}
+
+/// The branches' edges into a join, and what it gathered of the current
+/// item: a pair of differently typed branches, or `n` of one type.
+pub(crate) trait Gather: Send + 'static {
+    /// What the join emits per combination.
+    type Out: Send + 'static;
+    /// How many branches.
+    fn branches(&self) -> usize;
+    /// Takes what has come of branch `k`'s current group: whether the
+    /// group is closed, and how many messages were taken.
+    fn read(&mut self, k: usize) -> Result<(bool, usize), SourceEnd>;
+    /// Whether `read(k)` would make progress now.
+    fn ready(&self, k: usize) -> bool;
+    /// Emits every combination of what was gathered, and forgets it;
+    /// returns how many.
+    fn emit(&mut self, f: &mut dyn FnMut(Self::Out)) -> usize;
+    /// The depths of the branches' edges.
+    fn depth_probes(&self) -> Vec<DepthProbe>;
+}
+
+/// Takes one group, or what has come of it, from `src` into `buf`:
+/// whether the group is closed, and how many messages were taken.
+fn read_group<T: Send + 'static>(
+    src: &mut RingSource<T, BusySpin>,
+    buf: &mut Vec<T>,
+) -> Result<(bool, usize), SourceEnd> {
+    let (mut closed, mut taken) = (false, 0);
+    loop {
+        // A poll stops at the end of the group or of a batch; only an
+        // empty edge ends the reading of an open group. An edge that closes
+        // inside a group was halted.
+        let n = src
+            .poll_while(&mut |_, item, last| {
+                buf.extend(item);
+                closed = last;
+                !last
+            })
+            .map_err(|_| SourceEnd::Halted)?;
+        taken += n;
+        if closed || n == 0 {
+            return Ok((closed, taken));
+        }
+    }
+}
+
+/// A join of two branches into pairs (`fan_out`, `par`).
+pub(crate) struct PairGather<C, D> {
+    pub(crate) a: RingSource<C, BusySpin>,
+    pub(crate) b: RingSource<D, BusySpin>,
+    pub(crate) left: Vec<C>,
+    pub(crate) right: Vec<D>,
+}
+
+impl<C, D> Gather for PairGather<C, D>
+where
+    C: Clone + Send + 'static,
+    D: Clone + Send + 'static,
+{
+    type Out = (C, D);
+
+    fn branches(&self) -> usize {
+        2
+    }
+
+    fn read(&mut self, k: usize) -> Result<(bool, usize), SourceEnd> {
+        match k {
+            0 => read_group(&mut self.a, &mut self.left),
+            _ => read_group(&mut self.b, &mut self.right),
+        }
+    }
+
+    fn ready(&self, k: usize) -> bool {
+        match k {
+            0 => self.a.ready(),
+            _ => self.b.ready(),
+        }
+    }
+
+    fn emit(&mut self, f: &mut dyn FnMut((C, D))) -> usize {
+        let n = self.left.len() * self.right.len();
+        crate::node::pairs(&mut self.left, &mut self.right, f);
+        n
+    }
+
+    fn depth_probes(&self) -> Vec<DepthProbe> {
+        vec![self.a.depth_probe(), self.b.depth_probe()]
+    }
+}
+
+/// A join of `n` branches of one type into vectors (`fan_out_n`).
+pub(crate) struct VecGather<O> {
+    pub(crate) sources: Vec<RingSource<O, BusySpin>>,
+    pub(crate) bufs: Vec<Vec<O>>,
+}
+
+impl<O: Clone + Send + 'static> Gather for VecGather<O> {
+    type Out = Vec<O>;
+
+    fn branches(&self) -> usize {
+        self.sources.len()
+    }
+
+    fn read(&mut self, k: usize) -> Result<(bool, usize), SourceEnd> {
+        read_group(&mut self.sources[k], &mut self.bufs[k])
+    }
+
+    fn ready(&self, k: usize) -> bool {
+        self.sources[k].ready()
+    }
+
+    fn emit(&mut self, f: &mut dyn FnMut(Vec<O>)) -> usize {
+        let mut n = 0;
+        crate::node::combinations(&mut self.bufs, &mut |v| {
+            n += 1;
+            f(v);
+        });
+        n
+    }
+
+    fn depth_probes(&self) -> Vec<DepthProbe> {
+        self.sources.iter().map(Source::depth_probe).collect()
+    }
+}
+
+/// The receiving side of a fork: the source of the station after it.
+pub(crate) struct Join<G> {
+    pub(crate) log: RingSource<(), BusySpin>,
+    pub(crate) gather: G,
+    /// The log entry being served: (seq, whether it closes the upstream
+    /// group, the branch being read).
+    pub(crate) current: Option<(u64, bool, usize)>,
+    pub(crate) counters: Arc<UnitCounters>,
+    /// Items joined and combinations handed on, published once per poll.
+    pub(crate) joined: u64,
+    pub(crate) delivered: u64,
+}
+
+/// How many messages one `poll` hands over at most.
+const JOIN_BATCH: usize = 256;
+
+impl<G: Gather> Source<G::Out> for Join<G> {
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<G::Out>, bool)) -> Result<usize, SourceEnd> {
+        let r = self.join(f);
+        self.counters.items_in.store(self.joined, Ordering::Relaxed);
+        self.counters
+            .items_out
+            .store(self.delivered, Ordering::Relaxed);
+        r
+    }
+
+    fn ready(&self) -> bool {
+        match self.current {
+            Some((_, _, k)) => self.gather.ready(k),
+            None => self.log.ready(),
+        }
+    }
+
+    fn depth_probe(&self) -> DepthProbe {
+        let probes = self.gather.depth_probes();
+        Box::new(move || probes.iter().map(|p| p()).sum())
+    }
+}
+
+impl<G: Gather> Join<G> {
+    fn join(&mut self, f: &mut dyn FnMut(u64, Option<G::Out>, bool)) -> Result<usize, SourceEnd> {
+        let mut n = 0;
+        while n < JOIN_BATCH {
+            let (seq, closes, mut k) = match self.current {
+                Some(c) => c,
+                None => {
+                    let mut entry = None;
+                    let r = self.log.poll_while(&mut |seq, item, last| {
+                        entry = Some((seq, item.is_some(), last));
+                        false
+                    });
+                    match r {
+                        Ok(_) => {}
+                        Err(SourceEnd::Closed) if n > 0 => return Ok(n),
+                        Err(e) => return Err(e),
+                    }
+                    match entry {
+                        None => return Ok(n),
+                        Some((seq, false, _)) => {
+                            // An upstream group with no item.
+                            f(seq, None, true);
+                            n += 1;
+                            continue;
+                        }
+                        Some((seq, true, last)) => (seq, last, 0),
+                    }
+                }
+            };
+            while k < self.gather.branches() {
+                let (closed, taken) = self.gather.read(k)?;
+                n += taken;
+                if !closed {
+                    self.current = Some((seq, closes, k));
+                    return Ok(n);
+                }
+                k += 1;
+            }
+            self.current = None;
+            self.joined += 1;
+            let emitted = self.gather.emit(&mut |o| f(seq, Some(o), false));
+            self.delivered += emitted as u64;
+            n += 1;
+            if closes {
+                f(seq, None, true);
+            }
+        }
+        Ok(n)
+    }
+}

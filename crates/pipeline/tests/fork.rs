@@ -1,0 +1,297 @@
+//! Fan-out, par and N-ary fan-out deployed across workers: the branches
+//! read one multicast ring, a join pairs their outputs. The results must
+//! equal the sequential interpreter's, for every split of the units over
+//! workers, with rings small enough to fill. No test here asserts a time.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use statepipe_pipeline::{machine, Config, DeployError, Pipeline, Run, UnitKind};
+
+fn watchdog<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(f()).ok());
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the deployment hung")
+}
+
+/// Counts its items and adds the count.
+fn counter(name: &str) -> Pipeline<i64, i64> {
+    Pipeline::stage(
+        name,
+        0i64,
+        machine::step(|n: &mut i64, x: i64| {
+            *n += 1;
+            x * 10 + *n
+        }),
+    )
+}
+
+/// `x mod 3` outputs per item (so 0, 1 or 2).
+fn dup(name: &str) -> Pipeline<i64, i64> {
+    Pipeline::stage(
+        name,
+        (),
+        machine::flat(|_: &mut (), x: i64| (0..x.rem_euclid(3)).map(move |k| x + k)),
+    )
+}
+
+/// Rejects multiples of 4.
+fn picky(name: &str) -> Pipeline<i64, i64> {
+    Pipeline::try_map(name, |x: i64| {
+        if x % 4 == 0 {
+            Err(format!("{x} is a multiple of 4"))
+        } else {
+            Ok(x)
+        }
+    })
+}
+
+/// Builds a fresh pipeline of one shape.
+type Build = fn() -> Pipeline<i64, i64>;
+
+/// Every shape of fork, with stages before, inside and after it.
+fn shapes() -> Vec<(&'static str, Build)> {
+    vec![
+        ("fan-out", || {
+            dup("pre")
+                .then(
+                    counter("a")
+                        .then(dup("a2"))
+                        .fan_out(picky("b").then(counter("b2"))),
+                )
+                .then(Pipeline::map("post", |(a, b): (i64, i64)| a * 1000 + b))
+        }),
+        ("par", || {
+            Pipeline::map("pre", |x: i64| (x, x / 2))
+                .then(dup("a").par(counter("b").then(picky("b2"))))
+                .then(Pipeline::map("post", |(a, b): (i64, i64)| a - b))
+        }),
+        ("fan-out-n", || {
+            Pipeline::fan_out_n(vec![counter("a"), dup("b"), picky("c"), counter("d")])
+                .then(Pipeline::map("post", |v: Vec<i64>| v.iter().sum()))
+        }),
+        ("nested", || {
+            counter("pre")
+                .then(
+                    counter("a")
+                        .fan_out(dup("b").fan_out(counter("c")))
+                        .then(Pipeline::map("mid", |(a, (b, c)): (i64, (i64, i64))| {
+                            a + 7 * b + 11 * c
+                        })),
+                )
+                .then(Pipeline::shard(2, |k| counter(&format!("s{k}"))))
+        }),
+    ]
+}
+
+fn failures<O>(run: &Run<O>) -> Vec<(u64, String)> {
+    let mut f: Vec<_> = run
+        .failures
+        .iter()
+        .map(|f| (f.seq, f.stage.clone()))
+        .collect();
+    f.sort();
+    f
+}
+
+fn states<O>(run: &Run<O>) -> Vec<(String, Option<i64>)> {
+    run.states
+        .iter()
+        .map(|s| (s.name.clone(), s.get::<i64>().copied()))
+        .collect()
+}
+
+fn check(name: &str, build: Build, plan: Vec<usize>, capacity: usize) {
+    let inputs: Vec<i64> = (-40..160).collect();
+    let want = build().run_sequential(inputs.clone());
+    let p = plan.clone();
+    let got = watchdog(move || {
+        build()
+            .deploy(&Config::new().plan(p).pin(false).capacity(capacity))
+            .expect("the plan deploys")
+            .run(inputs)
+            .expect("no stage panics")
+    });
+    assert_eq!(got.outputs, want.outputs, "{name} on {plan:?}");
+    assert_eq!(got.seqs, want.seqs, "{name} on {plan:?}");
+    assert_eq!(failures(&got), failures(&want), "{name} on {plan:?}");
+    assert_eq!(states(&got), states(&want), "{name} on {plan:?}");
+}
+
+#[test]
+fn a_fork_lists_its_branches_units_then_its_join() {
+    let p = Pipeline::map("pre", |x: i64| x).then(counter("a").fan_out(counter("b")));
+    let units = p.units();
+    let names: Vec<_> = units.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["pre", "a", "b", "fan-out(a, b)"]);
+    assert_eq!(units[3].kind, UnitKind::Join);
+}
+
+#[test]
+fn branches_on_two_workers_each_see_every_item() {
+    // pre and branch a on worker 0, branch b, the join and post on 1.
+    let build = || {
+        Pipeline::map("pre", |x: i64| x)
+            .then(counter("a").fan_out(counter("b")))
+            .then(Pipeline::map("post", |(a, b): (i64, i64)| a + b))
+    };
+    let n = 10_000;
+    let done = watchdog(move || {
+        let d = build()
+            .deploy(
+                &Config::new()
+                    .plan(vec![0, 0, 1, 1, 1])
+                    .pin(false)
+                    .capacity(8),
+            )
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        let feeder = thread::spawn(move || input.send_all(0..n).unwrap());
+        let mut got = Vec::new();
+        while let Some((_, y)) = output.recv() {
+            got.push(y);
+        }
+        feeder.join().unwrap();
+        let dot = running.to_dot();
+        (got, running.join().unwrap(), dot)
+    });
+    let (got, finished, dot) = done;
+    assert_eq!(got, build().run_sequential(0..n).outputs);
+    let m = &finished.metrics.units;
+    // Run split, not whole: each branch's own unit took every item.
+    assert_eq!((m[1].name.as_str(), m[1].items_in), ("a", n as u64));
+    assert_eq!((m[2].name.as_str(), m[2].items_in), ("b", n as u64));
+    assert_eq!((m[1].worker, m[2].worker), (0, 1));
+    assert_eq!(m[3].items_in, n as u64, "the join joined every item");
+    assert_eq!(m[3].items_out, n as u64);
+    // Both branches are fed from pre, and meet at the join.
+    for edge in ["u0 -> u1", "u0 -> u2", "u1 -> u3", "u2 -> u3"] {
+        assert!(dot.contains(edge), "{edge} missing in\n{dot}");
+    }
+}
+
+#[test]
+fn a_fork_on_one_worker_runs_whole() {
+    let build = || counter("a").fan_out(counter("b"));
+    let finished = watchdog(move || {
+        let d = build()
+            .deploy(&Config::new().workers(1).pin(false))
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        let feeder = thread::spawn(move || input.send_all(0..100).unwrap());
+        while output.recv().is_some() {}
+        feeder.join().unwrap();
+        running.join().unwrap()
+    });
+    let m = &finished.metrics.units;
+    // The whole fork reports as its join; the branches took nothing apart.
+    assert_eq!((m[2].items_in, m[2].items_out), (100, 100));
+    assert_eq!((m[0].items_in, m[1].items_in), (0, 0));
+}
+
+#[test]
+fn every_split_of_every_shape_matches_the_sequential_run() {
+    for (name, build) in shapes() {
+        let units = build().units().len();
+        // All on one worker, all apart, and alternating.
+        for plan in [
+            vec![0; units],
+            (0..units).collect(),
+            (0..units).map(|u| u % 2).collect(),
+            (0..units).map(|u| (u / 2) % 3).collect(),
+        ] {
+            for capacity in [1, 2, 64] {
+                check(name, build, plan.clone(), capacity);
+            }
+        }
+    }
+}
+
+/// `PROPTEST_CASES` if set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
+
+    #[test]
+    fn random_splits_match_the_sequential_run(
+        shape in 0usize..4,
+        seed in any::<u64>(),
+        workers in 1usize..=4,
+        cap_pow in 0u32..6,
+    ) {
+        let (name, build) = shapes()[shape];
+        let mut x = seed | 1;
+        let plan: Vec<usize> = build()
+            .units()
+            .iter()
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % workers as u64) as usize
+            })
+            .collect();
+        check(name, build, plan, 1 << cap_pow);
+    }
+}
+
+#[test]
+fn a_panic_in_a_branch_on_another_worker_is_named() {
+    for plan in [vec![0, 1, 0], vec![0, 1, 1], vec![1, 0, 1]] {
+        let err = watchdog(move || {
+            let boom = Pipeline::map("boom", |x: u32| {
+                assert!(x != 500, "five hundred is not allowed");
+                x
+            });
+            let p = Pipeline::map("fine", |x: u32| x).fan_out(boom);
+            let d = p
+                .deploy(&Config::new().plan(plan).pin(false).capacity(4))
+                .unwrap();
+            let (mut input, mut output, running) = (d.input, d.output, d.running);
+            let feeder = thread::spawn(move || {
+                for x in 0..1_000_000u32 {
+                    if input.send(x).is_err() {
+                        return true;
+                    }
+                }
+                false
+            });
+            while output.recv().is_some() {}
+            assert!(feeder.join().unwrap(), "senders learn that it stopped");
+            running.join().unwrap_err()
+        });
+        match err {
+            DeployError::StagePanicked { stage, message } => {
+                assert_eq!(stage, "boom");
+                assert!(message.contains("five hundred"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn par_moves_each_half_without_cloning() {
+    /// A value that cannot be cloned: `par` must move each half out of the
+    /// shared slot.
+    struct Token(u32);
+    let p = Pipeline::map("left", |t: Token| t.0 as u64)
+        .par(Pipeline::map("right", |t: Token| u64::from(t.0) * 2));
+    let got = watchdog(|| {
+        p.deploy(&Config::new().plan(vec![0, 1, 1]).pin(false).capacity(2))
+            .unwrap()
+            .run((0..1000u32).map(|i| (Token(i), Token(i + 1))))
+            .unwrap()
+    });
+    let want: Vec<(u64, u64)> = (0..1000).map(|i| (i, (i + 1) * 2)).collect();
+    assert_eq!(got.outputs, want);
+}
