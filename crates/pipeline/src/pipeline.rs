@@ -187,6 +187,13 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
 
     /// `Left` items through `self`, `Right` items through `other`; outputs
     /// keep their side.
+    ///
+    /// Deployed, the branches may run on different workers: a router sends
+    /// each item to its side's edge and logs the choice, and a merge takes
+    /// the branches' outputs back in input order (as for a shard). When the
+    /// plan puts both branches and the merge on the worker of the stage
+    /// before, the choice runs whole there. `merge` and `choose` deploy the
+    /// same way.
     pub fn choice<I2, O2>(self, other: Pipeline<I2, O2>) -> Pipeline<Either<I, I2>, Either<O, O2>>
     where
         I2: Send + 'static,

@@ -1,14 +1,16 @@
-//! Fan-out, par and N-ary fan-out deployed across workers: the branches
-//! read one multicast ring, a join pairs their outputs. The results must
-//! equal the sequential interpreter's, for every split of the units over
-//! workers, with rings small enough to fill. No test here asserts a time.
+//! Constructs with branches deployed across workers. Fan-out, par and
+//! N-ary fan-out: the branches read one multicast ring, a join pairs their
+//! outputs. Choice, merge and choose: a router sends each item to its
+//! branch, a merge restores input order. The results must equal the
+//! sequential interpreter's, for every split of the units over workers,
+//! with rings small enough to fill. No test here asserts a time.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use statepipe_pipeline::{machine, Config, DeployError, Pipeline, Run, UnitKind};
+use statepipe_pipeline::{machine, Config, DeployError, Either, Pipeline, Run, UnitKind};
 
 fn watchdog<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
@@ -84,7 +86,50 @@ fn shapes() -> Vec<(&'static str, Build)> {
                 )
                 .then(Pipeline::shard(2, |k| counter(&format!("s{k}"))))
         }),
+        ("choice", || {
+            Pipeline::map("pre", side)
+                .then(counter("a").then(dup("a2")).choice(picky("b")))
+                .then(Pipeline::map("post", |e: Either<i64, i64>| match e {
+                    Either::Left(a) => a,
+                    Either::Right(b) => b + 100_000,
+                }))
+        }),
+        ("merge", || {
+            counter("pre")
+                .then(Pipeline::map("side", side))
+                .then(counter("a").merge(dup("b").then(counter("b2"))))
+                .then(counter("post"))
+        }),
+        ("choose", || {
+            // Route 3 has no branch: those items fail at the router.
+            Pipeline::choose(
+                "route",
+                |x: &i64| x.rem_euclid(4) as usize,
+                vec![counter("a"), dup("b").then(counter("b2")), picky("c")],
+            )
+            .then(counter("post"))
+        }),
+        ("choice-in-fork", || {
+            counter("a")
+                .fan_out(
+                    Pipeline::map("side", side).then(
+                        counter("l")
+                            .merge(counter("r"))
+                            .then(Pipeline::map("tag", |x: i64| x)),
+                    ),
+                )
+                .then(Pipeline::map("post", |(a, b): (i64, i64)| a * 3 + b))
+        }),
     ]
+}
+
+/// Even items left, odd right.
+fn side(x: i64) -> Either<i64, i64> {
+    if x % 2 == 0 {
+        Either::Left(x)
+    } else {
+        Either::Right(x)
+    }
 }
 
 fn failures<O>(run: &Run<O>) -> Vec<(u64, String)> {
@@ -128,6 +173,50 @@ fn a_fork_lists_its_branches_units_then_its_join() {
     let names: Vec<_> = units.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(names, ["pre", "a", "b", "fan-out(a, b)"]);
     assert_eq!(units[3].kind, UnitKind::Join);
+}
+
+#[test]
+fn a_choice_lists_its_branches_units_then_where_they_meet() {
+    let p = Pipeline::map("pre", side).then(counter("a").choice(counter("b")));
+    let units = p.units();
+    let names: Vec<_> = units.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["pre", "a", "b", "choice(a, b)"]);
+    assert_eq!(units[3].kind, UnitKind::Join);
+}
+
+#[test]
+fn choice_branches_on_two_workers_each_see_their_side() {
+    let build = || {
+        Pipeline::map("pre", side)
+            .then(counter("a").choice(counter("b")))
+            .then(Pipeline::map("post", |e: Either<i64, i64>| {
+                e.map_right(|b| -b).into_inner()
+            }))
+    };
+    let n = 10_000i64;
+    let finished = watchdog(move || {
+        let d = build()
+            .deploy(
+                &Config::new()
+                    .plan(vec![0, 0, 1, 1, 1])
+                    .pin(false)
+                    .capacity(8),
+            )
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        let feeder = thread::spawn(move || input.send_all(0..n).unwrap());
+        let mut got = Vec::new();
+        while let Some((_, y)) = output.recv() {
+            got.push(y);
+        }
+        feeder.join().unwrap();
+        assert_eq!(got, build().run_sequential(0..n).outputs);
+        running.join().unwrap()
+    });
+    let m = &finished.metrics.units;
+    assert_eq!((m[1].name.as_str(), m[1].items_in), ("a", n as u64 / 2));
+    assert_eq!((m[2].name.as_str(), m[2].items_in), ("b", n as u64 / 2));
+    assert_eq!((m[1].worker, m[2].worker), (0, 1));
 }
 
 #[test]
@@ -223,7 +312,7 @@ proptest! {
 
     #[test]
     fn random_splits_match_the_sequential_run(
-        shape in 0usize..4,
+        shape in 0usize..8,
         seed in any::<u64>(),
         workers in 1usize..=4,
         cap_pow in 0u32..6,

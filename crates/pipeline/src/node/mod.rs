@@ -12,7 +12,9 @@ mod stage;
 
 pub(crate) use fork::{combinations, pairs, FanOutN, FanOutNode, ParNode};
 pub use route::shard_of;
-pub(crate) use route::{ChoiceNode, ChooseNode, MergeNode, ShardByKeyNode, ShardNode};
+pub(crate) use route::{
+    no_such_branch, ChoiceNode, ChooseNode, MergeNode, ShardByKeyNode, ShardNode,
+};
 pub(crate) use stage::{CostNode, StageNode, ThenNode, TryStageNode};
 
 use crate::dot::{Dot, NodeId};
@@ -44,30 +46,10 @@ pub(crate) trait Node<I, O>: Send {
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O>;
 }
 
-/// The one unit of a construct that runs whole on one worker: its stages'
-/// names joined, their costs summed.
-pub(crate) fn whole_unit(label: &str, parts: &[&dyn UnitsOf], out: &mut Vec<UnitInfo>) {
-    let mut inner = Vec::new();
-    for p in parts {
-        p.units_of(&mut inner);
-    }
-    let mut stages: Vec<String> = inner.iter().flat_map(|u| u.stages.clone()).collect();
-    let names: Vec<&str> = inner.iter().map(|u| u.name.as_str()).collect();
-    let name = format!("{label}({})", names.join(", "));
-    stages.push(label.to_string());
-    out.push(UnitInfo {
-        name,
-        stages,
-        cost_ns: inner.iter().map(|u| u.cost_ns).sum(),
-        cost_known: inner.iter().all(|u| u.cost_known),
-        kind: UnitKind::Stage,
-    });
-}
-
-/// The units of a fork (fan-out, par, N-ary fan-out): every branch's, then
-/// the join, named like a construct run whole, since a fork whose units
-/// share a worker runs whole as its join. Returns how many units each
-/// branch has.
+/// The units of a construct with branches (fan-out, par, N-ary fan-out,
+/// choice, merge, choose): every branch's, then the join where they meet,
+/// named after the stages inside, since a construct whose units share a
+/// worker runs whole as its join. Returns how many units each branch has.
 pub(crate) fn fork_units(
     label: &str,
     parts: &[&dyn UnitsOf],

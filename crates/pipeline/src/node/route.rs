@@ -8,10 +8,10 @@
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 
-use super::{whole_unit, Emit, Node, UnitsOf};
+use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
-use crate::runtime::compile::{Compile, Open};
-use crate::runtime::route::{ByKey, RoundRobin};
+use crate::runtime::compile::{Compile, Open, Routes};
+use crate::runtime::route::{ByKey, RoundRobin, Route, Side};
 use crate::runtime::{UnitInfo, UnitKind};
 use crate::{Either, Failure, Pipeline, StageState};
 
@@ -61,11 +61,23 @@ where
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
-        whole_unit("choice", &[&self.a, &self.b], out);
+        fork_units("choice", &[&self.a, &self.b], out);
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<Either<A, B>>) -> Open<Either<C, D>> {
-        cx.unit(Pipeline::from_box(self), up)
+        let (_, n) = fork_sizes(&[&self.a, &self.b]);
+        if cx.fits_whole(up.worker, n) {
+            return cx.whole(Pipeline::from_box(self), up, n);
+        }
+        let me = *self;
+        let mut routes = Routes::new();
+        let a = cx.route_branch(&mut routes, &up, take_left);
+        let a = me.a.node.deploy(cx, a).map(Either::Left);
+        let b = cx.route_branch(&mut routes, &up, take_right);
+        let b = me.b.node.deploy(cx, b).map(Either::Right);
+        let m = cx.join_unit();
+        let inputs = vec![cx.join_input(a, m), cx.join_input(b, m)];
+        cx.route_close(up, routes, Side, inputs, m)
     }
 }
 
@@ -110,11 +122,23 @@ where
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
-        whole_unit("merge", &[&self.a, &self.b], out);
+        fork_units("merge", &[&self.a, &self.b], out);
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<Either<A, B>>) -> Open<C> {
-        cx.unit(Pipeline::from_box(self), up)
+        let (_, n) = fork_sizes(&[&self.a, &self.b]);
+        if cx.fits_whole(up.worker, n) {
+            return cx.whole(Pipeline::from_box(self), up, n);
+        }
+        let me = *self;
+        let mut routes = Routes::new();
+        let a = cx.route_branch(&mut routes, &up, take_left);
+        let a = me.a.node.deploy(cx, a);
+        let b = cx.route_branch(&mut routes, &up, take_right);
+        let b = me.b.node.deploy(cx, b);
+        let m = cx.join_unit();
+        let inputs = vec![cx.join_input(a, m), cx.join_input(b, m)];
+        cx.route_close(up, routes, Side, inputs, m)
     }
 }
 
@@ -123,6 +147,38 @@ pub(crate) struct ChooseNode<I, O, F> {
     pub(crate) name: String,
     pub(crate) route: F,
     pub(crate) branches: Vec<Pipeline<I, O>>,
+}
+
+/// A choice branch's input: the `Left` side of the slot's item.
+fn take_left<A, B>(slot: &mut Option<Either<A, B>>) -> Option<A> {
+    match slot.take()? {
+        Either::Left(a) => Some(a),
+        Either::Right(_) => None,
+    }
+}
+
+/// A choice branch's input: the `Right` side of the slot's item.
+fn take_right<A, B>(slot: &mut Option<Either<A, B>>) -> Option<B> {
+    match slot.take()? {
+        Either::Right(b) => Some(b),
+        Either::Left(_) => None,
+    }
+}
+
+/// The failure of an item that `choose` routed past its last branch.
+pub(crate) fn no_such_branch<I: Debug + Send + 'static>(
+    name: &str,
+    seq: u64,
+    item: I,
+    chosen: usize,
+    branches: usize,
+) -> Failure {
+    Failure {
+        seq,
+        stage: name.to_string(),
+        item: Box::new(item),
+        error: Box::new(NoSuchBranch { chosen, branches }),
+    }
 }
 
 /// The error of an item routed past the last branch.
@@ -148,17 +204,10 @@ where
 {
     fn push(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
         let k = (self.route)(&item);
+        let n = self.branches.len();
         match self.branches.get_mut(k) {
             Some(branch) => branch.push(seq, item, failures, emit),
-            None => failures.push(Failure {
-                seq,
-                stage: self.name.clone(),
-                item: Box::new(item),
-                error: Box::new(NoSuchBranch {
-                    chosen: k,
-                    branches: self.branches.len(),
-                }),
-            }),
+            None => failures.push(no_such_branch(&self.name, seq, item, k, n)),
         }
     }
 
@@ -173,11 +222,29 @@ where
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
-        whole_unit(&self.name, &parts, out);
+        fork_units(&self.name, &parts, out);
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
-        cx.unit(Pipeline::from_box(self), up)
+        let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
+        let (_, n) = fork_sizes(&parts);
+        if cx.fits_whole(up.worker, n) {
+            return cx.whole(Pipeline::from_box(self), up, n);
+        }
+        let me = *self;
+        let mut routes = Routes::new();
+        let mut outs = Vec::with_capacity(me.branches.len());
+        for branch in me.branches {
+            let open = cx.route_branch(&mut routes, &up, Option::take);
+            outs.push(branch.node.deploy(cx, open));
+        }
+        let m = cx.join_unit();
+        let inputs = outs.into_iter().map(|o| cx.join_input(o, m)).collect();
+        let pick = Route {
+            name: me.name,
+            route: me.route,
+        };
+        cx.route_close(up, routes, pick, inputs, m)
     }
 }
 

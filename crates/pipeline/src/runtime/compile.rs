@@ -16,11 +16,12 @@ use statepipe_ring::{Monitor, RingBuilder, Single};
 
 use super::edge::{
     inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Msg, RingSink,
-    RingSource, Sink, Source,
+    RingSource, Sink, Source, EDGE_POLLER,
 };
 use super::fork::{BranchSource, ForkSink, Gather, Join, Take};
 use super::plan::{UnitInfo, UnitKind};
 use super::route::{Merge, Pick, Router};
+use super::station::UnitStates;
 use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters, UnitSink};
 use crate::{Failure, Pipeline};
 
@@ -69,6 +70,63 @@ impl<T: Send + 'static> Open<T> {
     /// Closes the station with `sink`.
     pub(crate) fn finish(self, cx: &mut Compile, sink: Box<dyn Sink<T>>) {
         (self.finish)(cx, sink);
+    }
+
+    /// The same station, its outputs passed through `f` (a choice tags
+    /// each branch's outputs with its side).
+    pub(crate) fn map<U: Send + 'static>(self, f: fn(T) -> U) -> Open<U> {
+        Open {
+            worker: self.worker,
+            tails: self.tails,
+            finish: Box::new(move |cx, next: Box<dyn Sink<U>>| {
+                (self.finish)(cx, Box::new(MapSink { f, next }));
+            }),
+        }
+    }
+}
+
+/// Passes each output through a function on its way to `next`.
+struct MapSink<T, U> {
+    f: fn(T) -> U,
+    next: Box<dyn Sink<U>>,
+}
+
+impl<T: Send + 'static, U: Send + 'static> Sink<T> for MapSink<T, U> {
+    #[inline]
+    fn item(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>) {
+        self.next.item(seq, (self.f)(item), failures);
+    }
+
+    fn end(&mut self, seq: u64, failures: &mut Vec<Failure>) {
+        self.next.end(seq, failures);
+    }
+
+    fn flush(&mut self) -> bool {
+        self.next.flush()
+    }
+
+    fn can_flush(&self) -> bool {
+        self.next.can_flush()
+    }
+
+    fn publish_stats(&mut self) {
+        self.next.publish_stats();
+    }
+
+    fn close(self: Box<Self>, states: &mut UnitStates) {
+        self.next.close(states);
+    }
+}
+
+/// The sending ends of a router's edges, one per branch, while the
+/// branches are being deployed.
+pub(crate) struct Routes<I> {
+    sinks: Vec<RingSink<I, BusySpin>>,
+}
+
+impl<I> Routes<I> {
+    pub(crate) fn new() -> Self {
+        Routes { sinks: Vec::new() }
     }
 }
 
@@ -207,8 +265,9 @@ impl Compile {
                 .all(|u| self.plan.get(u).copied().unwrap_or(0) == worker)
     }
 
-    /// Deploys a fork whose `n` units all sit on the open station's worker
-    /// as one unit, run whole; it reports as its last unit (its join).
+    /// Deploys a construct (a fork or a choice) whose `n` units all sit on
+    /// the open station's worker as one unit, run whole; it reports as its
+    /// last unit (its join).
     pub(crate) fn whole<A: Send + 'static, B: Send + 'static>(
         &mut self,
         piece: Pipeline<A, B>,
@@ -273,51 +332,70 @@ impl Compile {
         O: Send + 'static,
         P: Pick<I> + 'static,
     {
-        let from = up.worker;
-        let mut routes = Vec::new();
-        let mut outs = Vec::new();
+        let mut routes = Routes::new();
+        let mut outs = Vec::with_capacity(copies.len());
         for copy in copies {
-            let w = self.next_worker();
-            let e = inner_edge::<I>(self.capacity);
-            self.handles.push(e.handle);
-            routes.push(RingSink::new(e.producer, Arc::clone(&self.bells[w])));
-            let source = RingSource::new(e.poller, e.monitor, Arc::clone(&self.bells[from]));
-            let open = Open::at(w, up.tails.clone(), Box::new(source));
+            let open = self.route_branch(&mut routes, &up, Option::take);
             outs.push(copy.node.deploy(self, open));
         }
-        let (m, wm) = self.take_unit(UnitKind::Merge);
+        let m = self.take_unit(UnitKind::Merge);
+        let inputs = outs.into_iter().map(|o| self.join_input(o, m)).collect();
+        self.route_close(up, routes, pick, inputs, m)
+    }
+
+    /// Opens the station of the next branch of a router behind `up`: an
+    /// edge of its own, from which the branch takes its input with `take`
+    /// (the item, or one side of an `Either`).
+    pub(crate) fn route_branch<I: Send + 'static, X: Send + 'static>(
+        &mut self,
+        routes: &mut Routes<I>,
+        up: &Open<I>,
+        take: Take<I, X>,
+    ) -> Open<X> {
+        let w = self.next_worker();
+        let e = inner_edge::<I>(self.capacity);
+        self.handles.push(e.handle);
+        routes
+            .sinks
+            .push(RingSink::new(e.producer, Arc::clone(&self.bells[w])));
+        let source = BranchSource {
+            poller: e.poller,
+            monitor: e.monitor,
+            name: EDGE_POLLER.to_string(),
+            take,
+            wake: Arc::clone(&self.bells[up.worker]),
+        };
+        Open::at(w, up.tails.clone(), Box::new(source))
+    }
+
+    /// Closes `up` with a router over `routes` that sends each item where
+    /// `pick` says, and opens the station after the merge `(m, wm)`, which
+    /// reads `inputs` (the branches' ends) in the order of the route log.
+    pub(crate) fn route_close<I, O, P>(
+        &mut self,
+        up: Open<I>,
+        routes: Routes<I>,
+        pick: P,
+        inputs: Vec<RingSource<O, BusySpin>>,
+        (m, wm): (usize, usize),
+    ) -> Open<O>
+    where
+        I: Send + 'static,
+        O: Send + 'static,
+        P: Pick<I> + 'static,
+    {
+        let from = up.worker;
         let log = inner_edge::<u32>(self.capacity);
         self.handles.push(log.handle);
         let router = Router {
-            copies: routes,
+            copies: routes.sinks,
             log: RingSink::new(log.producer, Arc::clone(&self.bells[wm])),
             pick,
         };
         up.finish(self, Box::new(router));
-        let mut sources = Vec::new();
-        for out in outs {
-            let e = inner_edge::<O>(self.capacity);
-            self.handles.push(e.handle);
-            for &t in &out.tails {
-                self.edges.push(EdgeInfo {
-                    from: t,
-                    to: m,
-                    depth: Some(probe(&e.monitor)),
-                });
-            }
-            sources.push(RingSource::new(
-                e.poller,
-                e.monitor,
-                Arc::clone(&self.bells[out.worker]),
-            ));
-            out.finish(
-                self,
-                Box::new(RingSink::new(e.producer, Arc::clone(&self.bells[wm]))),
-            );
-        }
         let merge = Merge {
             log: RingSource::new(log.poller, log.monitor, Arc::clone(&self.bells[from])),
-            copies: sources,
+            copies: inputs,
             current: None,
             counters: Arc::clone(&self.unit_counters[m]),
             delivered: 0,

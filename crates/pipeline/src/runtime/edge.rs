@@ -205,15 +205,18 @@ pub(crate) fn max_batch(capacity: usize) -> usize {
     (capacity / 8).max(32).min(capacity)
 }
 
+/// The name of an edge's one poller.
+pub(crate) const EDGE_POLLER: &str = "edge";
+
 /// A new edge of `capacity` slots.
 pub(crate) fn edge<T: Send + 'static, W: WaitStrategy>(capacity: usize, wait: W) -> Edge<T, W> {
     let (producer, mut ring) = RingBuilder::new(capacity, Msg::empty)
         .wait_strategy(wait)
         .max_batch(max_batch(capacity))
-        .poller_mut("edge")
+        .poller_mut(EDGE_POLLER)
         .build_single();
     let poller = ring
-        .take_poller_mut("edge")
+        .take_poller_mut(EDGE_POLLER)
         .expect("the edge's poller was declared just above");
     Edge {
         producer,

@@ -1,25 +1,27 @@
 //! Deployment plans: which worker runs each unit.
 //!
-//! A *unit* is what a plan places: a stage, a construct run whole on one
-//! worker (choice, merge, choose, with everything inside), the merge of a
-//! shard, or the join of a fan-out or par. Units are numbered in
-//! description order, the order of [`Run::states`](crate::Run::states):
-//! a shard's or fork's branches' units, then its merge or join. Units that
-//! are neighbours on the same worker are fused; a shard's copies and a
-//! fork's branches may sit on different workers.
+//! A *unit* is what a plan places: a stage, the merge of a shard, or the
+//! join where the branches of a fan-out, par, choice, merge or choose
+//! meet. Units are numbered in description order, the order of
+//! [`Run::states`](crate::Run::states): a construct's branches' units,
+//! then its merge or join. Units that are neighbours on the same worker are
+//! fused; a shard's copies and a construct's branches may sit on different
+//! workers (a construct whose units all share the worker before it runs
+//! whole there).
 
 use std::fmt;
 
 /// What a unit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnitKind {
-    /// A stage, or a construct run whole.
+    /// A stage (its machine may be fused combinators).
     Stage,
     /// Where a shard's copies meet again, in input order.
     Merge,
-    /// Where the branches of a fan-out or par meet: their outputs for each
-    /// item are paired. When every unit of the fork sits on one worker
-    /// with the stage before it, the fork runs whole as this unit.
+    /// Where the branches of a fan-out, par, choice, merge or choose meet:
+    /// a fork's outputs for each item are paired, a choice's leave in input
+    /// order. When every unit of the construct sits on one worker with the
+    /// stage before it, the construct runs whole as this unit.
     Join,
 }
 

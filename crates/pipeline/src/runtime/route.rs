@@ -1,6 +1,6 @@
-//! Shards across workers: a router fused into the upstream station, copies
-//! on stations of their own, and a merge that restores input order, with no
-//! shuffle thread.
+//! Shards and choices across workers: a router fused into the upstream
+//! station, copies (or branches) on stations of their own, and a merge that
+//! restores input order, with no shuffle thread.
 //!
 //! The router sends each item to one copy as a group of its own and writes
 //! the copy's number to a *route log*, an edge to the merge; the end of an
@@ -14,6 +14,7 @@
 //! produced, first in its copy's output; a copy never waits on the merge for
 //! anything but space that the merge frees by reading that very group.
 
+use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,12 +23,14 @@ use statepipe_ring::wait::BusySpin;
 
 use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd};
 use super::station::{UnitCounters, UnitStates};
-use crate::node::shard_of;
-use crate::Failure;
+use crate::node::{no_such_branch, shard_of};
+use crate::{Either, Failure};
 
-/// How a router picks the copy of an item.
+/// How a router picks the copy (or branch) of an item.
 pub(crate) trait Pick<T>: Send {
-    fn pick(&mut self, item: &T, copies: usize) -> usize;
+    /// The branch of `item`, of `copies`; or the failure of an item that
+    /// has none (`choose` routing past its last branch).
+    fn pick(&mut self, seq: u64, item: T, copies: usize) -> Result<(usize, T), Failure>;
 }
 
 /// `shard`: the `i`-th item to reach the router goes to copy `i % n`.
@@ -35,10 +38,10 @@ pub(crate) struct RoundRobin(pub(crate) u64);
 
 impl<T> Pick<T> for RoundRobin {
     #[inline]
-    fn pick(&mut self, _: &T, copies: usize) -> usize {
+    fn pick(&mut self, _: u64, item: T, copies: usize) -> Result<(usize, T), Failure> {
         let k = (self.0 % copies as u64) as usize;
         self.0 += 1;
-        k
+        Ok((k, item))
     }
 }
 
@@ -47,8 +50,50 @@ pub(crate) struct ByKey<F>(pub(crate) F);
 
 impl<T, K: Hash, F: FnMut(&T) -> K + Send> Pick<T> for ByKey<F> {
     #[inline]
-    fn pick(&mut self, item: &T, copies: usize) -> usize {
-        shard_of(&(self.0)(item), copies)
+    fn pick(&mut self, _: u64, item: T, copies: usize) -> Result<(usize, T), Failure> {
+        Ok((shard_of(&(self.0)(&item), copies), item))
+    }
+}
+
+/// `choice` and `merge`: `Left` to branch 0, `Right` to branch 1.
+pub(crate) struct Side;
+
+impl<A, B> Pick<Either<A, B>> for Side {
+    #[inline]
+    fn pick(
+        &mut self,
+        _: u64,
+        item: Either<A, B>,
+        _: usize,
+    ) -> Result<(usize, Either<A, B>), Failure> {
+        let k = match item {
+            Either::Left(_) => 0,
+            Either::Right(_) => 1,
+        };
+        Ok((k, item))
+    }
+}
+
+/// `choose`: the branch `route(&item)`; past the last one, a failure
+/// under the router's name.
+pub(crate) struct Route<F> {
+    pub(crate) name: String,
+    pub(crate) route: F,
+}
+
+impl<T, F> Pick<T> for Route<F>
+where
+    T: Debug + Send + 'static,
+    F: FnMut(&T) -> usize + Send,
+{
+    #[inline]
+    fn pick(&mut self, seq: u64, item: T, copies: usize) -> Result<(usize, T), Failure> {
+        let k = (self.route)(&item);
+        if k < copies {
+            Ok((k, item))
+        } else {
+            Err(no_such_branch(&self.name, seq, item, k, copies))
+        }
     }
 }
 
@@ -61,11 +106,16 @@ pub(crate) struct Router<T, P> {
 
 impl<T: Send + 'static, P: Pick<T>> Sink<T> for Router<T, P> {
     fn item(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>) {
-        let k = self.pick.pick(&item, self.copies.len());
-        let copy = &mut self.copies[k];
-        copy.item(seq, item, failures);
-        copy.end(seq, failures);
-        self.log.item(seq, k as u32, failures);
+        match self.pick.pick(seq, item, self.copies.len()) {
+            Ok((k, item)) => {
+                let copy = &mut self.copies[k];
+                copy.item(seq, item, failures);
+                copy.end(seq, failures);
+                self.log.item(seq, k as u32, failures);
+            }
+            // No branch takes it: nothing goes on, the group's end will.
+            Err(f) => failures.push(f),
+        }
     }
 
     fn end(&mut self, seq: u64, failures: &mut Vec<Failure>) {
