@@ -2,21 +2,14 @@
 //! (That deployed results equal the sequential ones is the property test in
 //! `random_pipelines.rs`.) No test here asserts a time.
 
-use std::sync::mpsc;
+mod common;
+
 use std::thread;
 use std::time::Duration;
 
+use common::{assert_panicked, panic_of, watchdog};
 use statepipe_pipeline::runtime::TrySendError;
-use statepipe_pipeline::{machine, Config, DeployError, Pipeline, UnitKind};
-
-/// Runs `f` on a thread and fails the test if it has not finished within a
-/// generous bound: a hang is a failure, not a stuck CI run.
-fn watchdog<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || tx.send(f()).ok());
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the deployment hung")
-}
+use statepipe_pipeline::{machine, Config, Pipeline, UnitKind};
 
 fn chain() -> Pipeline<u64, u64> {
     Pipeline::map("a", |x: u64| x + 1)
@@ -107,36 +100,11 @@ fn try_send_hands_the_item_back_when_the_pipeline_is_full() {
 #[test]
 fn a_panicking_stage_stops_the_pipeline_and_join_names_it() {
     for plan in [vec![0, 0], vec![0, 1]] {
-        let err = watchdog(move || {
-            let p = Pipeline::map("fine", |x: u32| x).then(Pipeline::map("boom", |x: u32| {
-                assert!(x != 7, "seven is not allowed");
-                x
-            }));
-            let d = p
-                .deploy(&Config::new().plan(plan).pin(false).capacity(4))
-                .unwrap();
-            let (mut input, mut output, running) = (d.input, d.output, d.running);
-            let feeder = thread::spawn(move || {
-                // Sends stop with an error once the pipeline is halted.
-                for x in 0..1_000_000u32 {
-                    if input.send(x).is_err() {
-                        return true;
-                    }
-                }
-                false
-            });
-            while output.recv().is_some() {}
-            let stopped = feeder.join().unwrap();
-            assert!(stopped, "senders learn that the pipeline stopped");
-            running.join().unwrap_err()
-        });
-        match err {
-            DeployError::StagePanicked { stage, message } => {
-                assert_eq!(stage, "boom");
-                assert!(message.contains("seven"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
+        let p = Pipeline::map("fine", |x: u32| x).then(Pipeline::map("boom", |x: u32| {
+            assert!(x != 7, "seven is not allowed");
+            x
+        }));
+        assert_panicked(panic_of(p, plan), "boom", "seven");
     }
 }
 

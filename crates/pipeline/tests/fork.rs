@@ -5,19 +5,13 @@
 //! sequential interpreter's, for every split of the units over workers,
 //! with rings small enough to fill. No test here asserts a time.
 
-use std::sync::mpsc;
+mod common;
+
 use std::thread;
-use std::time::Duration;
 
+use common::{assert_panicked, cases, panic_of, random_plan, watchdog};
 use proptest::prelude::*;
-use statepipe_pipeline::{machine, Config, DeployError, Either, Pipeline, Run, UnitKind};
-
-fn watchdog<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || tx.send(f()).ok());
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the deployment hung")
-}
+use statepipe_pipeline::{machine, Config, Either, Finished, Pipeline, Run, UnitKind};
 
 /// Counts its items and adds the count.
 fn counter(name: &str) -> Pipeline<i64, i64> {
@@ -184,6 +178,30 @@ fn a_choice_lists_its_branches_units_then_where_they_meet() {
     assert_eq!(units[3].kind, UnitKind::Join);
 }
 
+/// Deploys `build()` on `plan` (8-slot rings), feeds `0..n` from a thread,
+/// checks the outputs against the sequential run, and returns the finished
+/// deployment and its deployed graph.
+fn feed<O>(build: fn() -> Pipeline<i64, O>, plan: Vec<usize>, n: i64) -> (Finished, String)
+where
+    O: PartialEq + std::fmt::Debug + Send + 'static,
+{
+    let (got, finished, dot) = watchdog(move || {
+        let config = Config::new().plan(plan).pin(false).capacity(8);
+        let d = build().deploy(&config).unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        let feeder = thread::spawn(move || input.send_all(0..n).unwrap());
+        let mut got = Vec::new();
+        while let Some((_, y)) = output.recv() {
+            got.push(y);
+        }
+        feeder.join().unwrap();
+        let dot = running.to_dot();
+        (got, running.join().unwrap(), dot)
+    });
+    assert_eq!(got, build().run_sequential(0..n).outputs);
+    (finished, dot)
+}
+
 #[test]
 fn choice_branches_on_two_workers_each_see_their_side() {
     let build = || {
@@ -193,26 +211,8 @@ fn choice_branches_on_two_workers_each_see_their_side() {
                 e.map_right(|b| -b).into_inner()
             }))
     };
-    let n = 10_000i64;
-    let finished = watchdog(move || {
-        let d = build()
-            .deploy(
-                &Config::new()
-                    .plan(vec![0, 0, 1, 1, 1])
-                    .pin(false)
-                    .capacity(8),
-            )
-            .unwrap();
-        let (mut input, mut output, running) = (d.input, d.output, d.running);
-        let feeder = thread::spawn(move || input.send_all(0..n).unwrap());
-        let mut got = Vec::new();
-        while let Some((_, y)) = output.recv() {
-            got.push(y);
-        }
-        feeder.join().unwrap();
-        assert_eq!(got, build().run_sequential(0..n).outputs);
-        running.join().unwrap()
-    });
+    let n = 10_000;
+    let (finished, _) = feed(build, vec![0, 0, 1, 1, 1], n);
     let m = &finished.metrics.units;
     assert_eq!((m[1].name.as_str(), m[1].items_in), ("a", n as u64 / 2));
     assert_eq!((m[2].name.as_str(), m[2].items_in), ("b", n as u64 / 2));
@@ -228,27 +228,7 @@ fn branches_on_two_workers_each_see_every_item() {
             .then(Pipeline::map("post", |(a, b): (i64, i64)| a + b))
     };
     let n = 10_000;
-    let done = watchdog(move || {
-        let d = build()
-            .deploy(
-                &Config::new()
-                    .plan(vec![0, 0, 1, 1, 1])
-                    .pin(false)
-                    .capacity(8),
-            )
-            .unwrap();
-        let (mut input, mut output, running) = (d.input, d.output, d.running);
-        let feeder = thread::spawn(move || input.send_all(0..n).unwrap());
-        let mut got = Vec::new();
-        while let Some((_, y)) = output.recv() {
-            got.push(y);
-        }
-        feeder.join().unwrap();
-        let dot = running.to_dot();
-        (got, running.join().unwrap(), dot)
-    });
-    let (got, finished, dot) = done;
-    assert_eq!(got, build().run_sequential(0..n).outputs);
+    let (finished, dot) = feed(build, vec![0, 0, 1, 1, 1], n);
     let m = &finished.metrics.units;
     // Run split, not whole: each branch's own unit took every item.
     assert_eq!((m[1].name.as_str(), m[1].items_in), ("a", n as u64));
@@ -264,17 +244,7 @@ fn branches_on_two_workers_each_see_every_item() {
 
 #[test]
 fn a_fork_on_one_worker_runs_whole() {
-    let build = || counter("a").fan_out(counter("b"));
-    let finished = watchdog(move || {
-        let d = build()
-            .deploy(&Config::new().workers(1).pin(false))
-            .unwrap();
-        let (mut input, mut output, running) = (d.input, d.output, d.running);
-        let feeder = thread::spawn(move || input.send_all(0..100).unwrap());
-        while output.recv().is_some() {}
-        feeder.join().unwrap();
-        running.join().unwrap()
-    });
+    let (finished, _) = feed(|| counter("a").fan_out(counter("b")), vec![0, 0, 0], 100);
     let m = &finished.metrics.units;
     // The whole fork reports as its join; the branches took nothing apart.
     assert_eq!((m[2].items_in, m[2].items_out), (100, 100));
@@ -299,14 +269,6 @@ fn every_split_of_every_shape_matches_the_sequential_run() {
     }
 }
 
-/// `PROPTEST_CASES` if set, else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases(48)))]
 
@@ -318,17 +280,7 @@ proptest! {
         cap_pow in 0u32..6,
     ) {
         let (name, build) = shapes()[shape];
-        let mut x = seed | 1;
-        let plan: Vec<usize> = build()
-            .units()
-            .iter()
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % workers as u64) as usize
-            })
-            .collect();
+        let plan = random_plan(build().units().len(), workers, seed);
         check(name, build, plan, 1 << cap_pow);
     }
 }
@@ -336,35 +288,12 @@ proptest! {
 #[test]
 fn a_panic_in_a_branch_on_another_worker_is_named() {
     for plan in [vec![0, 1, 0], vec![0, 1, 1], vec![1, 0, 1]] {
-        let err = watchdog(move || {
-            let boom = Pipeline::map("boom", |x: u32| {
-                assert!(x != 500, "five hundred is not allowed");
-                x
-            });
-            let p = Pipeline::map("fine", |x: u32| x).fan_out(boom);
-            let d = p
-                .deploy(&Config::new().plan(plan).pin(false).capacity(4))
-                .unwrap();
-            let (mut input, mut output, running) = (d.input, d.output, d.running);
-            let feeder = thread::spawn(move || {
-                for x in 0..1_000_000u32 {
-                    if input.send(x).is_err() {
-                        return true;
-                    }
-                }
-                false
-            });
-            while output.recv().is_some() {}
-            assert!(feeder.join().unwrap(), "senders learn that it stopped");
-            running.join().unwrap_err()
+        let boom = Pipeline::map("boom", |x: u32| {
+            assert!(x != 500, "five hundred is not allowed");
+            x
         });
-        match err {
-            DeployError::StagePanicked { stage, message } => {
-                assert_eq!(stage, "boom");
-                assert!(message.contains("five hundred"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
+        let p = Pipeline::map("fine", |x: u32| x).fan_out(boom);
+        assert_panicked(panic_of(p, plan), "boom", "five hundred");
     }
 }
 

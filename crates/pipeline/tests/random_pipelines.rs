@@ -5,6 +5,9 @@
 //! same pipelines deployed on 1–4 workers by random plans, with rings small
 //! enough to fill, give exactly what the sequential interpreter gives.
 
+mod common;
+
+use common::{cases, random_plan};
 use proptest::prelude::*;
 use statepipe_pipeline::machine::{self, Machine};
 use statepipe_pipeline::{shard_of, Config, Either, Pipeline, Run};
@@ -366,14 +369,6 @@ proptest! {
     }
 }
 
-/// `PROPTEST_CASES` if set, else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 proptest! {
     // 128 cases by default; `PROPTEST_CASES=20000` for a long run.
     #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
@@ -388,19 +383,7 @@ proptest! {
     ) {
         let want = build(&d, "p").run_sequential(inputs.clone());
         let pipeline = build(&d, "p");
-        // A random plan: each unit on a random worker (neighbours on the
-        // same worker fuse, others get a ring between them).
-        let mut x = plan_seed | 1;
-        let plan: Vec<usize> = pipeline
-            .units()
-            .iter()
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % workers as u64) as usize
-            })
-            .collect();
+        let plan = random_plan(pipeline.units().len(), workers, plan_seed);
         let config = Config::new()
             .plan(plan.clone())
             .pin(false)

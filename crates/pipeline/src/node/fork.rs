@@ -13,7 +13,7 @@
 use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::runtime::compile::{Compile, Open};
-use crate::runtime::fork::{PairGather, VecGather};
+use crate::runtime::fork::{PairGather, Take, VecGather};
 use crate::runtime::UnitInfo;
 use crate::{Failure, Pipeline, StageState};
 
@@ -65,6 +65,42 @@ pub(crate) fn combinations<O: Clone>(bufs: &mut [Vec<O>], emit: &mut dyn FnMut(V
 /// A slot of a `par` fork: each branch moves its half out.
 type Halves<A, B> = (Option<A>, Option<B>);
 
+/// Deploys a fork of two branches across workers: a fork ring of slots `S`
+/// (each item made one by `into`), each branch taking its input out of the
+/// slot with its `Take`, and a join into pairs that starts with the buffers
+/// `bufs`. `sizes` are the branches' unit counts.
+fn deploy_pair<I, S, X, Y, C, D>(
+    cx: &mut Compile,
+    up: Open<I>,
+    sizes: &[usize],
+    (a, take_a): (Pipeline<X, C>, Take<S, X>),
+    (b, take_b): (Pipeline<Y, D>, Take<S, Y>),
+    into: fn(I) -> S,
+    (left, right): (Vec<C>, Vec<D>),
+) -> Open<(C, D)>
+where
+    I: Send + 'static,
+    S: Send + 'static,
+    X: Send + 'static,
+    Y: Send + 'static,
+    C: Clone + Send + 'static,
+    D: Clone + Send + 'static,
+{
+    let mut ring = cx.fork_ring::<I, S>(&up, sizes);
+    let a_in = cx.branch(&mut ring, take_a);
+    let a_out = a.node.deploy(cx, a_in);
+    let b_in = cx.branch(&mut ring, take_b);
+    let b_out = b.node.deploy(cx, b_in);
+    let j = cx.join_unit();
+    let gather = PairGather {
+        a: cx.join_input(a_out, j),
+        b: cx.join_input(b_out, j),
+        left,
+        right,
+    };
+    cx.join(up, ring, into, gather, j)
+}
+
 /// Both branches read every item: `Pipeline::fan_out`.
 pub(crate) struct FanOutNode<I, C, D> {
     pub(crate) a: Pipeline<I, C>,
@@ -112,19 +148,10 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let mut ring = cx.fork_ring::<I, I>(&up, &sizes);
-        let a = cx.branch(&mut ring, |slot: &mut Option<I>| slot.clone());
-        let a = me.a.node.deploy(cx, a);
-        let b = cx.branch(&mut ring, Option::take);
-        let b = me.b.node.deploy(cx, b);
-        let j = cx.join_unit();
-        let gather = PairGather {
-            a: cx.join_input(a, j),
-            b: cx.join_input(b, j),
-            left: me.left,
-            right: me.right,
-        };
-        cx.join(up, ring, |x| x, gather, j)
+        let clone: Take<I, I> = |slot| slot.clone();
+        let a = (me.a, clone);
+        let b = (me.b, Option::take as Take<I, I>);
+        deploy_pair(cx, up, &sizes, a, b, |x| x, (me.left, me.right))
     }
 }
 
@@ -182,22 +209,19 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let mut ring = cx.fork_ring::<(A, B), Halves<A, B>>(&up, &sizes);
-        let a = cx.branch(&mut ring, |slot: &mut Option<Halves<A, B>>| {
-            slot.as_mut()?.0.take()
-        });
-        let a = me.a.node.deploy(cx, a);
+        let a: Take<Halves<A, B>, A> = |slot| slot.as_mut()?.0.take();
         // The last reader empties the slot.
-        let b = cx.branch(&mut ring, |slot: &mut Option<Halves<A, B>>| slot.take()?.1);
-        let b = me.b.node.deploy(cx, b);
-        let j = cx.join_unit();
-        let gather = PairGather {
-            a: cx.join_input(a, j),
-            b: cx.join_input(b, j),
-            left: me.left,
-            right: me.right,
-        };
-        cx.join(up, ring, |(x, y)| (Some(x), Some(y)), gather, j)
+        let b: Take<Halves<A, B>, B> = |slot| slot.take()?.1;
+        let into = |(x, y)| (Some(x), Some(y));
+        deploy_pair(
+            cx,
+            up,
+            &sizes,
+            (me.a, a),
+            (me.b, b),
+            into,
+            (me.left, me.right),
+        )
     }
 }
 

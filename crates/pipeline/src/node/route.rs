@@ -70,14 +70,12 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let mut routes = Routes::new();
-        let a = cx.route_branch(&mut routes, &up, take_left);
-        let a = me.a.node.deploy(cx, a).map(Either::Left);
-        let b = cx.route_branch(&mut routes, &up, take_right);
-        let b = me.b.node.deploy(cx, b).map(Either::Right);
-        let m = cx.join_unit();
-        let inputs = vec![cx.join_input(a, m), cx.join_input(b, m)];
-        cx.route_close(up, routes, Side, inputs, m)
+        deploy_sides(
+            cx,
+            up,
+            (me.a, |o| o.map(Either::Left)),
+            (me.b, |o| o.map(Either::Right)),
+        )
     }
 }
 
@@ -131,14 +129,7 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let mut routes = Routes::new();
-        let a = cx.route_branch(&mut routes, &up, take_left);
-        let a = me.a.node.deploy(cx, a);
-        let b = cx.route_branch(&mut routes, &up, take_right);
-        let b = me.b.node.deploy(cx, b);
-        let m = cx.join_unit();
-        let inputs = vec![cx.join_input(a, m), cx.join_input(b, m)];
-        cx.route_close(up, routes, Side, inputs, m)
+        deploy_sides(cx, up, (me.a, |o| o), (me.b, |o| o))
     }
 }
 
@@ -147,6 +138,35 @@ pub(crate) struct ChooseNode<I, O, F> {
     pub(crate) name: String,
     pub(crate) route: F,
     pub(crate) branches: Vec<Pipeline<I, O>>,
+}
+
+/// How a choice's branch end becomes the choice's output.
+type Tag<C, O> = fn(Open<C>) -> Open<O>;
+
+/// Deploys the two sides of a choice across workers: a router by side,
+/// each branch on its own edge (its end passed through its `tag`, which
+/// may wrap it in the side it came from), and a merge in input order.
+fn deploy_sides<A, B, C, D, O>(
+    cx: &mut Compile,
+    up: Open<Either<A, B>>,
+    (a, tag_a): (Pipeline<A, C>, Tag<C, O>),
+    (b, tag_b): (Pipeline<B, D>, Tag<D, O>),
+) -> Open<O>
+where
+    A: Send + 'static,
+    B: Send + 'static,
+    C: Send + 'static,
+    D: Send + 'static,
+    O: Send + 'static,
+{
+    let mut routes = Routes::new();
+    let a_in = cx.route_branch(&mut routes, &up, take_left);
+    let a_out = tag_a(a.node.deploy(cx, a_in));
+    let b_in = cx.route_branch(&mut routes, &up, take_right);
+    let b_out = tag_b(b.node.deploy(cx, b_in));
+    let m = cx.join_unit();
+    let inputs = vec![cx.join_input(a_out, m), cx.join_input(b_out, m)];
+    cx.route_close(up, routes, Side, inputs, m)
 }
 
 /// A choice branch's input: the `Left` side of the slot's item.

@@ -359,6 +359,16 @@ impl<T: Send + 'static, W: WaitStrategy> RingSource<T, W> {
         }
     }
 
+    /// Takes the next message, if there is one.
+    pub(crate) fn take_one(&mut self) -> Result<Option<(u64, Option<T>, bool)>, SourceEnd> {
+        let mut msg = None;
+        self.poll_while(&mut |seq, item, last| {
+            msg = Some((seq, item, last));
+            false
+        })?;
+        Ok(msg)
+    }
+
     /// Takes messages while `f` returns `true` (the one it returns `false`
     /// on is taken too).
     pub(crate) fn poll_while(

@@ -300,28 +300,18 @@ impl<G: Gather> Join<G> {
         while n < JOIN_BATCH {
             let (seq, closes, mut k) = match self.current {
                 Some(c) => c,
-                None => {
-                    let mut entry = None;
-                    let r = self.log.poll_while(&mut |seq, item, last| {
-                        entry = Some((seq, item.is_some(), last));
-                        false
-                    });
-                    match r {
-                        Ok(_) => {}
-                        Err(SourceEnd::Closed) if n > 0 => return Ok(n),
-                        Err(e) => return Err(e),
+                None => match self.log.take_one() {
+                    Ok(None) => return Ok(n),
+                    Ok(Some((seq, None, _))) => {
+                        // An upstream group with no item.
+                        f(seq, None, true);
+                        n += 1;
+                        continue;
                     }
-                    match entry {
-                        None => return Ok(n),
-                        Some((seq, false, _)) => {
-                            // An upstream group with no item.
-                            f(seq, None, true);
-                            n += 1;
-                            continue;
-                        }
-                        Some((seq, true, last)) => (seq, last, 0),
-                    }
-                }
+                    Ok(Some((seq, Some(()), last))) => (seq, last, 0),
+                    Err(SourceEnd::Closed) if n > 0 => return Ok(n),
+                    Err(e) => return Err(e),
+                },
             };
             while k < self.gather.branches() {
                 let (closed, taken) = self.gather.read(k)?;

@@ -188,31 +188,21 @@ impl<T: Send + 'static> Merge<T> {
         while n < MERGE_BATCH {
             let (seq, k, closes) = match self.current {
                 Some(c) => c,
-                None => {
-                    let mut entry = None;
-                    let r = self.log.poll_while(&mut |seq, k, last| {
-                        entry = Some((seq, k, last));
-                        false
-                    });
-                    match r {
-                        Ok(_) => {}
-                        Err(SourceEnd::Closed) if n > 0 => return Ok(n),
-                        Err(e) => return Err(e),
+                None => match self.log.take_one() {
+                    Ok(None) => return Ok(n),
+                    Ok(Some((seq, None, _))) => {
+                        // An upstream group that sent nothing here.
+                        f(seq, None, true);
+                        n += 1;
+                        continue;
                     }
-                    match entry {
-                        None => return Ok(n),
-                        Some((seq, None, _)) => {
-                            // An upstream group that sent nothing here.
-                            f(seq, None, true);
-                            n += 1;
-                            continue;
-                        }
-                        Some((seq, Some(k), last)) => {
-                            self.current = Some((seq, k as usize, last));
-                            (seq, k as usize, last)
-                        }
+                    Ok(Some((seq, Some(k), last))) => {
+                        self.current = Some((seq, k as usize, last));
+                        (seq, k as usize, last)
                     }
-                }
+                    Err(SourceEnd::Closed) if n > 0 => return Ok(n),
+                    Err(e) => return Err(e),
+                },
             };
             let mut group_done = false;
             let delivered = &mut self.delivered;
