@@ -28,8 +28,8 @@ pub enum BenchWhich {
     /// std::sync::mpsc, on every topology, plus oversubscription and one-hop latency.
     Ring(RingArgs),
     /// Pipelines of state machines against threads and channels, tokio and
-    /// tracing-appender: laundry, thread-ring, message-ring, trivial3, scaling, logger,
-    /// sizing (the Go thread-ring runs separately: bench/go/run.sh).
+    /// tracing-appender: laundry, thread-ring, message-ring, trivial3, scaling, fan-out,
+    /// logger, sizing (the Go thread-ring runs separately: bench/go/run.sh).
     Pipeline(PipelineArgs),
     /// The distributed evolve engine's two masters: efficiency against workers (workers
     /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
@@ -67,7 +67,7 @@ pub struct PipelineArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`); a
-    /// case measured together with others (scaling, sizing) brings them along.
+    /// case measured together with others (scaling, fan-out, sizing) brings them along.
     #[arg(long = "case", value_name = "FILTER")]
     pub case: Option<String>,
     /// Do not pin statepipe's workers to CPUs.

@@ -7,10 +7,10 @@ use statepipe_pipeline::runtime::Spin;
 
 use super::peers::{self, chain, logger, message_ring, thread_ring};
 use super::statepipe::{self, Laundry, NAME};
-use super::workload::{message_ring_sends, Scaling};
+use super::workload::{message_ring_sends, FanOut, Scaling};
 use super::{
-    Sizes, CAPACITY, FORCED_WORKERS, MESSAGE_RING_CASE, RING_IN_FLIGHT, RING_STAGES, SCALING_CASES,
-    SIZING_CASES, THREAD_RING_CASE, TRIVIAL3_CASE,
+    Sizes, CAPACITY, FAN_OUT_CASES, FORCED_WORKERS, MESSAGE_RING_CASE, RING_IN_FLIGHT, RING_STAGES,
+    SCALING_CASES, SIZING_CASES, THREAD_RING_CASE, TRIVIAL3_CASE,
 };
 use crate::harness::{Contender, Group, Metric};
 use crate::BenchError;
@@ -192,56 +192,93 @@ fn alternate<T>(
 }
 
 pub(super) fn scaling_group(case: Scaling, pin: bool) -> Group<'static> {
-    let [one, two, speed_up] = SCALING_CASES;
     let cpu = statepipe::sizing_cpu();
-    let items = case.items;
-    let mut flip = false;
-    let mut peer_flip = false;
+    one_and_two_workers(
+        "scaling",
+        SCALING_CASES,
+        case.items,
+        (
+            format!(
+                "workers(1 | 2), stages .cost({}) -> plan [0,0,1,1]; deploy_with: inputs made \
+                 and outputs summed on the workers",
+                statepipe::SCALING_COST_NS
+            ),
+            move |workers| statepipe::scaling(&case, workers, pin),
+        ),
+        (
+            format!(
+                "{}; 1w: 4 threads confined to CPU {cpu}, 2w: OS-scheduled",
+                chain::config(CAPACITY)
+            ),
+            move || peers::thread_per_stage_scaling(&case, CAPACITY),
+        ),
+    )
+}
+
+pub(super) fn fan_out_group(case: FanOut, pin: bool) -> Group<'static> {
+    let cpu = statepipe::sizing_cpu();
+    one_and_two_workers(
+        "fan-out",
+        FAN_OUT_CASES,
+        case.items,
+        (
+            format!(
+                "workers(1 | 2), fan_out(s0.then(s1), s2.then(s3)) .cost({}) each, then post \
+                 .cost({}) -> plan [0,0,1,1,1,1]: one branch per worker, both reading one \
+                 multicast ring slot; deploy_with: inputs made and outputs summed on the \
+                 workers",
+                statepipe::SCALING_COST_NS,
+                statepipe::FAN_OUT_POST_COST_NS
+            ),
+            move |workers| statepipe::fan_out(&case, workers, pin),
+        ),
+        (
+            format!(
+                "{}; a fork thread copying each item to both branches, a join thread \
+                 pairing and summing; 1w: 6 threads confined to CPU {cpu}, 2w: OS-scheduled",
+                chain::config(CAPACITY)
+            ),
+            move || peers::thread_per_stage_fan_out(&case, CAPACITY),
+        ),
+    )
+}
+
+/// A group whose cases are `[1w, 2w, speed-up]` over `items` items: ours
+/// (`run(workers)`) on 1 and 2 workers, the crossbeam peer (`run()`) with
+/// its threads confined to one CPU and OS-scheduled, each pair of runs in
+/// alternating order.
+fn one_and_two_workers<F, G>(
+    name: &str,
+    [one, two, speed_up]: [&str; 3],
+    items: u64,
+    (ours_config, ours): (String, F),
+    (peer_config, peer): (String, G),
+) -> Group<'static>
+where
+    F: Fn(usize) -> Result<Duration, BenchError> + 'static,
+    G: Fn() -> Result<Duration, BenchError> + Clone + Send + 'static,
+{
+    let cpu = statepipe::sizing_cpu();
+    let (mut flip, mut peer_flip) = (false, false);
+    let rates = move |(t1, t2): (Duration, Duration)| {
+        let (r1, r2) = (mega_rate(items, t1), mega_rate(items, t2));
+        vec![r1, r2, r2 / r1]
+    };
     Group {
-        name: "scaling".into(),
+        name: name.into(),
         metrics: vec![
             metric(one, "M items/s", true),
             metric(two, "M items/s", true),
             metric(speed_up, "x (2w/1w)", true),
         ],
         contenders: vec![
-            Contender::new(
-                NAME,
-                format!(
-                    "workers(1 | 2), stages .cost({}) -> plan [0,0,1,1]; deploy_with: inputs \
-                     made and outputs summed on the workers",
-                    statepipe::SCALING_COST_NS
-                ),
-                move || {
-                    let (t1, t2) = alternate(
-                        &mut flip,
-                        || statepipe::scaling(&case, 1, pin),
-                        || statepipe::scaling(&case, 2, pin),
-                    )?;
-                    let (r1, r2) = (mega_rate(items, t1), mega_rate(items, t2));
-                    Ok(vec![r1, r2, r2 / r1])
-                },
-            ),
-            Contender::new(
-                chain::NAME,
-                format!(
-                    "{}; 1w: 4 threads confined to CPU {cpu}, 2w: OS-scheduled",
-                    chain::config(CAPACITY)
-                ),
-                move || {
-                    let (t1, t2) = alternate(
-                        &mut peer_flip,
-                        || {
-                            confined(cpu, move || {
-                                peers::thread_per_stage_scaling(&case, CAPACITY)
-                            })
-                        },
-                        || peers::thread_per_stage_scaling(&case, CAPACITY),
-                    )?;
-                    let (r1, r2) = (mega_rate(items, t1), mega_rate(items, t2));
-                    Ok(vec![r1, r2, r2 / r1])
-                },
-            ),
+            Contender::new(NAME, ours_config, move || {
+                alternate(&mut flip, || ours(1), || ours(2)).map(rates)
+            }),
+            Contender::new(chain::NAME, peer_config, move || {
+                let confined_peer = peer.clone();
+                alternate(&mut peer_flip, || confined(cpu, confined_peer), &peer).map(rates)
+            }),
         ],
     }
 }

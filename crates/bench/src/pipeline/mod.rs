@@ -1,8 +1,8 @@
 //! `statepipe bench pipeline`: pipelines of state machines against what a Rust (or Go)
 //! user would write instead.
 //!
-//! - [`workload`] defines the workloads (trivial3, scaling, thread-ring, message-ring,
-//!   logger) and their expected answers, shared by statepipe and every peer;
+//! - [`workload`] defines the workloads (trivial3, scaling, fan-out, thread-ring,
+//!   message-ring, logger) and their expected answers, shared by statepipe and every peer;
 //! - [`statepipe`] runs them as statepipe pipelines (and the logger on the ring);
 //! - [`peers`] runs them on OS threads with crossbeam or std channels, on tokio tasks,
 //!   and through `tracing-appender` or a mutexed `BufWriter`;
@@ -17,6 +17,7 @@
 //! | `message-ring` | M msg/s | stages on two workers, the caller re-injecting | a ring of crossbeam threads |
 //! | `trivial3` | M items/s | three cheap stages, the default plan | crossbeam thread per stage |
 //! | `scaling/{1w,2w,speed-up}` | M items/s, x | four ~1 µs stages on 1 and 2 workers | crossbeam thread per stage on 1 CPU and on all |
+//! | `fan-out/{1w,2w,speed-up}` | M items/s, x | `fan_out` of two branches of two ~1 µs stages, then a cheap combine, on 1 and 2 workers | crossbeam thread per stage, a fork and a join thread, on 1 CPU and on all |
 //! | `logger/{3p,10p}` | M lines/s | a multi-producer ring, one write per batch | `tracing-appender`, `Mutex<BufWriter<File>>` |
 //! | `sizing/{auto,forced4,ratio}` | M items/s, x | scaling confined to one CPU, auto vs 4 workers | - |
 //!
@@ -37,7 +38,7 @@ use crate::host::Host;
 use crate::report::Report;
 use crate::BenchError;
 use statepipe::Laundry;
-use workload::{calibrate_iters_for, message_ring_sends, Scaling, SCALING_STAGES, STAGES};
+use workload::{calibrate_iters_for, message_ring_sends, FanOut, Scaling, SCALING_STAGES, STAGES};
 
 /// Slots of every ring and channel in trivial3 and scaling, ours and the peers'.
 pub const CAPACITY: usize = 1024;
@@ -87,7 +88,7 @@ pub struct Sizes {
     pub ring_laps: u32,
     /// Items through trivial3.
     pub trivial3_items: u64,
-    /// Items through the scaling and sizing pipelines.
+    /// Items through the scaling, fan-out and sizing pipelines.
     pub scaling_items: u64,
     /// Lines logged per logger case, spread over the producers.
     pub log_lines: u64,
@@ -129,8 +130,8 @@ impl Sizes {
     };
 }
 
-/// Everything a run needs that costs time to find: the sizes, and the scaling case
-/// (calibrated once per run, its answer computed once).
+/// Everything a run needs that costs time to find: the sizes, and the scaling and
+/// fan-out cases (calibrated once per run, their answers computed once).
 #[derive(Debug, Clone)]
 pub struct Setup {
     /// What was asked for.
@@ -139,13 +140,17 @@ pub struct Setup {
     pub sizes: Sizes,
     /// The scaling (and sizing) case, when one of their cases runs.
     pub scaling: Option<Scaling>,
+    /// The fan-out case (the scaling case's stages, two per branch), when one of its
+    /// cases runs.
+    pub fan_out: Option<FanOut>,
     /// The workers `Config::new()` finds in a thread confined to one CPU.
     pub sizing_auto_workers: Option<usize>,
 }
 
 impl Setup {
     /// Sizes the run and calibrates the scaling case (about as long as one scaling
-    /// sample on one worker) if a scaling or sizing case is wanted.
+    /// sample on one worker) if a scaling or sizing case is wanted, and the fan-out case
+    /// (as long again) if a fan-out case is.
     pub fn new(options: &PipelineOptions) -> Setup {
         let sizes = if options.quick {
             Sizes::QUICK
@@ -160,14 +165,20 @@ impl Setup {
             options: options.clone(),
             sizes,
             scaling: None,
+            fan_out: None,
             sizing_auto_workers: None,
         };
         let needs_scaling = setup.wants(&SCALING_CASES) || setup.wants(&SIZING_CASES);
+        let needs_fan_out = setup.wants(&FAN_OUT_CASES);
+        // One calibration for both: the fan-out's stages are the scaling case's.
+        let iters = (needs_scaling || needs_fan_out).then(|| calibrate_iters_for(SCALING_STAGE_NS));
         Setup {
-            scaling: needs_scaling.then(|| {
-                let iters = calibrate_iters_for(SCALING_STAGE_NS);
-                Scaling::new(sizes.scaling_items, SCALING_STAGES, iters)
-            }),
+            scaling: iters
+                .filter(|_| needs_scaling)
+                .map(|iters| Scaling::new(sizes.scaling_items, SCALING_STAGES, iters)),
+            fan_out: iters
+                .filter(|_| needs_fan_out)
+                .map(|iters| FanOut::new(sizes.scaling_items, iters)),
             sizing_auto_workers: setup
                 .wants(&SIZING_CASES)
                 .then(statepipe::sizing_auto_workers)
@@ -195,6 +206,7 @@ const THREAD_RING_CASE: &str = "thread-ring/503";
 const MESSAGE_RING_CASE: &str = "message-ring";
 const TRIVIAL3_CASE: &str = "trivial3";
 const SCALING_CASES: [&str; 3] = ["scaling/1w", "scaling/2w", "scaling/speed-up"];
+const FAN_OUT_CASES: [&str; 3] = ["fan-out/1w", "fan-out/2w", "fan-out/speed-up"];
 const LOGGER_PRODUCERS: [usize; 2] = [3, 10];
 const SIZING_CASES: [&str; 3] = ["sizing/auto", "sizing/forced4", "sizing/ratio"];
 
@@ -203,6 +215,7 @@ pub fn case_names() -> Vec<String> {
     let mut names: Vec<String> = LAUNDRY_CASES.iter().map(|c| c.to_string()).collect();
     names.extend([THREAD_RING_CASE, MESSAGE_RING_CASE, TRIVIAL3_CASE].map(String::from));
     names.extend(SCALING_CASES.map(String::from));
+    names.extend(FAN_OUT_CASES.map(String::from));
     names.extend(LOGGER_PRODUCERS.map(|p| format!("logger/{p}p")));
     names.extend(SIZING_CASES.map(String::from));
     names
@@ -265,6 +278,13 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
             case.items, case.stages, case.iters, SCALING_STAGE_NS
         ));
     }
+    if let Some(case) = &setup.fan_out {
+        lines.push(format!(
+            "pipeline: fan-out: {} items x fan_out(2 stages, 2 stages) of spin_work({} iters) \
+             ~ {} ns, then a cheap combine; speed-up = 2w/1w of the same sample",
+            case.items, case.iters, SCALING_STAGE_NS
+        ));
+    }
     lines.push(format!(
         "pipeline: logger: {} lines of {} bytes per case, shared by the producers; files in {}",
         s.log_lines,
@@ -309,6 +329,9 @@ pub fn groups(setup: &Setup) -> Vec<Group<'static>> {
     }
     if let (true, Some(case)) = (setup.wants(&SCALING_CASES), setup.scaling) {
         groups.push(cases::scaling_group(case, pin));
+    }
+    if let (true, Some(case)) = (setup.wants(&FAN_OUT_CASES), setup.fan_out) {
+        groups.push(cases::fan_out_group(case, pin));
     }
     for producers in LOGGER_PRODUCERS {
         if setup.wants(&[&format!("logger/{producers}p")]) {
@@ -396,6 +419,7 @@ mod tests {
         };
         let setup = Setup::with_sizes(&options, Sizes::TINY);
         assert!(setup.scaling.is_none(), "no calibration for unwanted cases");
+        assert!(setup.fan_out.is_none(), "no calibration for unwanted cases");
         let names: Vec<String> = groups(&setup).into_iter().map(|g| g.name).collect();
         assert_eq!(names, ["laundry/shard2", "laundry/shard3"]);
 
@@ -407,5 +431,19 @@ mod tests {
         let host = crate::host::measure(Duration::from_millis(2));
         let err = run(&setup, &host, &mut |_| {}).unwrap_err();
         assert!(err.to_string().contains("trivial3"), "{err}");
+    }
+
+    #[test]
+    fn the_fan_out_filter_computes_only_the_fan_out_case() {
+        let options = PipelineOptions {
+            filter: Some("fan-out".into()),
+            ..PipelineOptions::default()
+        };
+        let setup = Setup::with_sizes(&options, Sizes::TINY);
+        assert!(setup.scaling.is_none());
+        let case = setup.fan_out.expect("the fan-out case");
+        assert_eq!(case.items, Sizes::TINY.scaling_items);
+        let names: Vec<String> = groups(&setup).into_iter().map(|g| g.name).collect();
+        assert_eq!(names, ["fan-out"]);
     }
 }

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | trivial3 | `u64` items `0..n` through three cheap stateful stages ([`trivial_a`], [`trivial_b`], [`trivial_c`]) | the wrapping sum of the last stage's outputs, [`trivial3_expected`] |
 //! | scaling | `u64` items through [`SCALING_STAGES`] stages of [`spin_work`] (~1 µs each, [`calibrate_iters_for`]) | [`scaling_expected`] |
+//! | fan-out | `u64` items through two branches of two [`spin_work`] stages each ([`fan_out_a`], [`fan_out_b`]), paired per item by [`fan_out_combine`] | [`fanout_expected`] |
 //! | thread-ring | one token through [`STAGES`] stages in a ring (Benchmarks Game) | [`thread_ring_answer`] |
 //! | message-ring | `in_flight` [`RingMessage`]s circling `laps` times through `stages` stages | [`message_ring_expected`] |
 //! | logger | fixed-width lines from [`format_line`], many producers, one file | [`verify_log`] |
@@ -164,6 +165,80 @@ impl Scaling {
             stages,
             iters,
             expected: scaling_expected(items, stages, iters),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// fan-out
+
+/// What branch b of the fan-out xors into each item before its first stage, so that
+/// the two branches compute on different inputs (and a swapped pair shows).
+pub const FAN_OUT_SALT: u64 = 0xD1B5_4A32_D192_ED03;
+
+/// Branch a of the fan-out: two [`spin_work`]`(_, iters)` stages on the item.
+#[inline]
+pub fn fan_out_a(x: u64, iters: u32) -> u64 {
+    spin_work(spin_work(x, iters), iters)
+}
+
+/// Branch b of the fan-out: two [`spin_work`]`(_, iters)` stages on the item xored
+/// with [`FAN_OUT_SALT`].
+#[inline]
+pub fn fan_out_b(x: u64, iters: u32) -> u64 {
+    spin_work(spin_work(x ^ FAN_OUT_SALT, iters), iters)
+}
+
+/// The cheap stage after the fan-out's join: combines an item's two branch outputs,
+/// not symmetrically (a pair taken the wrong way round changes the result).
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_bench::pipeline::workload::fan_out_combine;
+/// assert_ne!(fan_out_combine(1, 2), fan_out_combine(2, 1));
+/// ```
+#[inline]
+pub fn fan_out_combine(a: u64, b: u64) -> u64 {
+    a ^ b.rotate_left(17)
+}
+
+/// The checksum of the fan-out workload: the wrapping sum over items `0..n_items` of
+/// [`fan_out_combine`]`(`[`fan_out_a`]`(x), `[`fan_out_b`]`(x))`. Costs as much as
+/// running the workload on one thread: compute it once per run, outside the timing.
+pub fn fanout_expected(n_items: u64, iters: u32) -> u64 {
+    (0..n_items).fold(0u64, |sum, x| {
+        sum.wrapping_add(fan_out_combine(fan_out_a(x, iters), fan_out_b(x, iters)))
+    })
+}
+
+/// One case of the fan-out workload with its answer, computed once and shared by every
+/// sample of every contender (like [`Scaling`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FanOut {
+    /// Items `0..items` go through both branches.
+    pub items: u64,
+    /// Iterations of [`spin_work`] per item and stage.
+    pub iters: u32,
+    /// [`fanout_expected`]`(items, iters)`.
+    pub expected: u64,
+}
+
+impl FanOut {
+    /// A case and its answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use statepipe_bench::pipeline::workload::{fanout_expected, FanOut};
+    /// let case = FanOut::new(10, 3);
+    /// assert_eq!(case.expected, fanout_expected(10, 3));
+    /// ```
+    pub fn new(items: u64, iters: u32) -> FanOut {
+        FanOut {
+            items,
+            iters,
+            expected: fanout_expected(items, iters),
         }
     }
 }
@@ -378,6 +453,22 @@ mod tests {
         assert!(calibrate_iters_for(0) >= 1);
         let by_hand: u64 = (0..3u64).fold(0, |s, x| s.wrapping_add(spin_work(spin_work(x, 5), 5)));
         assert_eq!(scaling_expected(3, 2, 5), by_hand);
+    }
+
+    #[test]
+    fn fanout_expected_pairs_two_different_branches() {
+        assert_eq!(fanout_expected(0, 5), 0);
+        let by_hand = (0..3u64).fold(0u64, |s, x| {
+            let a = spin_work(spin_work(x, 5), 5);
+            let b = spin_work(spin_work(x ^ FAN_OUT_SALT, 5), 5);
+            s.wrapping_add(a ^ b.rotate_left(17))
+        });
+        assert_eq!(fanout_expected(3, 5), by_hand);
+        assert_ne!(fan_out_a(7, 5), fan_out_b(7, 5));
+        let swapped = (0..3u64).fold(0u64, |s, x| {
+            s.wrapping_add(fan_out_combine(fan_out_b(x, 5), fan_out_a(x, 5)))
+        });
+        assert_ne!(swapped, by_hand);
     }
 
     /// The rule of thread-ring, played out hop by hop.

@@ -5,6 +5,10 @@
 //! receives, applies its stage with its own state and sends on; the last stage thread
 //! also folds its outputs into the checksum (it is the collector) and returns it when
 //! its input closes. The clock runs from the first send until the last stage returned.
+//!
+//! The fan-out adds a fork thread, which sends a copy of each item into each branch's
+//! first channel, and a join thread in place of the collector, which receives one
+//! output from each branch per item, combines them and folds the checksum.
 
 use std::sync::{Arc, Barrier};
 use std::thread::{self, JoinHandle};
@@ -14,7 +18,8 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::{join, join_all, HANG_LIMIT};
 use crate::pipeline::workload::{
-    spin_work, trivial3_expected, trivial_a, trivial_b, trivial_c, Scaling,
+    fan_out_combine, spin_work, trivial3_expected, trivial_a, trivial_b, trivial_c, FanOut,
+    Scaling, FAN_OUT_SALT,
 };
 use crate::watchdog::Watchdog;
 use crate::BenchError;
@@ -105,6 +110,56 @@ pub fn thread_per_stage_scaling(case: &Scaling, capacity: usize) -> Result<Durat
     )
 }
 
+/// Runs a [`FanOut`] case on six threads: a fork copying each item into both branches,
+/// two stage threads per branch ([`spin_work`]`(_, case.iters)`, branch b's first on the
+/// item xored with [`FAN_OUT_SALT`]), and a join thread pairing the branches' outputs
+/// per item with [`fan_out_combine`] and folding the checksum; returns the time from
+/// the first item sent until the checksum was in.
+///
+/// # Errors
+///
+/// [`BenchError::WrongSum`] when the checksum is not `case.expected`;
+/// [`BenchError::Failed`] when a thread panicked.
+///
+/// # Panics
+///
+/// If `capacity` is 0.
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_bench::pipeline::peers::thread_per_stage_fan_out;
+/// use statepipe_bench::pipeline::workload::FanOut;
+/// let elapsed = thread_per_stage_fan_out(&FanOut::new(200, 10), 16).unwrap();
+/// assert!(elapsed.as_nanos() > 0);
+/// ```
+pub fn thread_per_stage_fan_out(case: &FanOut, capacity: usize) -> Result<Duration, BenchError> {
+    assert!(capacity > 0, "capacity must be at least 1");
+    let who = format!("{NAME} fan-out");
+    let iters = case.iters;
+    // The fork, four stages, the join and the feeding thread.
+    let start = Arc::new(Barrier::new(7));
+    let (feed, rx) = bounded::<u64>(capacity);
+    let (rx_a, rx_b, fork) = fork(rx, capacity, &start);
+    let spin = move |x| spin_work(x, iters);
+    let (rx_a, a0) = stage(rx_a, capacity, &start, spin);
+    let (rx_a, a1) = stage(rx_a, capacity, &start, spin);
+    let (rx_b, b0) = stage(rx_b, capacity, &start, move |x| {
+        spin_work(x ^ FAN_OUT_SALT, iters)
+    });
+    let (rx_b, b1) = stage(rx_b, capacity, &start, spin);
+    let joiner = pair_up(rx_a, rx_b, &start, fan_out_combine);
+    run(
+        &who,
+        case.items,
+        feed,
+        &start,
+        vec![fork, a0, a1, b0, b1],
+        joiner,
+        case.expected,
+    )
+}
+
 /// Feeds `0..items`, waits for the collector's checksum, joins the stages, checks.
 fn run(
     who: &str,
@@ -171,6 +226,46 @@ fn collect(
     })
 }
 
+/// Spawns a fork: every item of `rx` sent to both channels it returns, the first's
+/// first.
+fn fork(
+    rx: Receiver<u64>,
+    capacity: usize,
+    start: &Arc<Barrier>,
+) -> (Receiver<u64>, Receiver<u64>, JoinHandle<()>) {
+    let (tx_a, rx_a) = bounded::<u64>(capacity);
+    let (tx_b, rx_b) = bounded::<u64>(capacity);
+    let start = Arc::clone(start);
+    let handle = thread::spawn(move || {
+        start.wait();
+        for x in rx.iter() {
+            if tx_a.send(x).is_err() || tx_b.send(x).is_err() {
+                break;
+            }
+        }
+    });
+    (rx_a, rx_b, handle)
+}
+
+/// Spawns a join: one item from each of `a` and `b` at a time, `f` of the pair folded
+/// into the wrapping-sum checksum, until either closes.
+fn pair_up(
+    a: Receiver<u64>,
+    b: Receiver<u64>,
+    start: &Arc<Barrier>,
+    f: impl Fn(u64, u64) -> u64 + Send + 'static,
+) -> JoinHandle<u64> {
+    let start = Arc::clone(start);
+    thread::spawn(move || {
+        start.wait();
+        let mut sum = 0u64;
+        while let (Ok(x), Ok(y)) = (a.recv(), b.recv()) {
+            sum = sum.wrapping_add(f(x, y));
+        }
+        sum
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +284,18 @@ mod tests {
             let case = Scaling::new(300, stages, 20);
             thread_per_stage_scaling(&case, 16).unwrap();
         }
+    }
+
+    #[test]
+    fn fan_out_checksum_is_right() {
+        for capacity in [1, 16] {
+            thread_per_stage_fan_out(&FanOut::new(300, 20), capacity).unwrap();
+        }
+        thread_per_stage_fan_out(&FanOut::new(0, 20), 4).unwrap();
+        let mut wrong = FanOut::new(50, 3);
+        wrong.expected ^= 1;
+        let err = thread_per_stage_fan_out(&wrong, 4).unwrap_err();
+        assert!(matches!(err, BenchError::WrongSum { .. }), "{err}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! | module | peer | workloads |
 //! |---|---|---|
-//! | [`chain`] | one OS thread per stage, crossbeam `bounded` channels between them | trivial3, scaling |
+//! | [`chain`] | one OS thread per stage, crossbeam `bounded` channels between them | trivial3, scaling, fan-out |
 //! | [`message_ring`] | a ring of OS threads, crossbeam `bounded` channels | message-ring |
 //! | [`thread_ring`] | 503 OS threads with `std::sync::mpsc`; 503 tokio tasks on a `current_thread` runtime | thread-ring |
 //! | [`logger`] | `tracing_appender::non_blocking` over a `File`; `Arc<Mutex<BufWriter<File>>>` | logger |
@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::BenchError;
-pub use chain::{thread_per_stage_scaling, thread_per_stage_trivial3};
+pub use chain::{thread_per_stage_fan_out, thread_per_stage_scaling, thread_per_stage_trivial3};
 pub use logger::{mutex_bufwriter_logger, temp_log_path, tracing_appender_logger};
 pub use message_ring::crossbeam_message_ring;
 pub use thread_ring::{threads_thread_ring, tokio_thread_ring};

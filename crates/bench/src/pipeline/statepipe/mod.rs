@@ -8,6 +8,7 @@
 //! | [`message_ring`] (in [`rings`]) | `stages` hop stages closed into a cycle (`deploy_cycle`); also re-injected by the caller | two workers, half the stages each |
 //! | [`trivial3`], [`trivial3_on_worker`] | trivial A, B, C, each declared 10 ns | the default plan: fused on one worker; fed by `send_all`, or source and sink on the worker (`deploy_with`) |
 //! | [`scaling`], [`sizing`] | stages of [`spin_work`], each declared 1000 ns | `workers(n)`; auto or forced inside a thread confined to one CPU |
+//! | [`fan_out`] | `fan_out` of two branches of two [`spin_work`] stages (1000 ns each), then a cheap combine | `workers(n)`, the default plan: on 2 workers one branch per worker |
 //! | [`ring_logger`] (in [`logger`]) | many producers, one file-writing handler | a multi-producer ring |
 //!
 //! Every run deploys afresh, starts the clock once the workers exist, checks its answer
@@ -32,7 +33,8 @@ use statepipe_pipeline::{machine, Config, DeployError, Deployment, Finished, Pip
 
 use crate::pipeline::peers::HANG_LIMIT;
 use crate::pipeline::workload::{
-    spin_work, trivial3_expected, trivial_a, trivial_b, trivial_c, Scaling,
+    fan_out_combine, spin_work, trivial3_expected, trivial_a, trivial_b, trivial_c, FanOut,
+    Scaling, FAN_OUT_SALT,
 };
 use crate::watchdog::Watchdog;
 use crate::BenchError;
@@ -51,6 +53,10 @@ pub const TRIVIAL_COST_NS: f64 = 10.0;
 
 /// The cost declared for each scaling stage, in nanoseconds (what it measures).
 pub const SCALING_COST_NS: f64 = 1_000.0;
+
+/// The cost declared for the stage after the fan-out's join, in nanoseconds: a xor and
+/// a rotate, so the plan does not weigh it like a spinning stage.
+pub const FAN_OUT_POST_COST_NS: f64 = 20.0;
 
 /// Loads in the laundry case.
 pub const LAUNDRY_LOADS: u64 = 6;
@@ -307,6 +313,38 @@ pub fn scaling(case: &Scaling, workers: usize, pin: bool) -> Result<Duration, Be
     Ok(run.elapsed)
 }
 
+/// The fan-out pipeline: `fan_out(s0 .then(s1), s2 .then(s3))`, each stage a
+/// [`spin_work`]`(_, case.iters)` declared [`SCALING_COST_NS`] (branch b's first stage
+/// on the item xored with [`FAN_OUT_SALT`]), then `post`, [`fan_out_combine`] of the
+/// pair, declared [`FAN_OUT_POST_COST_NS`].
+pub fn fan_out_pipeline(case: &FanOut) -> Pipeline<u64, u64> {
+    let iters = case.iters;
+    let spin = |name: &str, salt: u64| {
+        Pipeline::map(name, move |x: u64| spin_work(x ^ salt, iters)).cost(SCALING_COST_NS)
+    };
+    let a = spin("s0", 0).then(spin("s1", 0));
+    let b = spin("s2", FAN_OUT_SALT).then(spin("s3", 0));
+    a.fan_out(b).then(
+        Pipeline::map("post", |(a, b): (u64, u64)| fan_out_combine(a, b))
+            .cost(FAN_OUT_POST_COST_NS),
+    )
+}
+
+/// Runs a [`FanOut`] case on `workers` workers (the default, cost-balanced plan), the
+/// inputs made and the outputs summed on the workers (`deploy_with`), as [`scaling`]
+/// does; returns the time from deploying until the workers joined.
+///
+/// # Errors
+///
+/// As [`trivial3`], against `case.expected`.
+pub fn fan_out(case: &FanOut, workers: usize, pin: bool) -> Result<Duration, BenchError> {
+    let who = format!("{NAME} fan-out/{workers}w");
+    let config = Config::new().workers(workers).pin(pin);
+    let run = sum_on_workers(&who, fan_out_pipeline(case), &config, case.items)?;
+    run.check(&who, case.items, case.expected)?;
+    Ok(run.elapsed)
+}
+
 fn scaling_with(who: &str, case: &Scaling, config: &Config) -> Result<Duration, BenchError> {
     let run = feed_and_fold(
         who,
@@ -494,7 +532,7 @@ fn report_metrics(who: &str, finished: &Finished) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::workload::Scaling;
+    use crate::pipeline::workload::{FanOut, Scaling};
 
     #[test]
     fn laundry_layouts_give_the_loads_in_order() {
@@ -535,6 +573,28 @@ mod tests {
         wrong.expected ^= 1;
         assert!(matches!(
             scaling(&wrong, 1, false),
+            Err(BenchError::WrongSum { .. })
+        ));
+    }
+
+    #[test]
+    fn fan_out_puts_a_branch_on_each_of_two_workers_and_checks() {
+        let case = FanOut::new(300, 20);
+        let units = fan_out_pipeline(&case).units();
+        let names: Vec<&str> = units.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names.len(), 6, "{names:?}");
+        assert_eq!(names[..4], ["s0", "s1", "s2", "s3"], "{names:?}");
+        assert!(names[4].starts_with("fan-out("), "{names:?}");
+        assert_eq!(names[5], "post", "{names:?}");
+        let plan = Config::new().workers(2).plan_for(&units).unwrap();
+        assert_eq!(plan.workers[..4], [0, 0, 1, 1], "{plan}");
+        for workers in [1, 2] {
+            fan_out(&case, workers, true).unwrap();
+        }
+        let mut wrong = case;
+        wrong.expected ^= 1;
+        assert!(matches!(
+            fan_out(&wrong, 2, false),
             Err(BenchError::WrongSum { .. })
         ));
     }
