@@ -8,7 +8,9 @@ use statepipe_bench::pipeline::workload::{spin_work, trivial_a, trivial_b, trivi
 use statepipe_pipeline::{machine, Pipeline};
 
 /// The example pipelines, by name.
-pub const NAMES: [&str; 5] = ["scaling", "skewed", "sharded", "trivial3", "laundry"];
+pub const NAMES: [&str; 6] = [
+    "scaling", "skewed", "sharded", "fanout", "trivial3", "laundry",
+];
 
 /// A stage that spins for about `ns` nanoseconds of work per item.
 fn spin(name: &str, iters_per_us: u32, ns: u64) -> Pipeline<u64, u64> {
@@ -52,6 +54,12 @@ pub fn build(name: &str, iters_per_us: u32) -> Option<Pipeline<u64, u64>> {
                     *t
                 }),
             )),
+        // Two branches of two ~1 µs stages reading every item, paired: the
+        // `fan-out` benchmark.
+        "fanout" => s("a1", 1000)
+            .then(s("a2", 1000))
+            .fan_out(s("b1", 1000).then(s("b2", 1000)))
+            .then(Pipeline::map("post", |(a, b): (u64, u64)| a ^ b.rotate_left(17)).cost(20.0)),
         // Three cheap stateful stages: the `trivial3` benchmark.
         "trivial3" => Pipeline::stage("a", 0u64, machine::step(trivial_a))
             .cost(10.0)

@@ -18,7 +18,7 @@ use crate::demos;
 /// `statepipe run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The example pipeline: scaling, skewed, sharded, trivial3 or laundry.
+    /// The example pipeline: scaling, skewed, sharded, fanout, trivial3 or laundry.
     #[arg(default_value = "sharded")]
     pub pipeline: String,
     /// Items to send.
