@@ -13,8 +13,9 @@
 use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::runtime::compile::{Compile, Open};
-use crate::runtime::fork::{PairGather, Take, VecGather};
+use crate::runtime::fork::{CloneOut, FirstHalf, Halves, PairGather, SecondHalf, VecGather};
 use crate::runtime::UnitInfo;
+use crate::runtime::{Move, Take};
 use crate::{Failure, Pipeline, StageState};
 
 /// Emits every pair of `left` × `right`, `left` outermost, and empties both.
@@ -62,19 +63,16 @@ pub(crate) fn combinations<O: Clone>(bufs: &mut [Vec<O>], emit: &mut dyn FnMut(V
     bufs.iter_mut().for_each(Vec::clear);
 }
 
-/// A slot of a `par` fork: each branch moves its half out.
-type Halves<A, B> = (Option<A>, Option<B>);
-
 /// Deploys a fork of two branches across workers: a fork ring of slots `S`
 /// (each item made one by `into`), each branch taking its input out of the
 /// slot with its `Take`, and a join into pairs that starts with the buffers
 /// `bufs`. `sizes` are the branches' unit counts.
-fn deploy_pair<I, S, X, Y, C, D>(
+fn deploy_pair<I, S, X, Y, C, D, KA, KB>(
     cx: &mut Compile,
     up: Open<I>,
     sizes: &[usize],
-    (a, take_a): (Pipeline<X, C>, Take<S, X>),
-    (b, take_b): (Pipeline<Y, D>, Take<S, Y>),
+    (a, _): (Pipeline<X, C>, KA),
+    (b, _): (Pipeline<Y, D>, KB),
     into: fn(I) -> S,
     (left, right): (Vec<C>, Vec<D>),
 ) -> Open<(C, D)>
@@ -85,11 +83,13 @@ where
     Y: Send + 'static,
     C: Clone + Send + 'static,
     D: Clone + Send + 'static,
+    KA: Take<S, Out = X>,
+    KB: Take<S, Out = Y>,
 {
     let mut ring = cx.fork_ring::<I, S>(&up, sizes);
-    let a_in = cx.branch(&mut ring, take_a);
+    let a_in = cx.branch::<S, KA>(&mut ring);
     let a_out = a.node.deploy(cx, a_in);
-    let b_in = cx.branch(&mut ring, take_b);
+    let b_in = cx.branch::<S, KB>(&mut ring);
     let b_out = b.node.deploy(cx, b_in);
     let j = cx.join_unit();
     let gather = PairGather {
@@ -148,9 +148,7 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let clone: Take<I, I> = |slot| slot.clone();
-        let a = (me.a, clone);
-        let b = (me.b, Option::take as Take<I, I>);
+        let (a, b) = ((me.a, CloneOut), (me.b, Move));
         deploy_pair(cx, up, &sizes, a, b, |x| x, (me.left, me.right))
     }
 }
@@ -209,16 +207,15 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let a: Take<Halves<A, B>, A> = |slot| slot.as_mut()?.0.take();
-        // The last reader empties the slot.
-        let b: Take<Halves<A, B>, B> = |slot| slot.take()?.1;
+        // Each branch moves its own half out; the second empties the slot.
+        let (a, b) = ((me.a, FirstHalf), (me.b, SecondHalf));
         let into = |(x, y)| (Some(x), Some(y));
-        deploy_pair(
+        deploy_pair::<_, Halves<A, B>, _, _, _, _, _, _>(
             cx,
             up,
             &sizes,
-            (me.a, a),
-            (me.b, b),
+            a,
+            b,
             into,
             (me.left, me.right),
         )
@@ -275,12 +272,11 @@ where
         let last = me.branches.len() - 1;
         let mut outs = Vec::with_capacity(me.branches.len());
         for (k, branch) in me.branches.into_iter().enumerate() {
-            let take = if k == last {
-                Option::take
+            let open = if k == last {
+                cx.branch::<I, Move>(&mut ring)
             } else {
-                (|slot: &mut Option<I>| slot.clone()) as fn(&mut Option<I>) -> Option<I>
+                cx.branch::<I, CloneOut>(&mut ring)
             };
-            let open = cx.branch(&mut ring, take);
             outs.push(branch.node.deploy(cx, open));
         }
         let j = cx.join_unit();

@@ -11,7 +11,8 @@ use std::hash::{Hash, Hasher};
 use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::runtime::compile::{Compile, Open, Routes};
-use crate::runtime::route::{ByKey, RoundRobin, Route, Side};
+use crate::runtime::route::{ByKey, LeftSide, RightSide, RoundRobin, Route, Side};
+use crate::runtime::Move;
 use crate::runtime::{UnitInfo, UnitKind};
 use crate::{Either, Failure, Pipeline, StageState};
 
@@ -160,29 +161,13 @@ where
     O: Send + 'static,
 {
     let mut routes = Routes::new();
-    let a_in = cx.route_branch(&mut routes, &up, take_left);
+    let a_in = cx.route_branch::<_, LeftSide>(&mut routes, &up);
     let a_out = tag_a(a.node.deploy(cx, a_in));
-    let b_in = cx.route_branch(&mut routes, &up, take_right);
+    let b_in = cx.route_branch::<_, RightSide>(&mut routes, &up);
     let b_out = tag_b(b.node.deploy(cx, b_in));
     let m = cx.join_unit();
     let inputs = vec![cx.join_input(a_out, m), cx.join_input(b_out, m)];
     cx.route_close(up, routes, Side, inputs, m)
-}
-
-/// A choice branch's input: the `Left` side of the slot's item.
-fn take_left<A, B>(slot: &mut Option<Either<A, B>>) -> Option<A> {
-    match slot.take()? {
-        Either::Left(a) => Some(a),
-        Either::Right(_) => None,
-    }
-}
-
-/// A choice branch's input: the `Right` side of the slot's item.
-fn take_right<A, B>(slot: &mut Option<Either<A, B>>) -> Option<B> {
-    match slot.take()? {
-        Either::Right(b) => Some(b),
-        Either::Left(_) => None,
-    }
 }
 
 /// The failure of an item that `choose` routed past its last branch.
@@ -255,7 +240,7 @@ where
         let mut routes = Routes::new();
         let mut outs = Vec::with_capacity(me.branches.len());
         for branch in me.branches {
-            let open = cx.route_branch(&mut routes, &up, Option::take);
+            let open = cx.route_branch::<_, Move>(&mut routes, &up);
             outs.push(branch.node.deploy(cx, open));
         }
         let m = cx.join_unit();

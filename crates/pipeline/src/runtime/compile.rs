@@ -15,10 +15,10 @@ use statepipe_ring::wait::{BusySpin, WaitStrategy};
 use statepipe_ring::{Monitor, RingBuilder, Single};
 
 use super::edge::{
-    inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Msg, RingSink,
-    RingSource, Sink, Source, EDGE_POLLER,
+    inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Move, Msg, RingSink,
+    RingSource, Sink, Source, Take, EDGE_POLLER,
 };
-use super::fork::{BranchSource, ForkSink, Gather, Join, Take};
+use super::fork::{ForkSink, Gather, Join};
 use super::plan::{UnitInfo, UnitKind};
 use super::route::{Merge, Pick, Router};
 use super::station::UnitStates;
@@ -335,7 +335,7 @@ impl Compile {
         let mut routes = Routes::new();
         let mut outs = Vec::with_capacity(copies.len());
         for copy in copies {
-            let open = self.route_branch(&mut routes, &up, Option::take);
+            let open = self.route_branch::<I, Move>(&mut routes, &up);
             outs.push(copy.node.deploy(self, open));
         }
         let m = self.take_unit(UnitKind::Merge);
@@ -344,27 +344,21 @@ impl Compile {
     }
 
     /// Opens the station of the next branch of a router behind `up`: an
-    /// edge of its own, from which the branch takes its input with `take`
+    /// edge of its own, from which the branch takes its input as `K` says
     /// (the item, or one side of an `Either`).
-    pub(crate) fn route_branch<I: Send + 'static, X: Send + 'static>(
+    pub(crate) fn route_branch<I: Send + 'static, K: Take<I>>(
         &mut self,
         routes: &mut Routes<I>,
         up: &Open<I>,
-        take: Take<I, X>,
-    ) -> Open<X> {
+    ) -> Open<K::Out> {
         let w = self.next_worker();
         let e = inner_edge::<I>(self.capacity);
         self.handles.push(e.handle);
         routes
             .sinks
             .push(RingSink::new(e.producer, Arc::clone(&self.bells[w])));
-        let source = BranchSource {
-            poller: e.poller,
-            monitor: e.monitor,
-            name: EDGE_POLLER.to_string(),
-            take,
-            wake: Arc::clone(&self.bells[up.worker]),
-        };
+        let wake = Arc::clone(&self.bells[up.worker]);
+        let source = RingSource::<I, BusySpin, K>::reading(e.poller, e.monitor, EDGE_POLLER, wake);
         Open::at(w, up.tails.clone(), Box::new(source))
     }
 
@@ -459,25 +453,23 @@ impl Compile {
     }
 
     /// Opens the station of the next branch of `ring`, which takes its
-    /// input out of each slot with `take`.
-    pub(crate) fn branch<S: Send + 'static, X: Send + 'static>(
+    /// input out of each slot as `K` says.
+    pub(crate) fn branch<S: Send + 'static, K: Take<S>>(
         &mut self,
         ring: &mut ForkRing<S>,
-        take: Take<S, X>,
-    ) -> Open<X> {
+    ) -> Open<K::Out> {
         let k = ring.next;
         ring.next += 1;
         let w = ring.workers[k];
         // This branch's progress lets the next one read; the last one's
         // frees slots for the fork.
         let wakes = ring.workers.get(k + 1).copied().unwrap_or(ring.from);
-        let source = BranchSource {
-            poller: ring.pollers.next().expect("one poller per branch"),
-            monitor: ring.monitor.clone(),
-            name: ring.names[k].clone(),
-            take,
-            wake: Arc::clone(&self.bells[wakes]),
-        };
+        let source = RingSource::<S, BusySpin, K>::reading(
+            ring.pollers.next().expect("one poller per branch"),
+            ring.monitor.clone(),
+            &ring.names[k],
+            Arc::clone(&self.bells[wakes]),
+        );
         Open::at(w, ring.tails.clone(), Box::new(source))
     }
 

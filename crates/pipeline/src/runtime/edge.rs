@@ -17,6 +17,7 @@
 //! it (and a missed ring costs at most the park timeout, never a hang).
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
@@ -338,29 +339,74 @@ impl<T: Send + 'static, W: WaitStrategy> Sink<T> for RingSink<T, W> {
     }
 }
 
-/// The consuming end of an edge.
-pub(crate) struct RingSource<T, W: WaitStrategy> {
+/// One message as a reader gets it: (seq, item, last).
+pub(crate) type Message<X> = (u64, Option<X>, bool);
+
+/// How a reader takes its input out of a slot (`Option<T>`): moved out
+/// (every edge's one reader), or, for the branches of a fork or a choice,
+/// cloned out, one half, one side. A type, not a value, so the call is
+/// inlined into the poll loop.
+pub(crate) trait Take<T>: Send + 'static {
+    /// What the reader gets.
+    type Out: Send + 'static;
+    fn take(slot: &mut Option<T>) -> Option<Self::Out>;
+}
+
+/// Moves the item out of its slot.
+pub(crate) struct Move;
+
+impl<T: Send + 'static> Take<T> for Move {
+    type Out = T;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<T>) -> Option<T> {
+        slot.take()
+    }
+}
+
+/// The consuming end of an edge: a poller that takes each item out of its
+/// slot as `K` says.
+pub(crate) struct RingSource<T, W: WaitStrategy, K = Move> {
     poller: EdgePoller<T, W>,
     monitor: Monitor<Msg<T>, W, Single>,
-    /// The producing worker's doorbell (it may wait for space).
+    /// The poller's name in the ring, for its depth.
+    name: String,
+    /// The producing worker's doorbell (it may wait for space), or for a
+    /// fork's branch the next reader's.
     wake: Arc<Doorbell>,
+    _take: PhantomData<fn() -> K>,
 }
 
 impl<T: Send + 'static, W: WaitStrategy> RingSource<T, W> {
+    /// The one reader of an edge.
     pub(crate) fn new(
         poller: EdgePoller<T, W>,
         monitor: Monitor<Msg<T>, W, Single>,
         wake: Arc<Doorbell>,
     ) -> Self {
+        RingSource::reading(poller, monitor, EDGE_POLLER, wake)
+    }
+}
+
+impl<T: Send + 'static, W: WaitStrategy, K: Take<T>> RingSource<T, W, K> {
+    /// The reader `name` of a ring.
+    pub(crate) fn reading(
+        poller: EdgePoller<T, W>,
+        monitor: Monitor<Msg<T>, W, Single>,
+        name: &str,
+        wake: Arc<Doorbell>,
+    ) -> Self {
         RingSource {
             poller,
             monitor,
+            name: name.to_string(),
             wake,
+            _take: PhantomData,
         }
     }
 
     /// Takes the next message, if there is one.
-    pub(crate) fn take_one(&mut self) -> Result<Option<(u64, Option<T>, bool)>, SourceEnd> {
+    pub(crate) fn take_one(&mut self) -> Result<Option<Message<K::Out>>, SourceEnd> {
         let mut msg = None;
         self.poll_while(&mut |seq, item, last| {
             msg = Some((seq, item, last));
@@ -373,11 +419,11 @@ impl<T: Send + 'static, W: WaitStrategy> RingSource<T, W> {
     /// on is taken too).
     pub(crate) fn poll_while(
         &mut self,
-        f: &mut dyn FnMut(u64, Option<T>, bool) -> bool,
+        f: &mut dyn FnMut(u64, Option<K::Out>, bool) -> bool,
     ) -> Result<usize, SourceEnd> {
         let n = self
             .poller
-            .poll_while(|m, _| f(m.seq, m.item.get_mut().take(), m.last))?;
+            .poll_while(|m, _| f(m.seq, K::take(m.item.get_mut()), m.last))?;
         if n > 0 {
             self.wake.ring();
         }
@@ -385,12 +431,12 @@ impl<T: Send + 'static, W: WaitStrategy> RingSource<T, W> {
     }
 }
 
-impl<T: Send + 'static, W: WaitStrategy> Source<T> for RingSource<T, W> {
+impl<T: Send + 'static, W: WaitStrategy, K: Take<T>> Source<K::Out> for RingSource<T, W, K> {
     #[inline]
-    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<K::Out>, bool)) -> Result<usize, SourceEnd> {
         let n = self
             .poller
-            .poll(|m, _, _| f(m.seq, m.item.get_mut().take(), m.last))?;
+            .poll(|m, _, _| f(m.seq, K::take(m.item.get_mut()), m.last))?;
         if n > 0 {
             self.wake.ring();
         }
@@ -402,6 +448,13 @@ impl<T: Send + 'static, W: WaitStrategy> Source<T> for RingSource<T, W> {
     }
 
     fn depth_probe(&self) -> DepthProbe {
-        probe(&self.monitor)
+        let (m, name) = (self.monitor.clone(), self.name.clone());
+        Box::new(move || {
+            m.stats()
+                .consumers
+                .iter()
+                .find(|c| c.name == name)
+                .map_or(0, |c| c.lag)
+        })
     }
 }

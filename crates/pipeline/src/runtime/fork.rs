@@ -38,17 +38,49 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
-use statepipe_ring::{Monitor, Single};
 
-use super::edge::{
-    DepthProbe, Doorbell, EdgePoller, Msg, RingSink, RingSource, Sink, Source, SourceEnd,
-};
+use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd, Take};
 use super::station::{UnitCounters, UnitStates};
 use crate::Failure;
 
-/// How a branch takes its input out of a fork-ring slot: a clone, a move,
-/// or one half of a pair.
-pub(crate) type Take<S, X> = fn(&mut Option<S>) -> Option<X>;
+/// A fork branch before the last: clones the item out of the slot.
+pub(crate) struct CloneOut;
+
+impl<T: Clone + Send + 'static> Take<T> for CloneOut {
+    type Out = T;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<T>) -> Option<T> {
+        slot.clone()
+    }
+}
+
+/// A slot of a `par` fork: each branch moves its half out.
+pub(crate) type Halves<A, B> = (Option<A>, Option<B>);
+
+/// `par`'s first branch: moves the first half out.
+pub(crate) struct FirstHalf;
+
+impl<A: Send + 'static, B: Send + 'static> Take<Halves<A, B>> for FirstHalf {
+    type Out = A;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<Halves<A, B>>) -> Option<A> {
+        slot.as_mut()?.0.take()
+    }
+}
+
+/// `par`'s second (last) branch: empties the slot, keeps the second half.
+pub(crate) struct SecondHalf;
+
+impl<A: Send + 'static, B: Send + 'static> Take<Halves<A, B>> for SecondHalf {
+    type Out = B;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<Halves<A, B>>) -> Option<B> {
+        slot.take()?.1
+    }
+}
 
 /// The sending side of a fork, fused at the end of the upstream station.
 pub(crate) struct ForkSink<I, S> {
@@ -88,47 +120,6 @@ impl<I: Send + 'static, S: Send + 'static> Sink<I> for ForkSink<I, S> {
         let me = *self;
         Box::new(me.ring).close(states);
         Box::new(me.log).close(states);
-    }
-}
-
-/// One branch's reading end of the fork ring: the source of its first
-/// station.
-pub(crate) struct BranchSource<S, X> {
-    pub(crate) poller: EdgePoller<S, BusySpin>,
-    pub(crate) monitor: Monitor<Msg<S>, BusySpin, Single>,
-    /// The poller's name in the ring, for its depth.
-    pub(crate) name: String,
-    pub(crate) take: Take<S, X>,
-    /// Whom this branch's progress may unblock: the next branch's worker,
-    /// or for the last branch the fork's (which waits for space).
-    pub(crate) wake: Arc<Doorbell>,
-}
-
-impl<S: Send + 'static, X: Send + 'static> Source<X> for BranchSource<S, X> {
-    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<X>, bool)) -> Result<usize, SourceEnd> {
-        let take = self.take;
-        let n = self
-            .poller
-            .poll(|m, _, _| f(m.seq, take(m.item.get_mut()), m.last))?;
-        if n > 0 {
-            self.wake.ring();
-        }
-        Ok(n)
-    }
-
-    fn ready(&self) -> bool {
-        self.poller.ready()
-    }
-
-    fn depth_probe(&self) -> DepthProbe {
-        let (m, name) = (self.monitor.clone(), self.name.clone());
-        Box::new(move || {
-            m.stats()
-                .consumers
-                .iter()
-                .find(|c| c.name == name)
-                .map_or(0, |c| c.lag)
-        })
     }
 }
 

@@ -56,6 +56,7 @@ use crate::{Pipeline, Run, StageState};
 use compile::{Compile, Open, INPUT};
 use config::Layout;
 use edge::{edge, RingSource};
+pub(crate) use edge::{Move, Take};
 use station::UnitStates;
 use worker::Control;
 

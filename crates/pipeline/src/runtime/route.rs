@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd};
+use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd, Take};
 use super::station::{UnitCounters, UnitStates};
 use crate::node::{no_such_branch, shard_of};
 use crate::{Either, Failure};
@@ -93,6 +93,36 @@ where
             Ok((k, item))
         } else {
             Err(no_such_branch(&self.name, seq, item, k, copies))
+        }
+    }
+}
+
+/// A choice's first branch: the `Left` side of the item.
+pub(crate) struct LeftSide;
+
+impl<A: Send + 'static, B: Send + 'static> Take<Either<A, B>> for LeftSide {
+    type Out = A;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<Either<A, B>>) -> Option<A> {
+        match slot.take()? {
+            Either::Left(a) => Some(a),
+            Either::Right(_) => None,
+        }
+    }
+}
+
+/// A choice's second branch: the `Right` side of the item.
+pub(crate) struct RightSide;
+
+impl<A: Send + 'static, B: Send + 'static> Take<Either<A, B>> for RightSide {
+    type Out = B;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<Either<A, B>>) -> Option<B> {
+        match slot.take()? {
+            Either::Right(b) => Some(b),
+            Either::Left(_) => None,
         }
     }
 }
