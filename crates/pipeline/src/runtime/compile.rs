@@ -67,6 +67,19 @@ impl<T: Send + 'static> Open<T> {
         }
     }
 
+    /// A station on `worker` that starts at `source`, itself unit `unit`
+    /// (a merge or a join).
+    fn after(unit: usize, worker: usize, source: Box<dyn Source<T>>) -> Self {
+        Open {
+            worker,
+            tails: vec![unit],
+            finish: Box::new(move |cx, sink| {
+                cx.pending_units.push(unit);
+                cx.add_station(worker, source, sink);
+            }),
+        }
+    }
+
     /// Closes the station with `sink`.
     pub(crate) fn finish(self, cx: &mut Compile, sink: Box<dyn Sink<T>>) {
         (self.finish)(cx, sink);
@@ -394,14 +407,7 @@ impl Compile {
             counters: Arc::clone(&self.unit_counters[m]),
             delivered: 0,
         };
-        Open {
-            worker: wm,
-            tails: vec![m],
-            finish: Box::new(move |cx: &mut Compile, sink| {
-                cx.pending_units.push(m);
-                cx.add_station(wm, Box::new(merge), sink);
-            }),
-        }
+        Open::after(m, wm, Box::new(merge))
     }
 
     /// Opens a fork behind `up`: the multicast ring its branches read, one
@@ -534,14 +540,7 @@ impl Compile {
             joined: 0,
             delivered: 0,
         };
-        Open {
-            worker: wj,
-            tails: vec![j],
-            finish: Box::new(move |cx: &mut Compile, sink| {
-                cx.pending_units.push(j);
-                cx.add_station(wj, Box::new(join), sink);
-            }),
-        }
+        Open::after(j, wj, Box::new(join))
     }
 
     /// Ends the last open station in a closure.
