@@ -298,6 +298,48 @@ fn a_panic_in_a_branch_on_another_worker_is_named() {
 }
 
 #[test]
+fn a_panic_in_a_route_or_key_function_is_named_after_its_construct() {
+    let route = |x: &u32| {
+        assert!(*x != 300, "three hundred has no route");
+        (x % 2) as usize
+    };
+    let branches = || vec![Pipeline::map("a", |x: u32| x), Pipeline::map("b", |x| x)];
+    // Units: fine, a, b, route(a, b). Whole on one worker, and split.
+    for plan in [vec![0, 0, 0, 0], vec![0, 1, 0, 1]] {
+        let p =
+            Pipeline::map("fine", |x: u32| x).then(Pipeline::choose("route", route, branches()));
+        assert_panicked(panic_of(p, plan), "route(a, b)", "three hundred");
+    }
+    let key = |x: &u32| {
+        assert!(*x != 300, "three hundred has no key");
+        x % 3
+    };
+    let p = Pipeline::map("fine", |x: u32| x).then(Pipeline::shard_by_key(2, key, |k| {
+        Pipeline::map(&format!("s{k}"), |x: u32| x)
+    }));
+    assert_panicked(panic_of(p, vec![0, 1, 0, 1]), "merge ×2", "three hundred");
+}
+
+#[test]
+fn dropping_a_deployment_with_split_branches_stops_its_workers() {
+    for (name, build) in shapes() {
+        let units = build().units().len();
+        watchdog(move || {
+            let plan = (0..units).map(|u| u % 3).collect();
+            let d = build()
+                .deploy(&Config::new().plan(plan).pin(false).capacity(2))
+                .unwrap();
+            let mut input = d.input;
+            for x in 0..50 {
+                let _ = input.try_send(x);
+            }
+            drop(d.running); // output never read, input still open
+        });
+        eprintln!("{name}: stopped");
+    }
+}
+
+#[test]
 fn par_moves_each_half_without_cloning() {
     /// A value that cannot be cloned: `par` must move each half out of the
     /// shared slot.

@@ -398,6 +398,7 @@ impl Compile {
             copies: routes.sinks,
             log: RingSink::new(log.producer, Arc::clone(&self.bells[wm])),
             pick,
+            unit: m,
         };
         up.finish(self, Box::new(router));
         let merge = Merge {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use statepipe_ring::wait::BusySpin;
 
 use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd, Take};
-use super::station::{UnitCounters, UnitStates};
+use super::station::{as_unit, UnitCounters, UnitStates};
 use crate::node::{no_such_branch, shard_of};
 use crate::{Either, Failure};
 
@@ -132,11 +132,15 @@ pub(crate) struct Router<T, P> {
     pub(crate) copies: Vec<RingSink<T, BusySpin>>,
     pub(crate) log: RingSink<u32, BusySpin>,
     pub(crate) pick: P,
+    /// The unit a panic in `pick` (the user's key or route function) is
+    /// named after: the shard's merge, the choice's join.
+    pub(crate) unit: usize,
 }
 
 impl<T: Send + 'static, P: Pick<T>> Sink<T> for Router<T, P> {
     fn item(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>) {
-        match self.pick.pick(seq, item, self.copies.len()) {
+        let (pick, copies) = (&mut self.pick, self.copies.len());
+        match as_unit(self.unit, || pick.pick(seq, item, copies)) {
             Ok((k, item)) => {
                 let copy = &mut self.copies[k];
                 copy.item(seq, item, failures);

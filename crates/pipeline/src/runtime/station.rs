@@ -100,6 +100,16 @@ thread_local! {
     static RUNNING: Cell<usize> = const { Cell::new(NO_UNIT) };
 }
 
+/// Runs `f` as unit `unit`: a panic in it is named after that unit (the
+/// restore is skipped by the unwinding, see [`UnitSink`]).
+#[inline]
+pub(crate) fn as_unit<R>(unit: usize, f: impl FnOnce() -> R) -> R {
+    let prev = RUNNING.replace(unit);
+    let r = f();
+    RUNNING.set(prev);
+    r
+}
+
 /// The unit that was running when a panic unwound to the worker.
 pub(crate) fn running_unit() -> usize {
     RUNNING.get()
@@ -125,12 +135,12 @@ impl<A: Send + 'static, B: Send + 'static> Sink<A> for UnitSink<A, B> {
         // the worker, which names the unit from `RUNNING` (the restore
         // below is skipped by the unwinding, so it still names this unit,
         // or one further down if the panic came from there).
-        let prev = RUNNING.replace(self.unit);
-        piece.push(seq, item, failures, &mut |o, f| {
-            *out += 1;
-            next.item(seq, o, f);
+        as_unit(self.unit, || {
+            piece.push(seq, item, failures, &mut |o, f| {
+                *out += 1;
+                next.item(seq, o, f);
+            });
         });
-        RUNNING.set(prev);
     }
 
     #[inline]
