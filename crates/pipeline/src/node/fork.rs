@@ -13,9 +13,11 @@
 use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::runtime::compile::{Compile, Open};
-use crate::runtime::fork::{CloneOut, FirstHalf, Halves, PairGather, SecondHalf, VecGather};
+use crate::runtime::fork::{
+    CloneOut, FirstHalf, Halves, MoveOut, PairGather, SecondHalf, Shared, VecGather,
+};
+use crate::runtime::Take;
 use crate::runtime::UnitInfo;
-use crate::runtime::{Move, Take};
 use crate::{Failure, Pipeline, StageState};
 
 /// Emits every pair of `left` × `right`, `left` outermost, and empties both.
@@ -148,8 +150,8 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let (a, b) = ((me.a, CloneOut), (me.b, Move));
-        deploy_pair(cx, up, &sizes, a, b, |x| x, (me.left, me.right))
+        let (a, b) = ((me.a, CloneOut), (me.b, MoveOut));
+        deploy_pair(cx, up, &sizes, a, b, Some, (me.left, me.right))
     }
 }
 
@@ -268,14 +270,14 @@ where
             return cx.whole(Pipeline::from_box(self), up, n);
         }
         let me = *self;
-        let mut ring = cx.fork_ring::<I, I>(&up, &sizes);
+        let mut ring = cx.fork_ring::<I, Shared<I>>(&up, &sizes);
         let last = me.branches.len() - 1;
         let mut outs = Vec::with_capacity(me.branches.len());
         for (k, branch) in me.branches.into_iter().enumerate() {
             let open = if k == last {
-                cx.branch::<I, Move>(&mut ring)
+                cx.branch::<Shared<I>, MoveOut>(&mut ring)
             } else {
-                cx.branch::<I, CloneOut>(&mut ring)
+                cx.branch::<Shared<I>, CloneOut>(&mut ring)
             };
             outs.push(branch.node.deploy(cx, open));
         }
@@ -284,7 +286,7 @@ where
             sources: outs.into_iter().map(|o| cx.join_input(o, j)).collect(),
             bufs: me.bufs,
         };
-        cx.join(up, ring, |x| x, gather, j)
+        cx.join(up, ring, Some, gather, j)
     }
 }
 

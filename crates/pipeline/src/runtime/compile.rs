@@ -18,7 +18,7 @@ use super::edge::{
     inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Move, Msg, RingSink,
     RingSource, Sink, Source, Take, EDGE_POLLER,
 };
-use super::fork::{ForkSink, Gather, Join};
+use super::fork::{EachItem, Gather, Join};
 use super::plan::{UnitInfo, UnitKind};
 use super::route::{Merge, Pick, Router};
 use super::station::UnitStates;
@@ -143,13 +143,16 @@ impl<I> Routes<I> {
     }
 }
 
+/// The name of the join's poller on a fork ring (after the branches').
+const FORK_JOIN: &str = "join";
+
 /// A fork's multicast ring while its branches are being deployed.
 pub(crate) struct ForkRing<S> {
     producer: EdgeProducer<S, BusySpin>,
     pollers: std::vec::IntoIter<EdgePoller<S, BusySpin>>,
     names: Vec<String>,
     monitor: Monitor<Msg<S>, BusySpin, Single>,
-    /// The worker each branch's first station runs on.
+    /// The worker each branch's first station runs on, then the join's.
     workers: Vec<usize>,
     /// The fork's worker, and the units whose outputs reach it.
     from: usize,
@@ -412,23 +415,29 @@ impl Compile {
     }
 
     /// Opens a fork behind `up`: the multicast ring its branches read, one
-    /// poller per branch, chained (see [`fork`](super::fork)). `sizes`
-    /// are the branches' unit counts, which say where each branch starts.
+    /// poller per branch and one for the join, chained (see
+    /// [`fork`](super::fork)). `sizes` are the branches' unit counts, which
+    /// say where each branch, and the join, starts.
     pub(crate) fn fork_ring<I, S: Send + 'static>(
         &mut self,
         up: &Open<I>,
         sizes: &[usize],
     ) -> ForkRing<S> {
         let mut start = self.next_unit;
+        // Each branch's first station, then the join's, by the plan.
         let workers: Vec<usize> = sizes
             .iter()
+            .chain([&0])
             .map(|&n| {
                 let w = self.plan.get(start).copied().unwrap_or(0);
                 start += n;
                 w
             })
             .collect();
-        let names: Vec<String> = (0..sizes.len()).map(|k| format!("branch {k}")).collect();
+        let names: Vec<String> = (0..sizes.len())
+            .map(|k| format!("branch {k}"))
+            .chain([FORK_JOIN.to_string()])
+            .collect();
         let capacity = self.capacity;
         let mut b = RingBuilder::new(capacity, Msg::empty)
             .wait_strategy(BusySpin)
@@ -442,7 +451,7 @@ impl Compile {
             .iter()
             .map(|n| {
                 ring.take_poller_mut(n)
-                    .expect("every branch's poller was declared just above")
+                    .expect("every reader's poller was declared just above")
             })
             .collect::<Vec<_>>();
         let monitor = ring.monitor();
@@ -460,24 +469,27 @@ impl Compile {
     }
 
     /// Opens the station of the next branch of `ring`, which takes its
-    /// input out of each slot as `K` says.
+    /// input out of each slot as `K` says, each item a group of its own.
     pub(crate) fn branch<S: Send + 'static, K: Take<S>>(
         &mut self,
         ring: &mut ForkRing<S>,
     ) -> Open<K::Out> {
         let k = ring.next;
         ring.next += 1;
-        let w = ring.workers[k];
-        // This branch's progress lets the next one read; the last one's
-        // frees slots for the fork.
-        let wakes = ring.workers.get(k + 1).copied().unwrap_or(ring.from);
+        // This reader's progress lets the next one read (the next branch,
+        // or after the last the join).
+        let wake = Arc::clone(&self.bells[ring.workers[k + 1]]);
         let source = RingSource::<S, BusySpin, K>::reading(
             ring.pollers.next().expect("one poller per branch"),
             ring.monitor.clone(),
             &ring.names[k],
-            Arc::clone(&self.bells[wakes]),
+            wake,
         );
-        Open::at(w, ring.tails.clone(), Box::new(source))
+        Open::at(
+            ring.workers[k],
+            ring.tails.clone(),
+            Box::new(EachItem(source)),
+        )
     }
 
     /// The join unit of a fork whose branches are deployed.
@@ -524,17 +536,28 @@ impl Compile {
         S: Send + 'static,
         G: Gather,
     {
-        let log = inner_edge::<()>(self.capacity);
-        self.handles.push(log.handle);
-        let first = ring.workers.first().copied().unwrap_or(wj);
-        let fork = ForkSink {
-            ring: RingSink::new(ring.producer, Arc::clone(&self.bells[first])),
-            log: RingSink::new(log.producer, Arc::clone(&self.bells[wj])),
-            into,
+        debug_assert_eq!(
+            ring.workers.last(),
+            Some(&wj),
+            "the join is where the plan put it"
+        );
+        let first = ring.workers[0];
+        let fork = MapSink {
+            f: into,
+            next: Box::new(RingSink::new(ring.producer, Arc::clone(&self.bells[first]))),
         };
         up.finish(self, Box::new(fork));
+        let mut pollers = ring.pollers;
         let join = Join {
-            log: RingSource::new(log.poller, log.monitor, Arc::clone(&self.bells[ring.from])),
+            fork: RingSource::reading(
+                pollers
+                    .next()
+                    .expect("the join's poller, after the branches'"),
+                ring.monitor,
+                FORK_JOIN,
+                // The join frees the fork's slots.
+                Arc::clone(&self.bells[ring.from]),
+            ),
             gather,
             current: None,
             counters: Arc::clone(&self.unit_counters[j]),

@@ -5,53 +5,72 @@
 //!                 ┌─► branch 0 (takes a copy) ─ring─┐
 //! [up … fork] ─ring (one slot per item)             ├─► join ─► …
 //!                 └─► branch 1 (moves it out) ─ring─┘
-//!       └──────────── log ring ──────────────────────┘
+//!                       └─► join (reads where groups end, frees the slot)
 //! ```
 //!
-//! The fork publishes each item once, into one slot of the *fork ring*.
-//! Every branch reads that same slot through a poller of its own: the
-//! pollers form a chain in the ring's dependency graph (branch `k + 1`
-//! reads slot `s` only after branch `k` is done with it), so each may have
-//! `&mut` access to the slot without any branch waiting for another's
-//! *work*: a branch is done with a slot when its poll batch ends, however
-//! long the stages behind it take. Branches before the last take what they
-//! need out of the slot by cloning (a stage takes its input by value); the
-//! last moves it out, so an item is cloned once per extra branch, as in the
-//! sequential meaning, and on the branches' workers instead of upstream.
-//! For `par` each branch moves its own half out and nothing is cloned.
+//! The fork publishes each item once, into one slot of the *fork ring*,
+//! with the upstream group structure of any edge (`last` closes the group
+//! of pipeline input `seq`; a group with no item is a message with none).
+//! Every branch reads that same slot through a poller of its own, and the
+//! join reads it last: the pollers form a chain in the ring's dependency
+//! graph (branch `k + 1` reads slot `s` only after branch `k` is done with
+//! it, the join after the last branch), so each may have `&mut` access to
+//! the slot without any of them waiting for another's *work*: a reader is
+//! done with a slot when its poll batch ends, however long the stages
+//! behind it take. Branches before the last take what they need out of the
+//! slot by cloning (a stage takes its input by value); the last moves it
+//! out, so an item is cloned once per extra branch, as in the sequential
+//! meaning, and on the branches' workers instead of upstream. For `par`
+//! each branch moves its own half out and nothing is cloned. The join
+//! empties the slot.
 //!
-//! Every item is a group of its own on the fork ring, so each branch sends
-//! the join one group per item. The fork also writes a *log* to the join:
-//! one entry per item, and the end of each upstream group. The join reads
-//! the log in order and, for each item, one group from every branch, in
-//! branch order, then emits every combination of their outputs (the list
-//! meaning of `&&&`, first branch outermost).
+//! A branch makes each item a group of its own ([`EachItem`]), so it sends
+//! the join one group per item. The join reads the fork ring in order and,
+//! for each item, one group from every branch, in branch order, then emits
+//! every combination of their outputs (the list meaning of `&&&`, first
+//! branch outermost); where an upstream group ends, it ends the group too.
 //!
 //! No deadlock: the join only ever waits for a group of the earliest item
-//! not yet joined. Every branch has that item in its slot (the fork
-//! published it before logging it, or the log entry is still held back
-//! with it), and each branch's output of it is first on its edge to the
-//! join, because the join took every earlier group. A branch waits on the
-//! branch before it only for the end of a poll batch, never for space.
+//! not yet joined. Every branch is past that item's slot (the join reads a
+//! slot only after the last branch), and each branch's output of it is
+//! first on its edge to the join, because the join took every earlier
+//! group. A reader waits on the one before it only for the end of a poll
+//! batch, never for space; the fork waits for the join to free slots, which
+//! it does as it joins.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd, Take};
-use super::station::{UnitCounters, UnitStates};
-use crate::Failure;
+use super::edge::{DepthProbe, RingSource, Source, SourceEnd, Take};
+use super::station::UnitCounters;
+
+/// The slot of a `fan_out` fork: the item, which the last branch moves out
+/// (leaving `Some(None)`, so the join still sees that an item was there).
+pub(crate) type Shared<T> = Option<T>;
 
 /// A fork branch before the last: clones the item out of the slot.
 pub(crate) struct CloneOut;
 
-impl<T: Clone + Send + 'static> Take<T> for CloneOut {
+impl<T: Clone + Send + 'static> Take<Shared<T>> for CloneOut {
     type Out = T;
 
     #[inline(always)]
-    fn take(slot: &mut Option<T>) -> Option<T> {
-        slot.clone()
+    fn take(slot: &mut Option<Shared<T>>) -> Option<T> {
+        slot.as_ref()?.clone()
+    }
+}
+
+/// A fork's last branch: moves the item out.
+pub(crate) struct MoveOut;
+
+impl<T: Send + 'static> Take<Shared<T>> for MoveOut {
+    type Out = T;
+
+    #[inline(always)]
+    fn take(slot: &mut Option<Shared<T>>) -> Option<T> {
+        slot.as_mut()?.take()
     }
 }
 
@@ -70,7 +89,7 @@ impl<A: Send + 'static, B: Send + 'static> Take<Halves<A, B>> for FirstHalf {
     }
 }
 
-/// `par`'s second (last) branch: empties the slot, keeps the second half.
+/// `par`'s second branch: moves the second half out.
 pub(crate) struct SecondHalf;
 
 impl<A: Send + 'static, B: Send + 'static> Take<Halves<A, B>> for SecondHalf {
@@ -78,48 +97,44 @@ impl<A: Send + 'static, B: Send + 'static> Take<Halves<A, B>> for SecondHalf {
 
     #[inline(always)]
     fn take(slot: &mut Option<Halves<A, B>>) -> Option<B> {
-        slot.take()?.1
+        slot.as_mut()?.1.take()
     }
 }
 
-/// The sending side of a fork, fused at the end of the upstream station.
-pub(crate) struct ForkSink<I, S> {
-    pub(crate) ring: RingSink<S, BusySpin>,
-    pub(crate) log: RingSink<(), BusySpin>,
-    /// What goes in the slot (the item, or a pair made of options).
-    pub(crate) into: fn(I) -> S,
+/// The join, the fork ring's last reader: whether the message carried an
+/// item (rather than only ending an upstream group); empties the slot.
+pub(crate) struct Emptied;
+
+impl<S: Send + 'static> Take<S> for Emptied {
+    type Out = ();
+
+    #[inline(always)]
+    fn take(slot: &mut Option<S>) -> Option<()> {
+        slot.take().map(drop)
+    }
 }
 
-impl<I: Send + 'static, S: Send + 'static> Sink<I> for ForkSink<I, S> {
-    fn item(&mut self, seq: u64, item: I, failures: &mut Vec<Failure>) {
-        // Each item is a group of its own: the join pairs per item.
-        self.ring.item(seq, (self.into)(item), failures);
-        self.ring.end(seq, failures);
-        self.log.item(seq, (), failures);
+/// A branch's source: each item of the fork ring a group of its own (the
+/// join pairs per item); messages that only end an upstream group are the
+/// join's business, not the branch's.
+pub(crate) struct EachItem<S>(pub(crate) S);
+
+impl<X, S: Source<X>> Source<X> for EachItem<S> {
+    #[inline]
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<X>, bool)) -> Result<usize, SourceEnd> {
+        self.0.poll(&mut |seq, item, _| {
+            if item.is_some() {
+                f(seq, item, true);
+            }
+        })
     }
 
-    fn end(&mut self, seq: u64, failures: &mut Vec<Failure>) {
-        self.log.end(seq, failures);
+    fn ready(&self) -> bool {
+        self.0.ready()
     }
 
-    fn flush(&mut self) -> bool {
-        // The slot before its log entry: the join never waits on an item
-        // that is not in the ring yet (see the module's docs).
-        let ring = self.ring.flush();
-        let log = self.log.flush();
-        ring && log
-    }
-
-    fn can_flush(&self) -> bool {
-        self.ring.can_flush() || self.log.can_flush()
-    }
-
-    fn publish_stats(&mut self) {}
-
-    fn close(self: Box<Self>, states: &mut UnitStates) {
-        let me = *self;
-        Box::new(me.ring).close(states);
-        Box::new(me.log).close(states);
+    fn depth_probe(&self) -> DepthProbe {
+        self.0.depth_probe()
     }
 }
 
@@ -247,11 +262,12 @@ impl<O: Clone + Send + 'static> Gather for VecGather<O> {
 }
 
 /// The receiving side of a fork: the source of the station after it.
-pub(crate) struct Join<G> {
-    pub(crate) log: RingSource<(), BusySpin>,
+pub(crate) struct Join<G, S> {
+    /// The fork ring, read last: where items and upstream groups end.
+    pub(crate) fork: RingSource<S, BusySpin, Emptied>,
     pub(crate) gather: G,
-    /// The log entry being served: (seq, whether it closes the upstream
-    /// group, the branch being read).
+    /// The item being joined: (seq, whether it closes the upstream group,
+    /// the branch being read).
     pub(crate) current: Option<(u64, bool, usize)>,
     pub(crate) counters: Arc<UnitCounters>,
     /// Items joined and combinations handed on, published once per poll.
@@ -262,7 +278,7 @@ pub(crate) struct Join<G> {
 /// How many messages one `poll` hands over at most.
 const JOIN_BATCH: usize = 256;
 
-impl<G: Gather> Source<G::Out> for Join<G> {
+impl<G: Gather, S: Send + 'static> Source<G::Out> for Join<G, S> {
     fn poll(&mut self, f: &mut dyn FnMut(u64, Option<G::Out>, bool)) -> Result<usize, SourceEnd> {
         let r = self.join(f);
         self.counters.items_in.store(self.joined, Ordering::Relaxed);
@@ -275,7 +291,7 @@ impl<G: Gather> Source<G::Out> for Join<G> {
     fn ready(&self) -> bool {
         match self.current {
             Some((_, _, k)) => self.gather.ready(k),
-            None => self.log.ready(),
+            None => self.fork.ready(),
         }
     }
 
@@ -285,13 +301,13 @@ impl<G: Gather> Source<G::Out> for Join<G> {
     }
 }
 
-impl<G: Gather> Join<G> {
+impl<G: Gather, S: Send + 'static> Join<G, S> {
     fn join(&mut self, f: &mut dyn FnMut(u64, Option<G::Out>, bool)) -> Result<usize, SourceEnd> {
         let mut n = 0;
         while n < JOIN_BATCH {
             let (seq, closes, mut k) = match self.current {
                 Some(c) => c,
-                None => match self.log.take_one() {
+                None => match self.fork.take_one() {
                     Ok(None) => return Ok(n),
                     Ok(Some((seq, None, _))) => {
                         // An upstream group with no item.
