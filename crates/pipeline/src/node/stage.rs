@@ -4,10 +4,14 @@ use std::error::Error;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
+use std::sync::Arc;
+
 use super::{Emit, Node};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::machine::Machine;
 use crate::runtime::compile::{Compile, Open};
+use crate::runtime::edge::Sink;
+use crate::runtime::station::{Piece, UnitCounters, UnitSink};
 use crate::runtime::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 use crate::{Failure, Pipeline, StageState};
 
@@ -25,15 +29,8 @@ where
     M::In: Send + 'static,
     M::Out: Send + 'static,
 {
-    fn push(
-        &mut self,
-        _seq: u64,
-        item: M::In,
-        failures: &mut Vec<Failure>,
-        emit: Emit<'_, M::Out>,
-    ) {
-        self.machine
-            .step(&mut self.state, item, &mut |_, o| emit(o, failures));
+    fn push(&mut self, seq: u64, item: M::In, failures: &mut Vec<Failure>, emit: Emit<'_, M::Out>) {
+        self.run(seq, item, failures, &mut |o, f| emit(o, f));
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
@@ -43,7 +40,7 @@ where
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
-        out.push(StageState::new(&self.name, self.state));
+        Piece::states(*self, out);
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
@@ -58,6 +55,40 @@ where
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<M::Out> {
         cx.unit(Pipeline::from_box(self), up)
+    }
+
+    fn fuse(
+        self: Box<Self>,
+        unit: usize,
+        counters: Arc<UnitCounters>,
+        next: Box<dyn Sink<M::Out>>,
+    ) -> Box<dyn Sink<M::In>> {
+        Box::new(UnitSink::new(unit, *self, counters, next))
+    }
+}
+
+/// A fused stage runs its machine straight from the station's sink chain.
+impl<S, M> Piece<M::In, M::Out> for StageNode<S, M>
+where
+    S: Send + 'static,
+    M: Machine<S> + Send + 'static,
+    M::In: Send + 'static,
+    M::Out: Send + 'static,
+{
+    #[inline]
+    fn run<E: FnMut(M::Out, &mut Vec<Failure>)>(
+        &mut self,
+        _seq: u64,
+        item: M::In,
+        failures: &mut Vec<Failure>,
+        emit: &mut E,
+    ) {
+        self.machine
+            .step(&mut self.state, item, &mut |_, o| emit(o, failures));
+    }
+
+    fn states(self, out: &mut Vec<StageState>) {
+        out.push(StageState::new(&self.name, self.state));
     }
 }
 

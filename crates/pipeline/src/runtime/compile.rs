@@ -22,7 +22,7 @@ use super::fork::{EachItem, Gather, Join};
 use super::plan::{UnitInfo, UnitKind};
 use super::route::{Merge, Pick, Router};
 use super::station::UnitStates;
-use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters, UnitSink};
+use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters};
 use crate::{Failure, Pipeline};
 
 /// Where a ring edge of the deployed graph runs, for metrics and drawing.
@@ -322,15 +322,8 @@ impl Compile {
             tails: vec![u],
             finish: Box::new(move |cx: &mut Compile, next: Box<dyn Sink<B>>| {
                 cx.pending_units.push(u);
-                let sink = UnitSink {
-                    unit: u,
-                    piece,
-                    next,
-                    counters,
-                    items_in: 0,
-                    items_out: 0,
-                };
-                up.finish(cx, Box::new(sink));
+                let sink = piece.node.fuse(u, counters, next);
+                up.finish(cx, sink);
             }),
         }
     }

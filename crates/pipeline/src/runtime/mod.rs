@@ -29,14 +29,14 @@
 pub(crate) mod compile;
 mod config;
 mod cycle;
-mod edge;
+pub(crate) mod edge;
 pub(crate) mod fork;
 mod io;
 mod metrics;
 mod plan;
 pub(crate) mod route;
 mod simulate;
-mod station;
+pub(crate) mod station;
 mod worker;
 
 use std::fmt;

@@ -2,8 +2,10 @@
 //! go; the piece of work a worker runs.
 //!
 //! Units on one station call each other directly ([`UnitSink`] holds the
-//! next unit's sink), so fusing costs one virtual call per unit per item and
-//! no atomic hand-off. A station takes one batch of input per
+//! next unit's sink) with no atomic hand-off. A stage's machine is called
+//! straight from its sink (a [`Piece`]), so a fused stage costs one virtual
+//! call per item, into the next unit's sink; a construct run whole costs
+//! one more, through its `push`. A station takes one batch of input per
 //! [`Task::run`], and no batch while its outputs are held back by a full
 //! ring, so what it holds is bounded by one batch.
 
@@ -115,17 +117,67 @@ pub(crate) fn running_unit() -> usize {
     RUNNING.get()
 }
 
+/// What a fused unit runs per item: a whole part through its `push` (one
+/// indirect call), or a stage's machine, called directly.
+pub(crate) trait Piece<A, B>: Send + 'static {
+    /// Runs `item` of group `seq`; outputs go to `emit`.
+    fn run<E: FnMut(B, &mut Vec<Failure>)>(
+        &mut self,
+        seq: u64,
+        item: A,
+        failures: &mut Vec<Failure>,
+        emit: &mut E,
+    );
+    /// Appends the final states of its stages.
+    fn states(self, out: &mut Vec<StageState>);
+}
+
+impl<A: Send + 'static, B: Send + 'static> Piece<A, B> for Pipeline<A, B> {
+    #[inline]
+    fn run<E: FnMut(B, &mut Vec<Failure>)>(
+        &mut self,
+        seq: u64,
+        item: A,
+        failures: &mut Vec<Failure>,
+        emit: &mut E,
+    ) {
+        self.push(seq, item, failures, emit);
+    }
+
+    fn states(self, out: &mut Vec<StageState>) {
+        Pipeline::states(self, out);
+    }
+}
+
 /// One unit (a stage, or a construct run whole) fused in front of `next`.
-pub(crate) struct UnitSink<A, B> {
+pub(crate) struct UnitSink<B, P> {
     pub(crate) unit: usize,
-    pub(crate) piece: Pipeline<A, B>,
+    pub(crate) piece: P,
     pub(crate) next: Box<dyn Sink<B>>,
     pub(crate) counters: Arc<UnitCounters>,
     pub(crate) items_in: u64,
     pub(crate) items_out: u64,
 }
 
-impl<A: Send + 'static, B: Send + 'static> Sink<A> for UnitSink<A, B> {
+impl<B, P> UnitSink<B, P> {
+    pub(crate) fn new(
+        unit: usize,
+        piece: P,
+        counters: Arc<UnitCounters>,
+        next: Box<dyn Sink<B>>,
+    ) -> Self {
+        UnitSink {
+            unit,
+            piece,
+            next,
+            counters,
+            items_in: 0,
+            items_out: 0,
+        }
+    }
+}
+
+impl<A: Send + 'static, B: Send + 'static, P: Piece<A, B>> Sink<A> for UnitSink<B, P> {
     #[inline]
     fn item(&mut self, seq: u64, item: A, failures: &mut Vec<Failure>) {
         self.items_in += 1;
@@ -136,7 +188,7 @@ impl<A: Send + 'static, B: Send + 'static> Sink<A> for UnitSink<A, B> {
         // below is skipped by the unwinding, so it still names this unit,
         // or one further down if the panic came from there).
         as_unit(self.unit, || {
-            piece.push(seq, item, failures, &mut |o, f| {
+            piece.run(seq, item, failures, &mut |o, f| {
                 *out += 1;
                 next.item(seq, o, f);
             });
