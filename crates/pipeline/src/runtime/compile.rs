@@ -114,6 +114,11 @@ impl<T: Send + 'static, U: Send + 'static> Sink<T> for MapSink<T, U> {
         self.next.end(seq, failures);
     }
 
+    #[inline]
+    fn item_end(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>) {
+        self.next.item_end(seq, (self.f)(item), failures);
+    }
+
     fn flush(&mut self) -> bool {
         self.next.flush()
     }

@@ -108,6 +108,14 @@ pub(crate) trait Sink<T>: Send {
     fn item(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>);
     /// The group `seq` is complete here.
     fn end(&mut self, seq: u64, failures: &mut Vec<Failure>);
+    /// The last output of the group `seq`: `item`, then `end`, in one call
+    /// (a fused chain of one-output stages makes one call per unit per
+    /// item instead of two).
+    #[inline]
+    fn item_end(&mut self, seq: u64, item: T, failures: &mut Vec<Failure>) {
+        self.item(seq, item, failures);
+        self.end(seq, failures);
+    }
     /// Moves held-back messages into the ring(s); `true` when none is left.
     fn flush(&mut self) -> bool;
     /// Whether `flush` would make progress now (for the sleep check).
@@ -307,6 +315,14 @@ impl<T: Send + 'static, W: WaitStrategy> Sink<T> for RingSink<T, W> {
             Some((s, x)) => self.send(s, Some(x), true),
             None => self.send(seq, None, true),
         }
+    }
+
+    #[inline]
+    fn item_end(&mut self, seq: u64, item: T, _: &mut Vec<Failure>) {
+        if let Some((s, x)) = self.held.take() {
+            self.send(s, Some(x), false);
+        }
+        self.send(seq, Some(item), true);
     }
 
     fn flush(&mut self) -> bool {

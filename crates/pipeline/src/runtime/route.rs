@@ -142,9 +142,7 @@ impl<T: Send + 'static, P: Pick<T>> Sink<T> for Router<T, P> {
         let (pick, copies) = (&mut self.pick, self.copies.len());
         match as_unit(self.unit, || pick.pick(seq, item, copies)) {
             Ok((k, item)) => {
-                let copy = &mut self.copies[k];
-                copy.item(seq, item, failures);
-                copy.end(seq, failures);
+                self.copies[k].item_end(seq, item, failures);
                 self.log.item(seq, k as u32, failures);
             }
             // No branch takes it: nothing goes on, the group's end will.

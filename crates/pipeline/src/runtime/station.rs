@@ -5,7 +5,10 @@
 //! next unit's sink) with no atomic hand-off. A stage's machine is called
 //! straight from its sink (a [`Piece`]), so a fused stage costs one virtual
 //! call per item, into the next unit's sink; a construct run whole costs
-//! one more, through its `push`. A station takes one batch of input per
+//! one more, through its `push`. A group's last output travels with its
+//! end (`Sink::item_end`): each unit holds its latest output back until
+//! the next one comes or the group ends, so a chain of one-output stages
+//! makes one call per unit per item, not an item call and an end call. A station takes one batch of input per
 //! [`Task::run`], and no batch while its outputs are held back by a full
 //! ring, so what it holds is bounded by one batch.
 
@@ -200,6 +203,28 @@ impl<A: Send + 'static, B: Send + 'static, P: Piece<A, B>> Sink<A> for UnitSink<
         self.next.end(seq, failures);
     }
 
+    #[inline]
+    fn item_end(&mut self, seq: u64, item: A, failures: &mut Vec<Failure>) {
+        self.items_in += 1;
+        let (next, out) = (&mut self.next, &mut self.items_out);
+        let piece = &mut self.piece;
+        // Hold each output back until the next one comes, so the group's
+        // last output goes on with its end in one call.
+        let mut held = None;
+        as_unit(self.unit, || {
+            piece.run(seq, item, failures, &mut |o, f| {
+                *out += 1;
+                if let Some(prev) = held.replace(o) {
+                    next.item(seq, prev, f);
+                }
+            });
+        });
+        match held {
+            Some(last) => self.next.item_end(seq, last, failures),
+            None => self.next.end(seq, failures),
+        }
+    }
+
     fn flush(&mut self) -> bool {
         self.next.flush()
     }
@@ -262,13 +287,11 @@ impl<I: Send + 'static> Task for Station<I> {
             return Step::Done;
         }
         let (sink, failures) = (&mut self.sink, &mut self.failures);
-        let r = self.source.poll(&mut |seq, item, last| {
-            if let Some(x) = item {
-                sink.item(seq, x, failures);
-            }
-            if last {
-                sink.end(seq, failures);
-            }
+        let r = self.source.poll(&mut |seq, item, last| match (item, last) {
+            (Some(x), true) => sink.item_end(seq, x, failures),
+            (Some(x), false) => sink.item(seq, x, failures),
+            (None, true) => sink.end(seq, failures),
+            (None, false) => {}
         });
         if !self.failures.is_empty() {
             let mut counts = self.errors.lock().unwrap_or_else(|p| p.into_inner());
