@@ -111,6 +111,62 @@ where
     Er: Into<Box<dyn Error + Send + Sync>>,
 {
     fn push(&mut self, seq: u64, item: M::In, failures: &mut Vec<Failure>, emit: Emit<'_, O>) {
+        self.run(seq, item, failures, &mut |o, f| emit(o, f));
+    }
+
+    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
+        let me = dot.node(&self.name, Shape::FallibleStage);
+        dot.edges(from, me);
+        vec![me]
+    }
+
+    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+        Piece::states(*self, out);
+    }
+
+    fn units(&self, out: &mut Vec<UnitInfo>) {
+        out.push(UnitInfo {
+            name: self.name.clone(),
+            stages: vec![self.name.clone()],
+            cost_ns: DEFAULT_COST_NS,
+            cost_known: false,
+            kind: UnitKind::Stage,
+        });
+    }
+
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<O> {
+        cx.unit(Pipeline::from_box(self), up)
+    }
+
+    fn fuse(
+        self: Box<Self>,
+        unit: usize,
+        counters: Arc<UnitCounters>,
+        next: Box<dyn Sink<O>>,
+    ) -> Box<dyn Sink<M::In>> {
+        Box::new(UnitSink::new(unit, *self, counters, next))
+    }
+}
+
+/// A fused fallible stage, like a fused stage: its machine is called
+/// straight from the station's sink chain.
+impl<S, M, O, Er> Piece<M::In, O> for TryStageNode<S, M, O>
+where
+    S: Send + 'static,
+    M: Machine<S, Out = Result<O, Er>> + Send + 'static,
+    M::In: Clone + Debug + Send + 'static,
+    O: Send + 'static,
+    Er: 'static,
+    Er: Into<Box<dyn Error + Send + Sync>>,
+{
+    #[inline]
+    fn run<E: FnMut(O, &mut Vec<Failure>)>(
+        &mut self,
+        seq: u64,
+        item: M::In,
+        failures: &mut Vec<Failure>,
+        emit: &mut E,
+    ) {
         // The machine consumes the item, so a copy is kept to hand back with
         // an error.
         let copy = item.clone();
@@ -127,28 +183,8 @@ where
             });
     }
 
-    fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
-        let me = dot.node(&self.name, Shape::FallibleStage);
-        dot.edges(from, me);
-        vec![me]
-    }
-
-    fn states(self: Box<Self>, out: &mut Vec<StageState>) {
+    fn states(self, out: &mut Vec<StageState>) {
         out.push(StageState::new(&self.name, self.state));
-    }
-
-    fn units(&self, out: &mut Vec<UnitInfo>) {
-        out.push(UnitInfo {
-            name: self.name.clone(),
-            stages: vec![self.name.clone()],
-            cost_ns: DEFAULT_COST_NS,
-            cost_known: false,
-            kind: UnitKind::Stage,
-        });
-    }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<O> {
-        cx.unit(Pipeline::from_box(self), up)
     }
 }
 
