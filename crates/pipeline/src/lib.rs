@@ -69,7 +69,7 @@ pub use failure::{FailedItem, Failure, StageState};
 pub use machine::Machine;
 pub use node::shard_of;
 pub use pipeline::Pipeline;
-pub use runtime::{simulate, Prediction, UnitCost};
+pub use runtime::{fit_fused, simulate, Prediction, UnitCost};
 pub use runtime::{
     Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, UnitInfo,
     UnitKind, UnitMetrics, DEFAULT_COST_NS,

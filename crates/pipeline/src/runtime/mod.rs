@@ -50,7 +50,7 @@ pub use cycle::STEP_NAME;
 pub use io::{Input, Output, SendError, TrySendError, SEND_BATCH};
 pub use metrics::{Metrics, UnitMetrics};
 pub use plan::{Plan, UnitInfo, UnitKind, DEFAULT_COST_NS, MIN_STATION_NS};
-pub use simulate::{simulate, Prediction, UnitCost, HOP_NS};
+pub use simulate::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 
 use crate::{Pipeline, Run, StageState};
 use compile::{Compile, Open, INPUT};

@@ -176,6 +176,45 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     }
 }
 
+impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
+    /// Runs `inputs` through the whole pipeline on one worker (inputs made
+    /// and outputs dropped on that worker, so it never waits) and returns
+    /// the run's wall time per input, in nanoseconds: what the units cost
+    /// together when nothing but the plan's own rings (shards) separates
+    /// them. See [`fit_fused`].
+    ///
+    /// # Errors
+    /// As [`Pipeline::deploy`] and [`Running::join`](super::Running::join).
+    pub fn fused_cost(self, inputs: impl IntoIterator<Item = I>) -> Result<f64, DeployError> {
+        let inputs: Vec<I> = inputs.into_iter().collect();
+        let sent = inputs.len().max(1) as f64;
+        let done = self
+            .deploy_with(&Config::new().workers(1), inputs, |_, _| {})?
+            .join()?;
+        // The worker is never idle, so its wall time is its busy time,
+        // summed over all its stations (a shard's copies have their own).
+        Ok(done.metrics.elapsed.as_nanos() as f64 / sent)
+    }
+}
+
+/// Scales calibrated `costs` so that, on one worker, the model predicts
+/// `fused_ns` per input ([`Pipeline::fused_cost`]).
+///
+/// [`Pipeline::calibrate`] measures each unit on a station of its own and
+/// subtracts what such a station costs; for a stage of a few nanoseconds
+/// that is a small difference of two large numbers, and it comes out too
+/// low. The fused run measures the sum directly; the isolated run still
+/// says how it splits between the units.
+pub fn fit_fused(costs: &mut [UnitCost], fused_ns: f64) {
+    let modelled: f64 = costs.iter().map(|c| c.visits * c.cost_ns).sum();
+    if modelled > 0.0 && fused_ns > 0.0 {
+        let scale = fused_ns / modelled;
+        for c in costs {
+            c.cost_ns *= scale;
+        }
+    }
+}
+
 /// What a unit that does nothing costs per item on this machine, measured
 /// with chains of identity stages on `u64`.
 #[derive(Debug, Clone, Copy)]
