@@ -15,6 +15,24 @@ use crate::runtime::station::{Piece, UnitCounters, UnitSink};
 use crate::runtime::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 use crate::{Failure, Pipeline, StageState};
 
+/// The one unit of a stage named `name`, its cost not yet known.
+fn stage_unit(name: &str) -> UnitInfo {
+    UnitInfo {
+        name: name.to_string(),
+        stages: vec![name.to_string()],
+        cost_ns: DEFAULT_COST_NS,
+        cost_known: false,
+        kind: UnitKind::Stage,
+    }
+}
+
+/// Draws a stage named `name`, fed by `from`.
+fn draw_stage(dot: &mut Dot, from: &[NodeId], name: &str, shape: Shape) -> Vec<NodeId> {
+    let me = dot.node(name, shape);
+    dot.edges(from, me);
+    vec![me]
+}
+
 /// A named state machine with its state.
 pub(crate) struct StageNode<S, M> {
     pub(crate) name: String,
@@ -34,9 +52,7 @@ where
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
-        let me = dot.node(&self.name, Shape::Stage);
-        dot.edges(from, me);
-        vec![me]
+        draw_stage(dot, from, &self.name, Shape::Stage)
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
@@ -44,13 +60,7 @@ where
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
-        out.push(UnitInfo {
-            name: self.name.clone(),
-            stages: vec![self.name.clone()],
-            cost_ns: DEFAULT_COST_NS,
-            cost_known: false,
-            kind: UnitKind::Stage,
-        });
+        out.push(stage_unit(&self.name));
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<M::Out> {
@@ -115,9 +125,7 @@ where
     }
 
     fn draw(&self, dot: &mut Dot, from: &[NodeId]) -> Vec<NodeId> {
-        let me = dot.node(&self.name, Shape::FallibleStage);
-        dot.edges(from, me);
-        vec![me]
+        draw_stage(dot, from, &self.name, Shape::FallibleStage)
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
@@ -125,13 +133,7 @@ where
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
-        out.push(UnitInfo {
-            name: self.name.clone(),
-            stages: vec![self.name.clone()],
-            cost_ns: DEFAULT_COST_NS,
-            cost_known: false,
-            kind: UnitKind::Stage,
-        });
+        out.push(stage_unit(&self.name));
     }
 
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<O> {
