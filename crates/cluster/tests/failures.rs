@@ -258,3 +258,88 @@ fn an_unreachable_thief_falls_back_to_stealing_through_the_master() {
     let all: u64 = st.workers.iter().map(|w| w.transfers).sum();
     assert!(direct > 0 && all > direct, "{direct} of {all} moves direct");
 }
+
+/// A master stand-in that accepts connections but challenges only those
+/// after the first `silent` (which it keeps open and never writes to: what
+/// a worker sees when the master's accept queue dropped its handshake),
+/// then checks the answer and sends `Shutdown`.
+fn choosy_master(
+    silent: usize,
+    secret: Secret,
+) -> (std::net::SocketAddr, std::thread::JoinHandle<bool>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for _ in 0..silent {
+            held.push(l.accept().unwrap().0);
+        }
+        let Ok((mut s, _)) = l.accept() else {
+            return false;
+        };
+        let nonce = [7u8; 32];
+        wire::write_frame(&mut s, Kind::Challenge, &nonce).unwrap();
+        let mut buf = Vec::new();
+        wire::expect_frame(&mut s, &mut buf, 64, Kind::Auth).unwrap();
+        let ok = secret.verify(&nonce, &msg::array32(&buf).unwrap());
+        wire::write_frame(&mut s, Kind::Shutdown, &[]).unwrap();
+        ok
+    });
+    (addr, t)
+}
+
+#[test]
+fn a_connection_never_challenged_is_dropped_and_made_again() {
+    let secret = Secret::random();
+    let (addr, master) = choosy_master(2, secret.clone());
+    let opts = worker::WorkerOptions {
+        challenge_timeout: Duration::from_millis(200),
+        connect_timeout: Duration::from_secs(60),
+        ..worker::WorkerOptions::default()
+    };
+    worker::run(&addr.to_string(), &secret, registry(), &opts).unwrap();
+    assert!(
+        master.join().unwrap(),
+        "the third connection answered right"
+    );
+}
+
+#[test]
+fn a_master_that_never_challenges_is_an_error_not_a_hang() {
+    let secret = Secret::random();
+    // Never gets past the silent connections: the worker gives up first.
+    let (addr, _master) = choosy_master(usize::MAX, secret.clone());
+    let opts = worker::WorkerOptions {
+        challenge_timeout: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(500),
+        ..worker::WorkerOptions::default()
+    };
+    let err = worker::run(&addr.to_string(), &secret, registry(), &opts).unwrap_err();
+    let text = format!("{err:#}");
+    assert!(text.contains("challenge of the master"), "{text}");
+}
+
+#[test]
+fn hundreds_of_workers_connecting_at_once_all_get_queued() {
+    // `std`'s listeners queue 128 connections; the master's must hold a
+    // whole cluster joining at once (the kernel caps it at somaxconn).
+    let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let n = 300;
+    if somaxconn < n + 1 {
+        eprintln!("skipped: net.core.somaxconn is {somaxconn}");
+        return;
+    }
+    let l = Listener::bind("127.0.0.1:0", Secret::random()).unwrap();
+    let addr = l.local_addr().unwrap();
+    // Nothing accepts: every connect completes only if the queue holds it.
+    let conns: Vec<_> = (0..n)
+        .map(|i| {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(20))
+                .unwrap_or_else(|e| panic!("connection {i} of {n} not queued: {e}"))
+        })
+        .collect();
+    assert_eq!(conns.len(), n);
+}

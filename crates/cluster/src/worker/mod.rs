@@ -248,6 +248,12 @@ pub struct WorkerOptions {
     pub pin: Option<usize>,
     /// Keep retrying the connection this long (the master may start later).
     pub connect_timeout: Duration,
+    /// How long a connection may wait for the master's challenge before the
+    /// worker drops it and connects again (within `connect_timeout`). A
+    /// connection can look established to the worker while the master never
+    /// saw it (its accept queue was full when the handshake ended): without
+    /// this the worker would wait on it forever.
+    pub challenge_timeout: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -255,12 +261,13 @@ impl Default for WorkerOptions {
         WorkerOptions {
             pin: None,
             connect_timeout: Duration::from_secs(30),
+            challenge_timeout: Duration::from_secs(5),
         }
     }
 }
 
-fn connect(addr: &str, timeout: Duration) -> anyhow::Result<TcpStream> {
-    let deadline = Instant::now() + timeout;
+/// Connects to `addr`, retrying every 50 ms until `deadline`.
+fn connect(addr: &str, deadline: Instant) -> anyhow::Result<TcpStream> {
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
         .with_context(|| format!("resolving {addr}"))?
@@ -281,6 +288,50 @@ fn connect(addr: &str, timeout: Duration) -> anyhow::Result<TcpStream> {
     }
 }
 
+/// Connects to the master at `addr` and answers its challenge; a
+/// connection on which no challenge comes within `opts.challenge_timeout`
+/// is dropped and a new one made, until `opts.connect_timeout` has passed.
+fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> anyhow::Result<TcpStream> {
+    let deadline = Instant::now() + opts.connect_timeout;
+    let mut buf = Vec::with_capacity(64);
+    loop {
+        let s = connect(addr, deadline)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(opts.challenge_timeout.max(Duration::from_millis(1))))?;
+        match wire::expect_frame(&mut &s, &mut buf, 64, Kind::Challenge) {
+            Ok(()) => {
+                let nonce = msg::array32(&buf).context("challenge")?;
+                wire::write_frame(&mut &s, Kind::Auth, &secret.answer(&nonce))?;
+                s.set_read_timeout(None)?;
+                return Ok(s);
+            }
+            Err(e) if retry_join(&e) && Instant::now() < deadline => {
+                tracing::warn!(%addr, "no challenge from the master ({e}); connecting again");
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "awaiting the challenge of the master at {addr}: is a statepipe master \
+                         listening there, and not overloaded? (waited {:?} per connection, \
+                         {:?} in all)",
+                        opts.challenge_timeout, opts.connect_timeout
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// Whether a failed wait for the challenge is worth a new connection: no
+/// answer, or a connection the master's side never had (reset, closed).
+fn retry_join(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::WouldBlock | K::TimedOut | K::ConnectionReset | K::ConnectionAborted | K::UnexpectedEof
+    )
+}
+
 /// Connects to the master at `addr`, authenticates with `secret`, and serves
 /// requests until the master says `Shutdown` or goes away.
 ///
@@ -299,13 +350,7 @@ pub fn run(
             tracing::warn!(cpu, "could not pin the worker");
         }
     }
-    let mut s = connect(addr, opts.connect_timeout)?;
-    s.set_nodelay(true)?;
-    let mut buf = Vec::with_capacity(64 << 10);
-    wire::expect_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME, Kind::Challenge)
-        .context("awaiting the challenge")?;
-    let nonce = msg::array32(&buf).context("challenge")?;
-    wire::write_frame(&mut s, Kind::Auth, &secret.answer(&nonce))?;
+    let s = join(addr, secret, opts)?;
     serve_with(s, registry, Some(secret))
 }
 

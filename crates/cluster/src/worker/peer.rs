@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write as _};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,7 +102,7 @@ impl Listener {
     /// # Errors
     /// If the address cannot be bound.
     pub(crate) fn start(ip: IpAddr, secret: Secret, store: Store, conn: Conn) -> io::Result<Self> {
-        let l = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        let l = crate::master::listen::bind_deep(SocketAddr::new(ip, 0))?;
         let addr = l.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
