@@ -57,6 +57,9 @@ pub struct CommonArgs {
 pub struct RingArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Run only the cases whose name contains FILTER (e.g. `1p1c`, `latency`, `/batch`).
+    #[arg(long = "case", value_name = "FILTER")]
+    pub case: Option<String>,
     /// Do not pin threads to CPUs, even where a case's threads fit one per CPU.
     #[arg(long)]
     pub no_pin: bool,
@@ -89,6 +92,7 @@ fn run_ring(args: RingArgs) -> anyhow::Result<()> {
         quick: args.common.quick,
         samples: args.common.samples.into(),
         pin: !args.no_pin,
+        filter: args.case,
     };
     println!("{}", ring::describe(&options, &host));
     println!();

@@ -39,6 +39,8 @@ pub struct RingOptions {
     pub samples: usize,
     /// Pin threads one per CPU in cases where they fit.
     pub pin: bool,
+    /// Run only the cases whose name contains this.
+    pub filter: Option<String>,
 }
 
 impl Default for RingOptions {
@@ -47,6 +49,7 @@ impl Default for RingOptions {
             quick: false,
             samples: 5,
             pin: true,
+            filter: None,
         }
     }
 }
@@ -103,7 +106,11 @@ pub fn describe(options: &RingOptions, host: &Host) -> String {
 
 /// Every case of the ring benchmark, ours first in each.
 pub fn groups(options: &RingOptions, host: &Host) -> Vec<Group<'static>> {
-    groups_with(options.sample_duration(), options, host)
+    let mut groups = groups_with(options.sample_duration(), options, host);
+    if let Some(f) = &options.filter {
+        groups.retain(|g| g.metrics.iter().any(|m| m.case.contains(f.as_str())));
+    }
+    groups
 }
 
 /// [`groups`] with samples of `duration`.
@@ -120,6 +127,9 @@ fn groups_with(duration: Duration, options: &RingOptions, host: &Host) -> Vec<Gr
             let case = format!("{}/{}", topology.name(), mode.name());
             let mut contenders = vec![
                 ours(Wait::Adaptive, &spec),
+                // Like for like with the `disruptor` crate's busy-spin: how
+                // much of a gap is the default's waiting, how much the ring.
+                ours(Wait::BusySpin, &spec),
                 throughput(
                     disruptor::NAME,
                     disruptor::CONFIG,
@@ -332,6 +342,7 @@ mod tests {
             quick: true,
             samples: 1,
             pin: true,
+            filter: None,
         };
         let groups = groups_with(Duration::from_millis(20), &options, &host);
         let expected_rows: usize = groups
