@@ -418,6 +418,10 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
             .collect();
         let shared = Arc::new(Shared {
             slots,
+            // 0: no range ends above any sequence yet.
+            range_ends: (0..if K::MULTI { 0 } else { capacity })
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             mask: capacity as u64 - 1,
             capacity: capacity as u64,
             cursor: CachePadded::new(AtomicU64::new(0)),

@@ -47,6 +47,34 @@ fn single_producer_wraps_around() {
     });
 }
 
+/// A batch, then single events, through two slots: the consumer reads the
+/// batch by the cursor (a long range under loom), then switches back to
+/// following range ends, across wrap-arounds in both ways of reading.
+#[test]
+fn single_producer_batches_then_singles() {
+    model(|| {
+        let sum = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&sum);
+        let (mut producer, ring) = RingBuilder::new(2, || 0u64)
+            .wait_strategy(BusySpin)
+            .handler("sum", move |e: &u64, seq: u64, _eob: bool| {
+                assert_eq!(*e, seq + 1, "event {seq} read a stale or torn slot");
+                seen.fetch_add(*e, Ordering::Relaxed);
+            })
+            .build_single();
+        producer
+            .publish_batch(2, |i, slot| *slot = i as u64 + 1)
+            .unwrap();
+        for v in 3..=4u64 {
+            producer.publish(v).unwrap();
+        }
+        drop(producer);
+        let report = ring.join().unwrap();
+        assert_eq!(report.published, 4);
+        assert_eq!(sum.load(Ordering::Relaxed), 10);
+    });
+}
+
 /// Two producers claim and publish concurrently while a poller reads: it
 /// must see each event exactly once and never a claimed but unpublished
 /// slot (the availability array, not the claim cursor, says what is

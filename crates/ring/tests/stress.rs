@@ -409,6 +409,58 @@ per_wait_strategy!(
     super::limit()
 );
 
+/// One producer switching between runs of single publishes and batches of
+/// up to 64, into 4,096 slots, read by a consumer that now and then stalls
+/// (so it falls thousands of events behind) and a dependent after it: the
+/// consumers read by range ends, by the cursor, and by the cursor after a
+/// long chain (`Shared::published_from`), and each must see every event
+/// once, in order.
+fn spsc_singles_batches_and_lag<W: WaitStrategy>(make: fn() -> W) {
+    let wait = make();
+    let total = events_for(&wait);
+    let reader = |name: &'static str, stall: bool| {
+        let mut next = 0u64;
+        move |e: &u64, seq: u64, _: bool| {
+            assert_eq!(seq, next, "{name}: sequence order");
+            assert_eq!(*e, seq, "{name}: event {seq} read a stale slot");
+            next += 1;
+            if stall && seq % 5_000 == 4_999 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    };
+    let (mut p, ring) = RingBuilder::new(4096, || u64::MAX)
+        .wait_strategy(wait)
+        .handler("lagging", reader("lagging", true))
+        .then()
+        .handler("after", reader("after", false))
+        .build_single();
+    let mut sent = 0u64;
+    let mut rng = Rng::new(total ^ 0x5eed);
+    while sent < total {
+        // A run of single publishes, or of batches.
+        let batches = rng.below(2) == 0;
+        for _ in 0..rng.below(5_000) {
+            if sent == total {
+                break;
+            }
+            let k = if batches { 1 + rng.below(64) } else { 1 }.min(total - sent);
+            let start = sent;
+            p.publish_batch(k as usize, |i, e| *e = start + i as u64)
+                .unwrap_or_else(|e| panic!("{e}"));
+            sent += k;
+        }
+    }
+    drop(p);
+    let report = ring.join().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.published, total);
+}
+per_wait_strategy!(
+    spsc_single_events_batches_and_a_lagging_consumer,
+    super::spsc_singles_batches_and_lag,
+    super::limit()
+);
+
 /// Halts the diamond at a random point from another thread, three times:
 /// producers stop with `Halted`, consumers stop, `join` reports `Halted`, and
 /// what was handled is an exactly-once prefix of what was published.

@@ -4,7 +4,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use crate::producer::ProducerKind;
-use crate::shared::{Failure, Shared as Ring, HALTED};
+use crate::shared::{Failure, Seen, Shared as Ring, HALTED};
 use crate::sync::{thread, Arc, Ordering, UnsafeCell};
 use crate::wait::WaitStrategy;
 
@@ -175,13 +175,15 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
     let timeout = ring.wait.consumer_timeout();
     access.start();
     let mut next: u64 = 0;
+    // How far the ring is known to be published (see `Shared::published_from`).
+    let mut seen = Seen::default();
     loop {
-        let mut upper = ring.available_for(idx, next);
+        let mut upper = ring.available_for(idx, next, &mut seen);
         if upper == next {
             let mut stop = false;
             let deadline = timeout.map(|t| Instant::now() + t);
             let ready = ring.wait.wait_until(deadline, || {
-                upper = ring.available_for(idx, next);
+                upper = ring.available_for(idx, next, &mut seen);
                 if upper > next {
                     return true;
                 }

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::PollError;
 use crate::producer::ProducerKind;
-use crate::shared::{Shared, HALTED};
+use crate::shared::{Seen, Shared, HALTED};
 use crate::sync::{Arc, Ordering, UnsafeCell};
 use crate::wait::WaitStrategy;
 
@@ -20,6 +20,8 @@ pub struct EventPoller<T, W: WaitStrategy, K: ProducerKind> {
     ring: Arc<Shared<T, W, K>>,
     idx: usize,
     next: u64,
+    /// How far the ring is known to be published (see `Shared::published_from`).
+    seen: Seen,
 }
 
 impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for EventPoller<T, W, K> {
@@ -33,7 +35,12 @@ impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for EventPoller<T, W, 
 
 impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
     pub(crate) fn new(ring: Arc<Shared<T, W, K>>, idx: usize) -> Self {
-        Self { ring, idx, next: 0 }
+        Self {
+            ring,
+            idx,
+            next: 0,
+            seen: Seen::default(),
+        }
     }
 
     /// The consumer's name, as given to the builder.
@@ -72,7 +79,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
         if ring.state_acquire() & HALTED != 0 {
             return Err(PollError::Halted);
         }
-        let upper = ring.available_for(self.idx, self.next);
+        let upper = ring.available_for(self.idx, self.next, &mut self.seen);
         if upper == self.next {
             if ring.finished(self.next) {
                 return Err(if ring.state() & HALTED != 0 {
@@ -104,7 +111,8 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
     /// check for a thread that serves several pollers before it sleeps.
     pub fn ready(&self) -> bool {
         let ring = &*self.ring;
-        ring.available_for(self.idx, self.next) > self.next
+        // A copy: still what this consumer was told.
+        ring.available_for(self.idx, self.next, &mut self.seen.clone()) > self.next
             || ring.finished(self.next)
             || ring.state_acquire() & HALTED != 0
     }
@@ -120,9 +128,9 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
         f: F,
     ) -> Result<usize, PollError> {
         let deadline = Instant::now() + timeout;
-        let (ring, idx, next) = (&*self.ring, self.idx, self.next);
+        let (ring, idx, next, seen) = (&*self.ring, self.idx, self.next, &mut self.seen);
         ring.wait.wait_until(Some(deadline), || {
-            ring.available_for(idx, next) > next || ring.finished(next)
+            ring.available_for(idx, next, seen) > next || ring.finished(next)
         });
         self.poll(f)
     }
@@ -210,10 +218,10 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPollerMut<T, W, K> {
         f: F,
     ) -> Result<usize, PollError> {
         let deadline = Instant::now() + timeout;
-        let p = &self.0;
-        let (ring, idx, next) = (&*p.ring, p.idx, p.next);
+        let p = &mut self.0;
+        let (ring, idx, next, seen) = (&*p.ring, p.idx, p.next, &mut p.seen);
         ring.wait.wait_until(Some(deadline), || {
-            ring.available_for(idx, next) > next || ring.finished(next)
+            ring.available_for(idx, next, seen) > next || ring.finished(next)
         });
         self.poll(f)
     }

@@ -41,8 +41,9 @@ pub trait ProducerKind: sealed::Sealed + Send + Sync + 'static {
     #[doc(hidden)]
     const MULTI: bool;
     /// What a slot carries besides the event: nothing for a single producer
-    /// (the cursor says what is published), the sequence last published in
-    /// it for many (so consumers never read the producers' claim cursor).
+    /// (the cursor and the range ends say what is published), the sequence
+    /// last published in it for many (so consumers never read the
+    /// producers' claim cursor).
     #[doc(hidden)]
     type Stamp: Send + Sync + 'static;
     #[doc(hidden)]
@@ -60,7 +61,7 @@ impl ProducerKind for Single {
     fn new_stamp() {}
     #[inline(always)]
     fn is_published(_: &(), _: u64) -> bool {
-        unreachable!("a single-producer ring publishes through its cursor")
+        unreachable!("a single-producer ring publishes through its cursor and range ends")
     }
     #[inline(always)]
     fn mark_published(_: &(), _: u64) {}
@@ -83,7 +84,6 @@ impl ProducerKind for Multi {
         stamp.store(seq, Ordering::Release);
     }
 }
-
 /// The single-producer handle.
 pub type SingleProducer<T, W = Adaptive> = Producer<T, W, Single>;
 /// The multi-producer handle; clone it for each producing thread.
@@ -173,9 +173,15 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
             multi::commit(&self.shared, start, n);
         } else {
             self.next = start + n;
-            // Release: pairs with the Acquire cursor load in
-            // `Shared::published_from`; the slot writes happen before it.
+            // Release: pairs with the Acquire cursor loads in
+            // `Shared::finished` and the monitor's; the slot writes happen
+            // before it.
             self.shared.cursor.store(start + n, Ordering::Release);
+            // Release, after the cursor: pairs with the Acquire range-end
+            // loads in `Shared::published_from`; the slot writes (and the
+            // cursor) happen before a consumer that sees the range reads it.
+            self.shared.range_ends[(start & self.shared.mask) as usize]
+                .store(start + n, Ordering::Release);
         }
         self.shared.wait.notify();
     }
