@@ -12,7 +12,9 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use statepipe_ring::wait::BusySpin;
-use statepipe_ring::{PollError, PublishError, RingBuilder, RingError, TryPublishError};
+use statepipe_ring::{
+    PollError, PublishError, RingBuilder, RingError, SingleProducer, TryPublishError,
+};
 
 /// Runs `f` under loom with room for the waiting loops (each wait is a
 /// yield loop under loom, which costs branches). `LOOM_MAX_PREEMPTIONS`
@@ -23,27 +25,36 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
+/// A two-slot single-producer ring whose consumer checks that event `s`
+/// holds `s + 1`; `publish` fills it, then the ring must have delivered
+/// events `1..=n` exactly once.
+fn single_producer_delivers(n: u64, publish: impl Fn(&mut SingleProducer<u64, BusySpin>)) {
+    let sum = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&sum);
+    let (mut producer, ring) = RingBuilder::new(2, || 0u64)
+        .wait_strategy(BusySpin)
+        .handler("sum", move |e: &u64, seq: u64, _eob: bool| {
+            assert_eq!(*e, seq + 1, "event {seq} read a stale or torn slot");
+            seen.fetch_add(*e, Ordering::Relaxed);
+        })
+        .build_single();
+    publish(&mut producer);
+    drop(producer);
+    let report = ring.join().unwrap();
+    assert_eq!(report.published, n);
+    assert_eq!(sum.load(Ordering::Relaxed), n * (n + 1) / 2);
+}
+
 /// One producer, one consumer, three events through two slots: the
 /// producer must wait for the consumer before it wraps around.
 #[test]
 fn single_producer_wraps_around() {
     model(|| {
-        let sum = Arc::new(AtomicU64::new(0));
-        let seen = Arc::clone(&sum);
-        let (mut producer, ring) = RingBuilder::new(2, || 0u64)
-            .wait_strategy(BusySpin)
-            .handler("sum", move |e: &u64, seq: u64, _eob: bool| {
-                assert_eq!(*e, seq + 1, "event {seq} read a stale or torn slot");
-                seen.fetch_add(*e, Ordering::Relaxed);
-            })
-            .build_single();
-        for v in 1..=3u64 {
-            producer.publish(v).unwrap();
-        }
-        drop(producer);
-        let report = ring.join().unwrap();
-        assert_eq!(report.published, 3);
-        assert_eq!(sum.load(Ordering::Relaxed), 6);
+        single_producer_delivers(3, |producer| {
+            for v in 1..=3u64 {
+                producer.publish(v).unwrap();
+            }
+        });
     });
 }
 
@@ -53,25 +64,14 @@ fn single_producer_wraps_around() {
 #[test]
 fn single_producer_batches_then_singles() {
     model(|| {
-        let sum = Arc::new(AtomicU64::new(0));
-        let seen = Arc::clone(&sum);
-        let (mut producer, ring) = RingBuilder::new(2, || 0u64)
-            .wait_strategy(BusySpin)
-            .handler("sum", move |e: &u64, seq: u64, _eob: bool| {
-                assert_eq!(*e, seq + 1, "event {seq} read a stale or torn slot");
-                seen.fetch_add(*e, Ordering::Relaxed);
-            })
-            .build_single();
-        producer
-            .publish_batch(2, |i, slot| *slot = i as u64 + 1)
-            .unwrap();
-        for v in 3..=4u64 {
-            producer.publish(v).unwrap();
-        }
-        drop(producer);
-        let report = ring.join().unwrap();
-        assert_eq!(report.published, 4);
-        assert_eq!(sum.load(Ordering::Relaxed), 10);
+        single_producer_delivers(4, |producer| {
+            producer
+                .publish_batch(2, |i, slot| *slot = i as u64 + 1)
+                .unwrap();
+            for v in 3..=4u64 {
+                producer.publish(v).unwrap();
+            }
+        });
     });
 }
 
