@@ -175,17 +175,36 @@ fn groups_with(duration: Duration, options: &RingOptions, host: &Host) -> Vec<Gr
     groups
 }
 
-/// Runs every case and returns the report.
+/// Runs every wanted case and returns the report.
 ///
 /// # Errors
 ///
-/// The first failed sample (see [`BenchError`]).
+/// The first failed sample (see [`BenchError`]), or a filter that matches no case.
 pub fn run(
     options: &RingOptions,
     host: &Host,
     progress: &mut dyn FnMut(&SampleDone<'_>),
 ) -> Result<Report, BenchError> {
-    let rows = harness::run(groups(options, host), options.samples, progress)?;
+    let groups = groups(options, host);
+    if groups.is_empty() {
+        let all = RingOptions {
+            filter: None,
+            ..options.clone()
+        };
+        let names: Vec<String> = self::groups(&all, host)
+            .iter()
+            .flat_map(|g| g.metrics.iter().map(|m| m.case.clone()))
+            .collect();
+        return Err(BenchError::failed(
+            "bench ring",
+            format!(
+                "no case matches --case {}; the cases are: {}",
+                options.filter.as_deref().unwrap_or(""),
+                names.join(", ")
+            ),
+        ));
+    }
+    let rows = harness::run(groups, options.samples, progress)?;
     Ok(Report::new("ring", host, rows))
 }
 
@@ -333,6 +352,23 @@ fn latency(duration: Duration, options: &RingOptions, host: &Host) -> Group<'sta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A filter that matches nothing is an error that lists the cases.
+    #[test]
+    fn a_filter_matching_nothing_names_the_cases() {
+        let host = crate::host::measure(Duration::from_millis(2));
+        let options = RingOptions {
+            quick: true,
+            samples: 1,
+            pin: false,
+            filter: Some("no-such-case".into()),
+        };
+        let err = run(&options, &host, &mut |_| {}).unwrap_err().to_string();
+        assert!(
+            err.contains("1p1c/single") && err.contains("latency/p50"),
+            "{err}"
+        );
+    }
 
     /// Every contender of every case runs (short samples) and its sums check out.
     #[test]
