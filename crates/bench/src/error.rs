@@ -44,6 +44,19 @@ impl BenchError {
             what: what.to_string(),
         }
     }
+
+    /// The error of `statepipe bench <bench> --case <filter>` when no case
+    /// matches: it lists `cases`.
+    pub fn no_case_matches(bench: &str, filter: Option<&str>, cases: &[String]) -> Self {
+        BenchError::failed(
+            format!("bench {bench}"),
+            format!(
+                "no case matches --case {}; the cases are: {}",
+                filter.unwrap_or(""),
+                cases.join(", ")
+            ),
+        )
+    }
 }
 
 impl fmt::Display for BenchError {

@@ -359,13 +359,10 @@ pub fn run(
 ) -> Result<Report, BenchError> {
     let groups = groups(setup);
     if groups.is_empty() {
-        return Err(BenchError::failed(
-            "bench pipeline",
-            format!(
-                "no case matches --case {}; the cases are: {}",
-                setup.options.filter.as_deref().unwrap_or(""),
-                case_names().join(", ")
-            ),
+        return Err(BenchError::no_case_matches(
+            "pipeline",
+            setup.options.filter.as_deref(),
+            &case_names(),
         ));
     }
     let rows = harness::run(groups, setup.options.samples, progress)?;

@@ -195,13 +195,10 @@ pub fn run(
             .iter()
             .flat_map(|g| g.metrics.iter().map(|m| m.case.clone()))
             .collect();
-        return Err(BenchError::failed(
-            "bench ring",
-            format!(
-                "no case matches --case {}; the cases are: {}",
-                options.filter.as_deref().unwrap_or(""),
-                names.join(", ")
-            ),
+        return Err(BenchError::no_case_matches(
+            "ring",
+            options.filter.as_deref(),
+            &names,
         ));
     }
     let rows = harness::run(groups, options.samples, progress)?;
