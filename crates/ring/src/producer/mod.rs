@@ -84,6 +84,7 @@ impl ProducerKind for Multi {
         stamp.store(seq, Ordering::Release);
     }
 }
+
 /// The single-producer handle.
 pub type SingleProducer<T, W = Adaptive> = Producer<T, W, Single>;
 /// The multi-producer handle; clone it for each producing thread.
@@ -174,8 +175,8 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
         } else {
             self.next = start + n;
             // Release: pairs with the Acquire cursor loads in
-            // `Shared::finished` and the monitor's; the slot writes happen
-            // before it.
+            // `Shared::published_from` (batches, a lagging consumer) and
+            // `Shared::finished`; the slot writes happen before it.
             self.shared.cursor.store(start + n, Ordering::Release);
             // Release, after the cursor: pairs with the Acquire range-end
             // loads in `Shared::published_from`; the slot writes (and the
