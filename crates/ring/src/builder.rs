@@ -48,6 +48,7 @@
 //! ```
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
@@ -102,6 +103,9 @@ pub mod state {
 use state::{
     AcceptsExclusive, AcceptsShared, Complete, Empty, ExclusiveStage, NewStage, SharedStage,
 };
+
+/// What [`RingBuilder::linger`] is unless set.
+pub const DEFAULT_LINGER: Duration = Duration::from_micros(4);
 
 /// Starts a consumer thread once the producer kind (and so the ring's type)
 /// is known; each method is monomorphised for the handler, so the hot loop
@@ -168,6 +172,7 @@ pub struct RingBuilder<T, W = Adaptive, S = Empty> {
     factory: Box<dyn FnMut() -> T>,
     wait: W,
     max_batch: u64,
+    linger: Duration,
     specs: Vec<Spec<T, W>>,
     previous_stage: Vec<usize>,
     stage: Vec<usize>,
@@ -189,6 +194,7 @@ impl<T: Send + Sync + 'static> RingBuilder<T, Adaptive, Empty> {
             factory: Box::new(factory),
             wait: Adaptive::default(),
             max_batch: u64::MAX,
+            linger: DEFAULT_LINGER,
             specs: Vec::new(),
             previous_stage: Vec::new(),
             stage: Vec::new(),
@@ -205,6 +211,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy> RingBuilder<T, W, Empty> {
             factory: self.factory,
             wait,
             max_batch: self.max_batch,
+            linger: self.linger,
             specs: Vec::new(),
             previous_stage: Vec::new(),
             stage: Vec::new(),
@@ -222,6 +229,25 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S> RingBuilder<T, W, S> {
     pub fn max_batch(mut self, max: usize) -> Self {
         assert!(max > 0, "max_batch must be at least 1");
         self.max_batch = max as u64;
+        self
+    }
+
+    /// How long a handler of a multi-producer ring that keeps catching up
+    /// with its producers waits for them to get ahead before it reads on
+    /// (default 4 µs; [`Duration::ZERO`] turns lingering off).
+    ///
+    /// A consumer right behind producers that publish densely reads each
+    /// slot's cache line while they still write it, and every producer's
+    /// claim then waits for that line to come back: on 2 vCPUs, three
+    /// producers of single events went from about 23 to 55-65 M events/s
+    /// with lingering. Only handlers with no dependencies linger, only when
+    /// their recent batches were short and came after short waits, and a
+    /// linger ends early once the producers are far enough ahead. Sparse
+    /// events (waits over 1 µs) never wait for it; dense ones wait at most
+    /// `linger` more. Turn it off when every event's latency matters more
+    /// than throughput. Single-producer rings never linger.
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
         self
     }
 
@@ -252,6 +278,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S> RingBuilder<T, W, S> {
             factory: self.factory,
             wait: self.wait,
             max_batch: self.max_batch,
+            linger: self.linger,
             specs: self.specs,
             previous_stage: self.previous_stage,
             stage: self.stage,
@@ -413,6 +440,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
                     seq: CachePadded::new(AtomicU64::new(0)),
                     deps: spec.deps.into_boxed_slice(),
                     partition: spec.partition,
+                    lingering: AtomicU8::new(0),
                 }
             })
             .collect();
@@ -430,6 +458,7 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S: Complete> RingBuilder<T, W, S
             producers: AtomicUsize::new(1),
             attached: AtomicUsize::new(consumer_count),
             max_batch: self.max_batch,
+            linger: self.linger,
             wait: self.wait,
             failure: Mutex::new(None),
         });

@@ -38,7 +38,7 @@ mod shared;
 mod sync;
 pub mod wait;
 
-pub use builder::{state, RingBuilder};
+pub use builder::{state, RingBuilder, DEFAULT_LINGER};
 pub use consumer::{EventHandler, EventHandlerMut, EventPoller, EventPollerMut};
 pub use error::{PollError, PublishError, PublishTimeoutError, RingError, TryPublishError};
 pub use handle::{JoinReport, Ring};

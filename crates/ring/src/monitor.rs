@@ -17,6 +17,10 @@ pub struct ConsumerStats {
     pub lag: u64,
     /// A dropped poller: it no longer gates anyone.
     pub detached: bool,
+    /// A handler of a multi-producer ring that lets its producers get ahead
+    /// before it reads on, because that measured faster (see
+    /// [`RingBuilder::linger`](crate::RingBuilder::linger)).
+    pub lingering: bool,
 }
 
 /// A snapshot of a ring's progress.
@@ -109,6 +113,8 @@ impl<T, W: WaitStrategy, K: ProducerKind> Monitor<T, W, K> {
                     handled: h & !DETACHED,
                     lag: published.saturating_sub(h & !DETACHED),
                     detached: h & DETACHED != 0,
+                    // Relaxed: a figure; it orders nothing.
+                    lingering: c.lingering.load(Ordering::Relaxed) != 0,
                 })
                 .collect(),
         }

@@ -78,6 +78,8 @@ pub(crate) struct ConsumerCell {
     pub(crate) deps: Box<[usize]>,
     /// `(i, n)`: handles only `s % n == i` (a worker-group member).
     pub(crate) partition: Option<(u64, u64)>,
+    /// 1 while this handler lingers (see `consumer::chase`); Relaxed.
+    pub(crate) lingering: AtomicU8,
 }
 
 /// One slot: the event, and for a multi-producer ring the sequence last
@@ -104,6 +106,9 @@ pub(crate) struct Shared<T, W, K: ProducerKind> {
     /// Consumers not detached; the last one to detach halts an undrained ring.
     pub(crate) attached: AtomicUsize,
     pub(crate) max_batch: u64,
+    /// How long a handler of a multi-producer ring that chases its
+    /// producers lets them get ahead (see `consumer::chase`).
+    pub(crate) linger: std::time::Duration,
     pub(crate) wait: W,
     pub(crate) failure: Mutex<Option<Failure>>,
 }
@@ -268,6 +273,15 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
             s += 1;
         }
         s
+    }
+
+    /// Multi-producer only: whether event `seq` is published (what a
+    /// lingering consumer polls; see `consumer::chase`).
+    #[inline]
+    pub(crate) fn published_at(&self, seq: u64) -> bool {
+        // Acquire inside, as in `published_from`; the caller reads nothing
+        // on the strength of it (it only ends a linger).
+        K::is_published(&self.slots[(seq & self.mask) as usize].stamp, seq)
     }
 
     /// The exclusive upper bound of events consumer `idx` may handle now;

@@ -461,6 +461,63 @@ per_wait_strategy!(
     super::limit()
 );
 
+/// Producers of single events as fast as they go, into a ring big enough
+/// for its consumer to linger (see `RingBuilder::linger`), read by a light
+/// consumer that keeps up with them (a slow one never chases, so never
+/// lingers): every event once, in per-producer order, whether or not (and
+/// however often) the consumer lingered. Then the same with a linger far
+/// longer than the run, so that lingers for the producers' last events end
+/// by the clock, not by the probe.
+fn mpsc_dense_singles<W: WaitStrategy>(make: fn() -> W) {
+    const P: usize = 3;
+    for linger in [statepipe_ring::DEFAULT_LINGER, Duration::from_millis(20)] {
+        let wait = make();
+        let per = events_for(&wait) / PRODUCERS;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&seen);
+        let mut next = [0u64; P];
+        let mut sum = 0u64;
+        let (producer, ring) = RingBuilder::new(4096, || 0u64)
+            .wait_strategy(wait)
+            .linger(linger)
+            .handler("a", move |e: &u64, seq: u64, end: bool| {
+                let (p, counter) = decode(*e);
+                assert_eq!(counter, next[p], "producer {p}'s event at sequence {seq}");
+                next[p] += 1;
+                sum = sum.wrapping_add(*e);
+                if end {
+                    *out.lock().expect("no panic") = vec![next.iter().sum(), sum];
+                }
+            })
+            .build_multi();
+        let threads: Vec<_> = (0..P as u64)
+            .map(|id| {
+                let mut p = producer.clone();
+                thread::spawn(move || {
+                    for counter in 0..per {
+                        p.publish(encode(id, counter))
+                            .unwrap_or_else(|e| panic!("{e}"));
+                    }
+                })
+            })
+            .collect();
+        drop(producer);
+        for t in threads {
+            t.join().expect("producer");
+        }
+        let report = ring.join().unwrap_or_else(|e| panic!("{e}"));
+        let total = per * P as u64;
+        assert_eq!(report.published, total);
+        let expected = expected_sum(&[per; P]);
+        assert_eq!(*seen.lock().expect("no panic"), vec![total, expected]);
+    }
+}
+per_wait_strategy!(
+    mpsc_dense_single_events_with_lingering,
+    super::mpsc_dense_singles,
+    super::limit()
+);
+
 /// Halts the diamond at a random point from another thread, three times:
 /// producers stop with `Halted`, consumers stop, `join` reports `Halted`, and
 /// what was handled is an exactly-once prefix of what was published.

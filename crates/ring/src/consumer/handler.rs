@@ -3,6 +3,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
+use super::chase::Chase;
 use crate::producer::ProducerKind;
 use crate::shared::{Failure, Seen, Shared as Ring, HALTED};
 use crate::sync::{thread, Arc, Ordering, UnsafeCell};
@@ -177,8 +178,14 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
     let mut next: u64 = 0;
     // How far the ring is known to be published (see `Shared::published_from`).
     let mut seen = Seen::default();
+    // Whether to let dense producers get ahead first (see `chase`).
+    let mut chase = Chase::new(ring, idx);
     loop {
         let mut upper = ring.available_for(idx, next, &mut seen);
+        if upper == next && chase.lingers() {
+            chase.linger(ring, next);
+            upper = ring.available_for(idx, next, &mut seen);
+        }
         if upper == next {
             let mut stop = false;
             let deadline = timeout.map(|t| Instant::now() + t);
@@ -199,6 +206,7 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
             }
         }
         let end = upper.min(next.saturating_add(ring.max_batch));
+        chase.batch(end - next, &me.lingering);
         match partition {
             None => {
                 // Walk the batch as (at most two) contiguous runs of slots:

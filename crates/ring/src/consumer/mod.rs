@@ -4,6 +4,7 @@
 //! stores it once per batch with Release, and handles event `s` only once
 //! `s` is published and every consumer it depends on is past `s`.
 
+mod chase;
 mod handler;
 mod poller;
 
