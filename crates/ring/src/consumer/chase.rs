@@ -104,8 +104,14 @@ impl Chase {
             && ring.consumers[idx].deps.is_empty()
             && ahead >= 8
             && !ring.linger.is_zero();
+        Self::with(if able { ring.linger } else { Duration::ZERO }, ahead)
+    }
+
+    /// A consumer that lingers at most `linger` (zero: never), probing
+    /// `ahead` events on; not lingering yet.
+    fn with(linger: Duration, ahead: u64) -> Self {
         Self {
-            linger: if able { ring.linger } else { Duration::ZERO },
+            linger,
             ahead,
             on: false,
             since: None,
@@ -220,18 +226,7 @@ mod tests {
     use super::*;
 
     fn able() -> Chase {
-        Chase {
-            linger: Duration::from_micros(4),
-            ahead: AHEAD,
-            on: false,
-            since: None,
-            events: 0,
-            batches: 0,
-            plain_rate: 0.0,
-            until_check: 0,
-            until_trial: 0,
-            backoff: 1,
-        }
+        Chase::with(Duration::from_micros(4), AHEAD)
     }
 
     /// A window of `rate` events/µs in batches of `batch` over 100 µs.
