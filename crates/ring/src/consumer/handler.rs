@@ -188,12 +188,15 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
         }
         if upper == next {
             let mut stop = false;
+            let mut polls = 0u32;
             let deadline = timeout.map(|t| Instant::now() + t);
             let ready = ring.wait.wait_until(deadline, || {
                 upper = ring.available_for(idx, next, &mut seen);
                 if upper > next {
                     return true;
                 }
+                polls = polls.saturating_add(1);
+                ring.prefetch_while_idle(next, polls);
                 stop = ring.finished(next);
                 stop
             });

@@ -22,6 +22,8 @@ pub struct EventPoller<T, W: WaitStrategy, K: ProducerKind> {
     next: u64,
     /// How far the ring is known to be published (see `Shared::published_from`).
     seen: Seen,
+    /// Empty polls in a row (see `Shared::prefetch_while_idle`).
+    idle: u32,
 }
 
 impl<T, W: WaitStrategy, K: ProducerKind> std::fmt::Debug for EventPoller<T, W, K> {
@@ -40,6 +42,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
             idx,
             next: 0,
             seen: Seen::default(),
+            idle: 0,
         }
     }
 
@@ -88,8 +91,11 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
                     PollError::Closed
                 });
             }
+            self.idle = self.idle.saturating_add(1);
+            ring.prefetch_while_idle(self.next, self.idle);
             return Ok(0);
         }
+        self.idle = 0;
         let mut end = upper.min(self.next.saturating_add(ring.max_batch));
         for s in self.next..end {
             if !f(ring.slot(s), s, s + 1 == end) {
@@ -129,8 +135,14 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> EventPoller<T, W, K> {
     ) -> Result<usize, PollError> {
         let deadline = Instant::now() + timeout;
         let (ring, idx, next, seen) = (&*self.ring, self.idx, self.next, &mut self.seen);
+        let mut polls = 0u32;
         ring.wait.wait_until(Some(deadline), || {
-            ring.available_for(idx, next, seen) > next || ring.finished(next)
+            let ready = ring.available_for(idx, next, seen) > next || ring.finished(next);
+            if !ready {
+                polls = polls.saturating_add(1);
+                ring.prefetch_while_idle(next, polls);
+            }
+            ready
         });
         self.poll(f)
     }
