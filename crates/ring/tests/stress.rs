@@ -462,7 +462,8 @@ per_wait_strategy!(
 );
 
 /// Producers of single events as fast as they go, into a ring big enough
-/// for its consumer to linger (see `RingBuilder::linger`), read by a light
+/// for its consumer to linger (see `RingBuilder::linger`) and larger than
+/// the window a multi-producer consumer checks at once, read by a light
 /// consumer that keeps up with them (a slow one never chases, so never
 /// lingers): every event once, in per-producer order, whether or not (and
 /// however often) the consumer lingered. Then the same with a linger far
@@ -477,7 +478,7 @@ fn mpsc_dense_singles<W: WaitStrategy>(make: fn() -> W) {
         let out = Arc::clone(&seen);
         let mut next = [0u64; P];
         let mut sum = 0u64;
-        let (producer, ring) = RingBuilder::new(4096, || 0u64)
+        let (producer, ring) = RingBuilder::new(16384, || 0u64)
             .wait_strategy(wait)
             .linger(linger)
             .handler("a", move |e: &u64, seq: u64, end: bool| {
