@@ -89,8 +89,7 @@ impl<T, W: WaitStrategy, K: ProducerKind> Monitor<T, W, K> {
         let claimed = shared.cursor.load(Ordering::Relaxed);
         let published = if K::MULTI {
             let mut s = min;
-            while s < claimed && K::is_published(&shared.slots[(s & shared.mask) as usize].stamp, s)
-            {
+            while s < claimed && shared.published_at(s) {
                 s += 1;
             }
             s

@@ -286,23 +286,19 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
         let window = (SCAN_BYTES / std::mem::size_of::<Slot<T, K::Stamp>>().max(1)).max(SCAN_MIN);
         let limit = next + self.capacity.min(window as u64);
         let mut s = next;
-        while s < limit {
-            // Acquire inside: pairs with the Release in `K::mark_published`
-            // (`producer::multi::commit`), making the slot visible.
-            if !K::is_published(&self.slots[(s & self.mask) as usize].stamp, s) {
-                break;
-            }
+        while s < limit && self.published_at(s) {
             s += 1;
         }
         s
     }
 
-    /// Multi-producer only: whether event `seq` is published (what a
-    /// lingering consumer polls; see `consumer::chase`).
-    #[inline]
+    /// Multi-producer only: whether event `seq` is published, by its slot's
+    /// stamp (read by `published_from`, a lingering consumer's probe, and
+    /// `Monitor::stats`).
+    #[inline(always)]
     pub(crate) fn published_at(&self, seq: u64) -> bool {
-        // Acquire inside, as in `published_from`; the caller reads nothing
-        // on the strength of it (it only ends a linger).
+        // Acquire inside: pairs with the Release in `K::mark_published`
+        // (`producer::multi::commit`), making the slot visible.
         K::is_published(&self.slots[(seq & self.mask) as usize].stamp, seq)
     }
 
