@@ -340,15 +340,45 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
 
     /// The exclusive upper bound of events consumer `idx` may handle now;
     /// `seen` as in [`published_from`](Self::published_from).
-    #[inline]
+    ///
+    /// A consumer with dependencies reads only their sequences, not the
+    /// producers' cursor or stamps: a dependency never passes what is
+    /// published, so the smallest of their sequences already bounds both,
+    /// and the cursor's line, which every publish writes, stays off the
+    /// dependent's path (the `disruptor` crate's barriers do the same).
+    /// Only when every dependency has detached (a dropped poller) does the
+    /// dependent read publication itself again.
+    #[inline(always)]
     pub(crate) fn available_for(&self, idx: usize, next: u64, seen: &mut Seen) -> u64 {
-        let mut upper = self.published_from(next, seen);
-        for &d in self.consumers[idx].deps.iter() {
+        let deps = &self.consumers[idx].deps;
+        if deps.is_empty() {
+            return self.published_from(next, seen);
+        }
+        let mut upper = u64::MAX;
+        for &d in deps.iter() {
             // Acquire: pairs with the dependency's Release store of its
-            // sequence, so its access to the slots happens before ours.
+            // sequence, so its access to the slots happens before ours, and
+            // so do the producers' writes of the slots it saw published
+            // (happens-before is transitive).
             upper = upper.min(self.consumers[d].seq.load(Ordering::Acquire));
         }
-        upper
+        if upper < DETACHED {
+            return upper;
+        }
+        self.published_without_deps(next, seen)
+    }
+
+    /// `available_for` once every dependency has detached (kept out of line,
+    /// so that the hot path stays small enough to inline).
+    #[cold]
+    #[inline(never)]
+    fn published_without_deps(&self, next: u64, seen: &mut Seen) -> u64 {
+        // `next` may sit inside a published range, where a chain of range
+        // ends cannot start: read the cursor.
+        if next != seen.upper {
+            seen.by_cursor = true;
+        }
+        self.published_from(next, seen)
     }
 
     #[inline(always)]

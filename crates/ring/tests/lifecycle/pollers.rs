@@ -199,6 +199,37 @@ fn a_dropped_poller_stops_gating_producers_and_dependents() {
     });
 }
 
+/// A dependent that reads only its dependency's sequence while it has one
+/// may stand inside a published range when the dependency detaches; it must
+/// still find the rest of that range and everything after it.
+#[test]
+fn a_dependent_left_inside_a_range_by_a_dropped_poller_reads_on() {
+    watchdog(|| {
+        let h = Probe::new();
+        let values = h.logs().0;
+        let (mut p, mut ring) = RingBuilder::new(8, || 0u64)
+            .max_batch(2)
+            .poller("p")
+            .then()
+            .handler("h", h)
+            .build_single();
+        let mut poller = ring.take_poller("p").expect("declared");
+        p.publish_batch(4, |i, s| *s = i as u64)
+            .expect("not halted");
+        assert_eq!(poller.poll(|_, _, _| {}), Ok(2), "max_batch splits it");
+        while snapshot(&values).len() < 2 {
+            std::thread::yield_now();
+        }
+        drop(poller);
+        for i in 4..40 {
+            p.publish(i).expect("not halted");
+        }
+        drop(p);
+        ring.join().expect("a clean drain");
+        assert_eq!(snapshot(&values), (0..40).collect::<Vec<_>>());
+    });
+}
+
 /// Dropping the last consumer, a poller that gates a producer blocked on a
 /// full ring, halts the ring and wakes the producer with its value (the
 /// sleeping strategies need the drop to notify).
