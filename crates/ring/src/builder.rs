@@ -225,7 +225,9 @@ impl<T: Send + Sync + 'static, W: WaitStrategy, S> RingBuilder<T, W, S> {
     /// progress (default: everything available; in a multi-producer ring,
     /// whose consumers check each slot's stamp before they read it, at most
     /// 64 KiB of slots, and never fewer than 1,024 events, so that both
-    /// passes over a batch stay in the nearer caches).
+    /// passes over a batch stay in the nearer caches; for a consumer with
+    /// dependencies, at most 1,024 events, so that later stages get going
+    /// while it works).
     ///
     /// # Panics
     /// If `max` is 0.

@@ -291,13 +291,19 @@ fn expected_sum(per_producer: &[u64]) -> u64 {
         .sum()
 }
 
-/// Four producers into a diamond with a worker group, capacity 8: every
-/// consumer sees every event once, in per-producer order, after its
-/// dependencies.
+/// Four producers into a diamond with a worker group, capacity 8 (every
+/// slot contended) and 4,096 (dependents take capped windows, not all
+/// their dependencies finished): every consumer sees every event once, in
+/// per-producer order, after its dependencies.
 fn mpmc_diamond<W: WaitStrategy>(make: fn() -> W) {
-    let wait = make();
+    for capacity in [8, 4096] {
+        mpmc_diamond_of(make(), capacity);
+    }
+}
+
+fn mpmc_diamond_of<W: WaitStrategy>(wait: W, capacity: usize) {
     let total = events_for(&wait);
-    let (d, producer, ring) = Diamond::build(wait, 8, total);
+    let (d, producer, ring) = Diamond::build(wait, capacity, total);
     let per = total / PRODUCERS;
     let threads: Vec<_> = (0..PRODUCERS)
         .map(|id| {
