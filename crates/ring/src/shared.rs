@@ -353,12 +353,12 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
     ///
     /// A consumer with dependencies reads only their sequences (and takes
     /// at most [`DEP_WINDOW`] events at a time), not the producers' cursor
-    /// or stamps: a dependency never passes what is
-    /// published, so the smallest of their sequences already bounds both,
-    /// and the cursor's line, which every publish writes, stays off the
-    /// dependent's path (the `disruptor` crate's barriers do the same).
-    /// Only when every dependency has detached (a dropped poller) does the
-    /// dependent read publication itself again.
+    /// or stamps: a dependency never passes what is published, so the
+    /// smallest of their sequences already bounds both, and the cursor's
+    /// line, which every publish writes, stays off the dependent's path
+    /// (the `disruptor` crate's barriers do the same). Only when every
+    /// dependency has detached (a dropped poller) does the dependent read
+    /// publication itself again.
     #[inline(always)]
     pub(crate) fn available_for(&self, idx: usize, next: u64, seen: &mut Seen) -> u64 {
         let deps = &self.consumers[idx].deps;

@@ -77,10 +77,10 @@ fn claim_if_free<T, W: WaitStrategy, K: ProducerKind>(
         }
         // Contention: back off so the winner keeps the cursor's line for a
         // while instead of every producer bouncing it on every claim.
-        // Then yield at once, even with a core to spare: spinning through
+        // Then yield at once, even with a core to spare. Spinning through
         // up to five failures before the first yield cut 3p1c single events
-        // on 16 cores from 15-21 to 8 M events/s: the losers' retries keep
-        // taking the cursor's line from the winner.
+        // on 16 cores from 15-21 to 8 M events/s (the losers' retries keep
+        // taking the cursor's line from the winner).
         for _ in 0..(1u32 << backoff.min(4)) {
             spin_loop();
         }
