@@ -75,6 +75,27 @@ fn single_producer_batches_then_singles() {
     });
 }
 
+/// Staged events through two slots, each way they get published: by a
+/// later publish, in one range with its own event (when the producer saw
+/// the ring free) or first on their own (when it saw it full); by a stage
+/// that finds the ring full; by dropping the handle. The consumer follows
+/// range ends here (ranges shorter than loom's `LONG_RANGE`), so a range
+/// end stored at the wrong slot hangs it, and a slot read before its
+/// publish is a data race.
+#[test]
+fn single_producer_stages() {
+    model(|| {
+        single_producer_delivers(5, |producer| {
+            producer.publish(1).unwrap();
+            producer.publish(2).unwrap();
+            producer.stage_with(|slot| *slot = 3).unwrap();
+            producer.publish(4).unwrap();
+            producer.stage_with(|slot| *slot = 5).unwrap();
+            assert_eq!(producer.staged(), 1);
+        });
+    });
+}
+
 /// Two producers claim and publish concurrently while a poller reads: it
 /// must see each event exactly once and never a claimed but unpublished
 /// slot (the availability array, not the claim cursor, says what is

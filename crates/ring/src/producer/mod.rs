@@ -10,9 +10,13 @@
 //!
 //! A producer caches the gate (the slowest consumer) and reads the consumer
 //! sequences again only when the cached value says the ring is full.
+//!
+//! A single producer can also *stage* events (`stage.rs`): fill slots now,
+//! publish them together later.
 
 mod multi;
 mod single;
+mod stage;
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -114,6 +118,10 @@ pub struct Producer<T, W: WaitStrategy, K: ProducerKind> {
     shared: Arc<Shared<T, W, K>>,
     /// Single: the next sequence to claim (local). Multi: unused.
     next: u64,
+    /// Single: the first sequence not published yet; below `next` while
+    /// events are staged (see [`stage_with`](Self::stage_with)). Multi:
+    /// unused.
+    unpublished: u64,
     /// The gate last read: sequences below `cached_gate + capacity` are free.
     cached_gate: u64,
     _kind: PhantomData<K>,
@@ -133,6 +141,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
         Self {
             shared,
             next: 0,
+            unpublished: 0,
             cached_gate: 0,
             _kind: PhantomData,
         }
@@ -157,6 +166,13 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
         if K::MULTI {
             multi::claim(&self.shared, &mut self.cached_gate, n, until)
         } else {
+            if self.unpublished < self.next
+                && self.next + n > self.cached_gate + self.shared.capacity
+            {
+                // The ring may be full: publish what was staged first, as
+                // consumers cannot free slots for events they cannot see.
+                self.publish_staged_before_wait();
+            }
             single::claim(
                 &self.shared,
                 &mut self.next,
@@ -165,26 +181,6 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
                 until,
             )
         }
-    }
-
-    /// Makes `[start, start + n)` visible to consumers.
-    #[inline(always)]
-    fn commit(&mut self, start: u64, n: u64) {
-        if K::MULTI {
-            multi::commit(&self.shared, start, n);
-        } else {
-            self.next = start + n;
-            // Release: pairs with the Acquire cursor loads in
-            // `Shared::published_from` (batches, a lagging consumer) and
-            // `Shared::finished`; the slot writes happen before it.
-            self.shared.cursor.store(start + n, Ordering::Release);
-            // Release, after the cursor: pairs with the Acquire range-end
-            // loads in `Shared::published_from`; the slot writes (and the
-            // cursor) happen before a consumer that sees the range reads it.
-            self.shared.range_ends[(start & self.shared.mask) as usize]
-                .store(start + n, Ordering::Release);
-        }
-        self.shared.wait.notify();
     }
 
     /// Writes `value` into the slot of `seq`, returning the previous value.
@@ -441,14 +437,58 @@ impl<T, W: WaitStrategy> Clone for Producer<T, W, Multi> {
         Self {
             shared: Arc::clone(&self.shared),
             next: 0,
+            unpublished: 0,
             cached_gate: self.cached_gate,
             _kind: PhantomData,
         }
     }
 }
 
+impl<T, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
+    /// Makes `[start, start + n)` visible to consumers; a single producer
+    /// publishes the events it staged before `start` in the same range.
+    #[inline(always)]
+    fn commit(&mut self, start: u64, n: u64) {
+        if K::MULTI {
+            multi::commit(&self.shared, start, n);
+        } else {
+            // Staged events sit in `[unpublished, start)`: one range from
+            // there. It is at most a capacity long, since the gate (which
+            // never passes `unpublished`) held every claim in it.
+            let from = self.unpublished;
+            let end = start + n;
+            self.next = end;
+            self.unpublished = end;
+            // Release: pairs with the Acquire cursor loads in
+            // `Shared::published_from` (batches, a lagging consumer) and
+            // `Shared::finished`; the slot writes happen before it.
+            self.shared.cursor.store(end, Ordering::Release);
+            // Release, after the cursor: pairs with the Acquire range-end
+            // loads in `Shared::published_from`; the slot writes (and the
+            // cursor) happen before a consumer that sees the range reads it.
+            self.shared.range_ends[(from & self.shared.mask) as usize]
+                .store(end, Ordering::Release);
+        }
+        self.shared.wait.notify();
+    }
+}
+
+impl<T, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
+    /// Publishes the staged events (single producer); out of line, so that
+    /// the claim that calls it stays small enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn publish_staged_before_wait(&mut self) {
+        self.commit(self.next, 0);
+    }
+}
+
 impl<T, W: WaitStrategy, K: ProducerKind> Drop for Producer<T, W, K> {
     fn drop(&mut self) {
+        if !K::MULTI && self.unpublished < self.next {
+            // Staged events are published, not lost, when the handle goes.
+            self.commit(self.next, 0);
+        }
         // AcqRel: the last handle to go acquires every other handle's
         // publishes (their Release decrements) before it closes the ring.
         if self.shared.producers.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -18,6 +18,7 @@ mod monitoring;
 mod panics;
 mod partial;
 mod pollers;
+mod staging;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -31,8 +31,8 @@ use proptest::prelude::*;
 use statepipe_ring::state::{Empty, ExclusiveStage, NewStage, SharedStage};
 use statepipe_ring::wait::{Adaptive, Blocking, BusySpin, SpinYield, WaitStrategy};
 use statepipe_ring::{
-    EventHandler, EventHandlerMut, JoinReport, PollError, Producer, ProducerKind,
-    PublishTimeoutError, Ring, RingBuilder, TryPublishError,
+    EventHandler, EventHandlerMut, JoinReport, Multi, PollError, Producer, ProducerKind,
+    PublishTimeoutError, Ring, RingBuilder, Single, TryPublishError,
 };
 
 /// The event: who published it, its per-producer counter, and one bit per

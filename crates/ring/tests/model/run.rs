@@ -94,7 +94,7 @@ fn run_with<W: WaitStrategy>(case: &Case, topo: Topology, wait: W) {
 
 /// Runs a built case: pollers on threads, one thread per producer handle,
 /// then checks everything against the sequential model.
-fn drive<W: WaitStrategy, K: ProducerKind>(
+fn drive<W: WaitStrategy, K: Staging>(
     case: &Case,
     topo: &Topology,
     ctx: &Ctx,
@@ -246,7 +246,7 @@ fn drive<W: WaitStrategy, K: ProducerKind>(
 /// Publishes `count` events `(id, 0..count)`, picking the call for each
 /// event with `seed`; returns the sequence of each event. Drops the handle
 /// at the end: the producer's close point.
-fn produce<W: WaitStrategy, K: ProducerKind>(
+fn produce<W: WaitStrategy, K: Staging>(
     mut p: Producer<Ev, W, K>,
     id: u32,
     count: u64,
@@ -263,7 +263,7 @@ fn produce<W: WaitStrategy, K: ProducerKind>(
     let halted = |call: &str, c: u64| format!("producer {id}: {call} of event {c}: ring halted");
     while (seqs.len() as u64) < count {
         let c = seqs.len() as u64;
-        match rng.below(8) {
+        match rng.below(9) {
             0 | 1 => {
                 let s = p.publish(ev(c)).map_err(|_| halted("publish", c))?;
                 seqs.push(s);
@@ -324,6 +324,11 @@ fn produce<W: WaitStrategy, K: ProducerKind>(
                 assert_eq!(range.end - range.start, k, "publish_batch range");
                 seqs.extend(range);
             }
+            7 => {
+                let k = 1 + rng.below(cap.min(count - c));
+                K::stage(&mut p, &mut rng, (c..c + k).map(ev), &mut seqs)
+                    .map_err(|call| halted(call, c))?;
+            }
             _ => {
                 let k = 1 + rng.below(cap.min(count - c));
                 let mut f = |i: usize, e: &mut Ev| *e = ev(c + i as u64);
@@ -346,4 +351,70 @@ fn produce<W: WaitStrategy, K: ProducerKind>(
         }
     }
     Ok(seqs)
+}
+
+/// Staging events one at a time (a single producer's `try_stage_with`,
+/// `stage_with`, `publish_staged`); many producers, which cannot stage,
+/// publish them one by one instead.
+pub(crate) trait Staging: ProducerKind + Sized {
+    /// Stages `events`, pushing their sequences; may leave some staged for
+    /// the next publish (or the handle's drop) to publish.
+    fn stage<W: WaitStrategy>(
+        p: &mut Producer<Ev, W, Self>,
+        rng: &mut common::Rng,
+        events: impl Iterator<Item = Ev>,
+        seqs: &mut Vec<u64>,
+    ) -> Result<(), &'static str>;
+}
+
+impl Staging for Single {
+    fn stage<W: WaitStrategy>(
+        p: &mut Producer<Ev, W, Single>,
+        rng: &mut common::Rng,
+        events: impl Iterator<Item = Ev>,
+        seqs: &mut Vec<u64>,
+    ) -> Result<(), &'static str> {
+        for e in events {
+            let before = p.staged();
+            if rng.below(2) == 0 {
+                let s = p.stage_with(|slot| *slot = e).map_err(|_| "stage_with")?;
+                seqs.push(s);
+            } else {
+                let mut f = |slot: &mut Ev| *slot = e;
+                loop {
+                    match p.try_stage_with(f) {
+                        Ok(s) => break seqs.push(s),
+                        Err(TryPublishError::Full(back)) => {
+                            assert_eq!(p.staged(), 0, "a full ring publishes the staged");
+                            f = back;
+                            thread::yield_now();
+                        }
+                        Err(TryPublishError::Halted(_)) => return Err("try_stage_with"),
+                    }
+                }
+            }
+            assert!(p.staged() >= 1 && p.staged() <= before + 1, "staged count");
+        }
+        if rng.below(2) == 0 {
+            let n = p.staged();
+            let range = p.publish_staged();
+            assert_eq!(range.end - range.start, n, "publish_staged range");
+            assert_eq!(p.staged(), 0);
+        }
+        Ok(())
+    }
+}
+
+impl Staging for Multi {
+    fn stage<W: WaitStrategy>(
+        p: &mut Producer<Ev, W, Multi>,
+        _: &mut common::Rng,
+        events: impl Iterator<Item = Ev>,
+        seqs: &mut Vec<u64>,
+    ) -> Result<(), &'static str> {
+        for e in events {
+            seqs.push(p.publish(e).map_err(|_| "publish")?);
+        }
+        Ok(())
+    }
 }
