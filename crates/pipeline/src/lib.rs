@@ -72,6 +72,6 @@ pub use pipeline::Pipeline;
 pub use runtime::{fit_fused, simulate, Prediction, UnitCost};
 pub use runtime::{
     Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, UnitInfo,
-    UnitKind, UnitMetrics, DEFAULT_COST_NS,
+    UnitKind, UnitMetrics, DEFAULT_COST_NS, DEFAULT_OUTPUT_HOLD,
 };
 pub use sequential::{Interpreter, Run};

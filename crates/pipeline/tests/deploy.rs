@@ -225,3 +225,33 @@ fn calibration_measures_visits_per_unit() {
     );
     assert!(costs.iter().all(|c| c.cost_ns >= 1.0));
 }
+
+/// With `output_hold(ZERO)` a station publishes each output as soon as it
+/// is made: here the stage waits, before each item but the first, until
+/// the reader has the previous output, so an output held back until the
+/// end of the input batch (all 50 items, sent at once) would hang it.
+#[test]
+fn a_zero_output_hold_publishes_each_output_at_once() {
+    watchdog(|| {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let gate = Pipeline::map("gate", move |x: u64| {
+            if x > 0 {
+                wait.recv().expect("the reader lives");
+            }
+            x * 10
+        });
+        let config = Config::new()
+            .workers(1)
+            .pin(false)
+            .output_hold(Duration::ZERO);
+        let mut d = gate.deploy(&config).expect("deploys");
+        d.input.send_all(0..50).expect("running");
+        drop(d.input);
+        for k in 0..50 {
+            assert_eq!(d.output.recv(), Some((k, k * 10)));
+            go.send(()).ok();
+        }
+        assert_eq!(d.output.recv(), None);
+        d.running.join().expect("no stage panics");
+    });
+}

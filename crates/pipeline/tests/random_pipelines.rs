@@ -11,6 +11,7 @@ use common::{cases, random_plan};
 use proptest::prelude::*;
 use statepipe_pipeline::machine::{self, Machine};
 use statepipe_pipeline::{shard_of, Config, Either, Pipeline, Run};
+use std::time::Duration;
 
 /// A random pipeline from `i64` to `i64`.
 #[derive(Clone, Debug)]
@@ -380,6 +381,9 @@ proptest! {
         workers in 1usize..=4,
         plan_seed in any::<u64>(),
         capacity_log in 1u32..8,
+        // Outputs published at once, the default hold, or held as long as
+        // the batches and the ring allow (every staging path).
+        hold_ns in prop_oneof![Just(0u64), Just(2_000), Just(1_000_000_000)],
     ) {
         let want = build(&d, "p").run_sequential(inputs.clone());
         let pipeline = build(&d, "p");
@@ -387,7 +391,8 @@ proptest! {
         let config = Config::new()
             .plan(plan.clone())
             .pin(false)
-            .capacity(1 << capacity_log);
+            .capacity(1 << capacity_log)
+            .output_hold(Duration::from_nanos(hold_ns));
         let got = pipeline
             .deploy(&config)
             .expect("a valid plan deploys")

@@ -9,38 +9,24 @@
 //! merge's worker. The last open station ends in the output ring.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use statepipe_ring::wait::{BusySpin, WaitStrategy};
 use statepipe_ring::{Monitor, RingBuilder, Single};
 
 use super::edge::{
-    inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Move, Msg, RingSink,
-    RingSource, Sink, Source, Take, EDGE_POLLER,
+    inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Move, Msg, RingSource,
+    Sink, Source, Take, EDGE_POLLER,
 };
 use super::fork::{EachItem, Gather, Join};
+use super::metrics::{EdgeInfo, StationInfo};
 use super::plan::{UnitInfo, UnitKind};
+use super::ring_sink::RingSink;
 use super::route::{Merge, Pick, Router};
 use super::station::UnitStates;
 use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters};
 use crate::{Failure, Pipeline};
-
-/// Where a ring edge of the deployed graph runs, for metrics and drawing.
-pub(crate) struct EdgeInfo {
-    pub(crate) from: usize,
-    pub(crate) to: usize,
-    /// How many messages wait on the edge's ring, if it is one.
-    pub(crate) depth: Option<DepthProbe>,
-}
-
-pub(crate) use super::edge::DepthProbe;
-
-/// One station, for metrics.
-pub(crate) struct StationInfo {
-    pub(crate) units: Vec<usize>,
-    pub(crate) counters: Arc<StationCounters>,
-    pub(crate) depth: DepthProbe,
-}
 
 /// A node id in the deployed graph: a unit, or the pipeline's input/output.
 pub(crate) const INPUT: usize = usize::MAX;
@@ -183,6 +169,8 @@ pub(crate) struct Compile {
     pub(crate) errors: ErrorCounts,
     /// Every unit a station of its own (calibration).
     pub(crate) isolate: bool,
+    /// How long stations hold outputs back ([`Config::output_hold`]).
+    pub(crate) hold: Duration,
 }
 
 impl Compile {
@@ -208,7 +196,17 @@ impl Compile {
             failure_tx,
             errors: ErrorCounts::default(),
             isolate: false,
+            hold: Duration::ZERO,
         }
+    }
+
+    /// The producing end of an edge, ringing `wake` when it publishes.
+    pub(crate) fn ring_sink<T: Send + 'static, W: WaitStrategy>(
+        &self,
+        producer: EdgeProducer<T, W>,
+        wake: Arc<Doorbell>,
+    ) -> RingSink<T, W> {
+        RingSink::new(producer, wake, self.hold)
     }
 
     /// The worker of the next unit to deploy.
@@ -260,7 +258,7 @@ impl Compile {
                 depth: Some(probe(&e.monitor)),
             });
         }
-        let sink = RingSink::new(e.producer, Arc::clone(&self.bells[worker]));
+        let sink = self.ring_sink(e.producer, Arc::clone(&self.bells[worker]));
         up.finish(self, Box::new(sink));
         self.handles.push(e.handle);
         let source = RingSource::new(e.poller, e.monitor, Arc::clone(&self.bells[from]));
@@ -370,7 +368,7 @@ impl Compile {
         self.handles.push(e.handle);
         routes
             .sinks
-            .push(RingSink::new(e.producer, Arc::clone(&self.bells[w])));
+            .push(self.ring_sink(e.producer, Arc::clone(&self.bells[w])));
         let wake = Arc::clone(&self.bells[up.worker]);
         let source = RingSource::<I, BusySpin, K>::reading(e.poller, e.monitor, EDGE_POLLER, wake);
         Open::at(w, up.tails.clone(), Box::new(source))
@@ -397,7 +395,7 @@ impl Compile {
         self.handles.push(log.handle);
         let router = Router {
             copies: routes.sinks,
-            log: RingSink::new(log.producer, Arc::clone(&self.bells[wm])),
+            log: self.ring_sink(log.producer, Arc::clone(&self.bells[wm])),
             pick,
             unit: m,
         };
@@ -513,7 +511,7 @@ impl Compile {
         let source = RingSource::new(e.poller, e.monitor, Arc::clone(&self.bells[out.worker]));
         out.finish(
             self,
-            Box::new(RingSink::new(e.producer, Arc::clone(&self.bells[wj]))),
+            Box::new(self.ring_sink(e.producer, Arc::clone(&self.bells[wj]))),
         );
         source
     }
@@ -542,7 +540,7 @@ impl Compile {
         let first = ring.workers[0];
         let fork = MapSink {
             f: into,
-            next: Box::new(RingSink::new(ring.producer, Arc::clone(&self.bells[first]))),
+            next: Box::new(self.ring_sink(ring.producer, Arc::clone(&self.bells[first]))),
         };
         up.finish(self, Box::new(fork));
         let mut pollers = ring.pollers;
@@ -592,7 +590,7 @@ impl Compile {
         }
         // The user's thread waits inside the ring (its wait strategy), not
         // on a doorbell: this one is never bound, so ringing it is a no-op.
-        let sink = RingSink::new(producer, Doorbell::new());
+        let sink = self.ring_sink(producer, Doorbell::new());
         last.finish(self, Box::new(sink));
     }
 }

@@ -25,6 +25,10 @@ pub enum Spin {
     For(Duration),
 }
 
+/// How long a station holds its outputs back by default (see
+/// [`Config::output_hold`]).
+pub const DEFAULT_OUTPUT_HOLD: Duration = Duration::from_micros(2);
+
 /// How long [`Spin::Auto`] spins when there are CPUs enough.
 pub const SPIN_FREE: Duration = Duration::from_micros(50);
 
@@ -37,6 +41,7 @@ pub struct Config {
     pub(crate) layout: Layout,
     places: Vec<(String, usize)>,
     pub(crate) spin: Spin,
+    pub(crate) output_hold: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +71,7 @@ impl Config {
             layout: Layout::Balanced,
             places: Vec::new(),
             spin: Spin::Auto,
+            output_hold: DEFAULT_OUTPUT_HOLD,
         }
     }
 
@@ -89,6 +95,21 @@ impl Config {
             Spin::Auto if workers + user_threads <= cpus => SPIN_FREE,
             Spin::Auto => Duration::ZERO,
         }
+    }
+
+    /// How long a station may hold its outputs back to publish them to
+    /// the next ring together (default [`DEFAULT_OUTPUT_HOLD`], 2 µs).
+    /// A station publishes what it holds at the end of each input batch
+    /// anyway; within a batch it holds as many outputs as its measured
+    /// time per output says fit in `hold`, so cheap stages pay one publish
+    /// per few dozen outputs and stages of a microsecond or more publish
+    /// each at once. The measure is an average: a stage whose cost jumps
+    /// (a cheap run, then a call that blocks) can hold the outputs before
+    /// the jump for as long as it lasts, up to one batch of them.
+    /// `Duration::ZERO` publishes every output as soon as it is made.
+    pub fn output_hold(mut self, hold: Duration) -> Config {
+        self.output_hold = hold;
+        self
     }
 
     /// Uses `n` workers (at least 1), whatever the CPUs.

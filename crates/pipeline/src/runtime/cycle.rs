@@ -25,8 +25,10 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::compile::{EdgeInfo, Open, INPUT, OUTPUT};
-use super::edge::{inner_edge, probe, DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd};
+use super::compile::{Open, INPUT, OUTPUT};
+use super::edge::{inner_edge, probe, DepthProbe, RingSource, Sink, Source, SourceEnd};
+use super::metrics::EdgeInfo;
+use super::ring_sink::RingSink;
 use super::station::{panic_message, StagePanic, UnitStates};
 use super::{Config, DeployError, Running};
 use crate::{Failure, Pipeline};
@@ -279,7 +281,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
                 let first = cx.plan.first().copied().unwrap_or(0);
                 let sink = CycleSink {
                     step,
-                    back: RingSink::new(producer, Arc::clone(&cx.bells[first])),
+                    back: cx.ring_sink(producer, Arc::clone(&cx.bells[first])),
                 };
                 cx.output_fn(open, Box::new(sink));
             },

@@ -1,4 +1,6 @@
-//! Edges between stations: what travels on a ring, and the two ends of one.
+//! Edges between stations: what travels on a ring, and the two ends of one
+//! (the reading end, [`RingSource`], is here; the producing end is
+//! `ring_sink.rs`).
 //!
 //! Every edge is a single-producer `statepipe-ring` ring of [`Msg`]s read by
 //! one mutable poller, which moves each item out of its slot. A message is
@@ -16,7 +18,6 @@
 //! the edge forward, so a worker never sleeps while the other end waits on
 //! it (and a missed ring costs at most the park timeout, never a hang).
 
-use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,9 +25,7 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use statepipe_ring::wait::{BusySpin, WaitStrategy};
-use statepipe_ring::{
-    EventPollerMut, Monitor, PollError, Producer, Ring, RingBuilder, Single, TryPublishError,
-};
+use statepipe_ring::{EventPollerMut, Monitor, PollError, Producer, Ring, RingBuilder, Single};
 use sync_wrapper::SyncWrapper;
 
 use super::station::UnitStates;
@@ -239,120 +238,6 @@ pub(crate) fn edge<T: Send + 'static, W: WaitStrategy>(capacity: usize, wait: W)
 /// workers never wait inside the ring (they sleep on doorbells).
 pub(crate) fn inner_edge<T: Send + 'static>(capacity: usize) -> Edge<T, BusySpin> {
     edge(capacity, BusySpin)
-}
-
-/// The producing end of an edge.
-pub(crate) struct RingSink<T, W: WaitStrategy> {
-    producer: Option<EdgeProducer<T, W>>,
-    /// An output not yet published: it goes out with `last` set if the
-    /// group ends before another output comes.
-    held: Option<(u64, T)>,
-    /// Messages that found the ring full, in order.
-    overflow: VecDeque<(u64, Option<T>, bool)>,
-    /// The consuming worker's doorbell.
-    wake: Arc<Doorbell>,
-    published: bool,
-}
-
-impl<T: Send + 'static, W: WaitStrategy> RingSink<T, W> {
-    pub(crate) fn new(producer: EdgeProducer<T, W>, wake: Arc<Doorbell>) -> Self {
-        RingSink {
-            producer: Some(producer),
-            held: None,
-            overflow: VecDeque::new(),
-            wake,
-            published: false,
-        }
-    }
-
-    fn send(&mut self, seq: u64, item: Option<T>, last: bool) {
-        if self.overflow.is_empty() {
-            if let Some(item) = self.put(seq, item, last) {
-                self.overflow.push_back((seq, item, last));
-            }
-        } else {
-            self.overflow.push_back((seq, item, last));
-        }
-    }
-
-    /// Publishes one message if there is room; hands the item back if the
-    /// ring is full. On a halted ring (the pipeline is stopping on a
-    /// failure reported elsewhere) or a closed sink the message is dropped.
-    fn put(&mut self, seq: u64, item: Option<T>, last: bool) -> Option<Option<T>> {
-        let p = self.producer.as_mut()?;
-        let mut item = Some(item);
-        let r = p.try_publish_with(|m: &mut Msg<T>| {
-            m.seq = seq;
-            *m.item.get_mut() = item.take().flatten();
-            m.last = last;
-        });
-        match r {
-            Ok(_) => {
-                self.published = true;
-                None
-            }
-            // The closure did not run: the item is still ours.
-            Err(TryPublishError::Full(_)) => item,
-            Err(TryPublishError::Halted(_)) => {
-                self.producer = None;
-                None
-            }
-        }
-    }
-}
-
-impl<T: Send + 'static, W: WaitStrategy> Sink<T> for RingSink<T, W> {
-    #[inline]
-    fn item(&mut self, seq: u64, item: T, _: &mut Vec<Failure>) {
-        if let Some((s, x)) = self.held.replace((seq, item)) {
-            self.send(s, Some(x), false);
-        }
-    }
-
-    #[inline]
-    fn end(&mut self, seq: u64, _: &mut Vec<Failure>) {
-        match self.held.take() {
-            Some((s, x)) => self.send(s, Some(x), true),
-            None => self.send(seq, None, true),
-        }
-    }
-
-    #[inline]
-    fn item_end(&mut self, seq: u64, item: T, _: &mut Vec<Failure>) {
-        if let Some((s, x)) = self.held.take() {
-            self.send(s, Some(x), false);
-        }
-        self.send(seq, Some(item), true);
-    }
-
-    fn flush(&mut self) -> bool {
-        while let Some((seq, item, last)) = self.overflow.pop_front() {
-            if self.producer.is_none() {
-                self.overflow.clear();
-                break;
-            }
-            if let Some(item) = self.put(seq, item, last) {
-                self.overflow.push_front((seq, item, last));
-                break;
-            }
-        }
-        if std::mem::take(&mut self.published) {
-            self.wake.ring();
-        }
-        self.overflow.is_empty()
-    }
-
-    fn can_flush(&self) -> bool {
-        !self.overflow.is_empty() && self.producer.as_ref().is_some_and(|p| p.has_space())
-    }
-
-    fn publish_stats(&mut self) {}
-
-    fn close(mut self: Box<Self>, _: &mut UnitStates) {
-        debug_assert!(self.held.is_none(), "a group was left open at close");
-        self.producer = None;
-        self.wake.ring();
-    }
 }
 
 /// One message as a reader gets it: (seq, item, last).

@@ -34,6 +34,7 @@ pub(crate) mod fork;
 mod io;
 mod metrics;
 mod plan;
+pub(crate) mod ring_sink;
 pub(crate) mod route;
 mod simulate;
 pub(crate) mod station;
@@ -45,7 +46,7 @@ use std::time::Instant;
 
 use statepipe_ring::wait::Adaptive;
 
-pub use config::{Config, Spin, SPIN_FREE};
+pub use config::{Config, Spin, DEFAULT_OUTPUT_HOLD, SPIN_FREE};
 pub use cycle::STEP_NAME;
 pub use io::{Input, Output, SendError, TrySendError, SEND_BATCH};
 pub use metrics::{Metrics, UnitMetrics};
@@ -252,6 +253,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             failure_tx,
         );
         cx.isolate = matches!(config.layout, Layout::Isolated);
+        cx.hold = config.output_hold;
         let first = cx.next_worker();
         let open = start(&mut cx, first);
         let last = self.node.deploy(&mut cx, open);

@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::edge::{DepthProbe, RingSink, RingSource, Sink, Source, SourceEnd, Take};
+use super::edge::{DepthProbe, RingSource, Sink, Source, SourceEnd, Take};
+use super::ring_sink::RingSink;
 use super::station::{as_unit, UnitCounters, UnitStates};
 use crate::node::{no_such_branch, shard_of};
 use crate::{Either, Failure};
