@@ -248,22 +248,18 @@ mod tests {
         let t0 = Instant::now();
         let at = |us: u64| Some(t0 + Duration::from_micros(us));
         assert_eq!((s.limit, s.max_limit), (1, 128));
-        // The first flush that staged something only sets the mark.
-        s.since = 100;
-        s.pace_at(at(0));
-        assert_eq!(s.limit, 1);
-        // 100 outputs in 1 µs: 10 ns each, 200 fit in 2 µs; at most 128.
-        s.since = 100;
-        s.pace_at(at(1));
-        assert_eq!(s.limit, 128);
-        // 10 outputs in 5 µs: 500 ns each, 4 fit.
-        s.since = 10;
-        s.pace_at(at(6));
-        assert_eq!(s.limit, 4);
-        // One output of 10 µs: publish each at once.
-        s.since = 1;
-        s.pace_at(at(16));
-        assert_eq!(s.limit, 1);
+        // (outputs staged since the last flush, its time in µs, the limit):
+        let steps = [
+            (100, 0, 1),   // the first flush that staged something only sets the mark
+            (100, 1, 128), // 10 ns per output: 200 fit in 2 µs; at most 128
+            (10, 6, 4),    // 500 ns per output: 4 fit
+            (1, 16, 1),    // one output of 10 µs: publish each at once
+        ];
+        for (since, us, limit) in steps {
+            s.since = since;
+            s.pace_at(at(us));
+            assert_eq!(s.limit, limit, "{since} outputs, flush at {us} µs");
+        }
         // One quiet flush is the next run's start: the mark stays.
         s.pace_at(None);
         assert_eq!(s.mark, at(16));
