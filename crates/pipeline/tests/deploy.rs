@@ -255,3 +255,19 @@ fn a_zero_output_hold_publishes_each_output_at_once() {
         d.running.join().expect("no stage panics");
     });
 }
+
+#[test]
+fn the_output_is_an_iterator_of_outputs_in_order() {
+    watchdog(|| {
+        let config = Config::new().workers(2).pin(false);
+        let mut d = chain().deploy(&config).expect("deploys");
+        d.input.send_all(0..100u64).expect("running");
+        drop(d.input);
+        let got: Vec<(u64, u64)> = d.output.by_ref().collect();
+        let want: Vec<(u64, u64)> = (0..100).map(|x| (x, (x + 1) * 2 + 3)).collect();
+        assert_eq!(got, want);
+        assert_eq!(d.output.failures().count(), 0);
+        assert!(d.output.is_finished());
+        d.running.join().expect("no stage panics");
+    });
+}

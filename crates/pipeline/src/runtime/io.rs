@@ -268,6 +268,18 @@ impl<O: Send + 'static> Output<O> {
     }
 }
 
+/// The outputs in order, each with its input's sequence number: `next`
+/// is [`recv`](Output::recv), so iteration waits for each output and ends
+/// when the pipeline has finished. Iterate `output.by_ref()` to keep the
+/// handle for its failures.
+impl<O: Send + 'static> Iterator for Output<O> {
+    type Item = (u64, O);
+
+    fn next(&mut self) -> Option<(u64, O)> {
+        self.recv()
+    }
+}
+
 /// A source that runs an iterator on the first worker: no hand-off at all
 /// between where items are made and the first stages.
 pub(crate) struct IterSource<It> {
