@@ -101,6 +101,16 @@ pub(crate) enum ClaimError {
     Halted,
 }
 
+impl ClaimError {
+    /// What a call that never waits returns for this failure, with `v`.
+    fn refuse<V>(self, v: V) -> TryPublishError<V> {
+        match self {
+            ClaimError::Halted => TryPublishError::Halted(v),
+            _ => TryPublishError::Full(v),
+        }
+    }
+}
+
 /// How long a claim may wait for space.
 #[derive(Clone, Copy)]
 pub(crate) enum Until {
@@ -166,20 +176,13 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
         if K::MULTI {
             multi::claim(&self.shared, &mut self.cached_gate, n, until)
         } else {
-            if self.unpublished < self.next
-                && self.next + n > self.cached_gate + self.shared.capacity
-            {
-                // The ring may be full: publish what was staged first, as
-                // consumers cannot free slots for events they cannot see.
-                self.publish_staged_before_wait();
+            // The local counter is the claim; only a full cached gate
+            // leaves this path.
+            let end = self.next + n;
+            if end > self.cached_gate + self.shared.capacity {
+                self.make_room(end, until)?;
             }
-            single::claim(
-                &self.shared,
-                &mut self.next,
-                &mut self.cached_gate,
-                n,
-                until,
-            )
+            Ok(self.next)
         }
     }
 
@@ -226,10 +229,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
     /// [`TryPublishError::Full`] or [`TryPublishError::Halted`] with the value.
     #[inline]
     pub fn try_publish(&mut self, value: T) -> Result<u64, TryPublishError<T>> {
-        self.put(value, Until::Never).map_err(|(v, e)| match e {
-            ClaimError::Halted => TryPublishError::Halted(v),
-            _ => TryPublishError::Full(v),
-        })
+        self.put(value, Until::Never).map_err(|(v, e)| e.refuse(v))
     }
 
     /// Publishes `value`, waiting at most `timeout` for a free slot.
@@ -281,8 +281,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
                 self.fill_one(seq, f);
                 Ok(seq)
             }
-            Err(ClaimError::Halted) => Err(TryPublishError::Halted(f)),
-            Err(_) => Err(TryPublishError::Full(f)),
+            Err(e) => Err(e.refuse(f)),
         }
     }
 
@@ -319,10 +318,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
         n: usize,
         f: F,
     ) -> Result<Range<u64>, TryPublishError<F>> {
-        self.batch(n, Until::Never, f).map_err(|(f, e)| match e {
-            ClaimError::Halted => TryPublishError::Halted(f),
-            _ => TryPublishError::Full(f),
-        })
+        self.batch(n, Until::Never, f).map_err(|(f, e)| e.refuse(f))
     }
 
     #[inline(always)]
@@ -474,12 +470,18 @@ impl<T, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
 }
 
 impl<T, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
-    /// Publishes the staged events (single producer); out of line, so that
-    /// the claim that calls it stays small enough to inline.
+    /// Single producer, when the cached gate says `[next, end)` does not
+    /// fit: publishes what was staged (consumers cannot free slots for
+    /// events they cannot see), then reads the gate again and waits as
+    /// `until` says. Out of line, so that the claim stays small enough to
+    /// inline.
     #[cold]
     #[inline(never)]
-    fn publish_staged_before_wait(&mut self) {
-        self.commit(self.next, 0);
+    fn make_room(&mut self, end: u64, until: Until) -> Result<(), ClaimError> {
+        if self.unpublished < self.next {
+            self.commit(self.next, 0);
+        }
+        single::wait_for_space(&self.shared, end, &mut self.cached_gate, until)
     }
 }
 

@@ -1,31 +1,14 @@
-//! Claiming for the single producer: a local counter, no atomic
-//! read-modify-write.
+//! The single producer's claim when its cached gate says full (the claim
+//! itself is a local counter in `mod.rs`, no atomic read-modify-write).
 
 use super::{ClaimError, ProducerKind, Until};
 use crate::shared::{Shared, HALTED};
 use crate::wait::WaitStrategy;
 
-/// Claims `[*next, *next + n)`; the caller commits it (advancing `next`).
-#[inline(always)]
-pub(super) fn claim<T, W: WaitStrategy, K: ProducerKind>(
-    shared: &Shared<T, W, K>,
-    next: &mut u64,
-    cached_gate: &mut u64,
-    n: u64,
-    until: Until,
-) -> Result<u64, ClaimError> {
-    let end = *next + n;
-    if end > *cached_gate + shared.capacity {
-        wait_for_space(shared, end, cached_gate, until)?;
-    }
-    Ok(*next)
-}
-
-/// The slow path: the cached gate says full; read the consumers again and,
-/// if still full, wait by the strategy.
-#[cold]
-#[inline(never)]
-fn wait_for_space<T, W: WaitStrategy, K: ProducerKind>(
+/// The slow path of a claim of `[next, end)`: the cached gate says full;
+/// read the consumers again and, if still full, wait by the strategy.
+#[inline]
+pub(super) fn wait_for_space<T, W: WaitStrategy, K: ProducerKind>(
     shared: &Shared<T, W, K>,
     end: u64,
     cached_gate: &mut u64,

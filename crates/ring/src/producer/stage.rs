@@ -18,7 +18,7 @@
 
 use std::ops::Range;
 
-use super::{ClaimError, Producer, Single, Until};
+use super::{Producer, Single, Until};
 use crate::error::{PublishError, TryPublishError};
 use crate::wait::WaitStrategy;
 
@@ -63,8 +63,7 @@ impl<T: Send + Sync, W: WaitStrategy> Producer<T, W, Single> {
                 self.fill_staged(seq, f);
                 Ok(seq)
             }
-            Err(ClaimError::Halted) => Err(TryPublishError::Halted(f)),
-            Err(_) => Err(TryPublishError::Full(f)),
+            Err(e) => Err(e.refuse(f)),
         }
     }
 
