@@ -43,4 +43,7 @@ pub use consumer::{EventHandler, EventHandlerMut, EventPoller, EventPollerMut};
 pub use error::{PollError, PublishError, PublishTimeoutError, RingError, TryPublishError};
 pub use handle::{JoinReport, Ring};
 pub use monitor::{ConsumerStats, Monitor, RingStats};
-pub use producer::{Multi, MultiProducer, Producer, ProducerKind, Single, SingleProducer};
+pub use producer::{
+    Multi, MultiProducer, Producer, ProducerKind, Single, SingleProducer, SoleProducer, Stamped,
+    StampedProducer,
+};

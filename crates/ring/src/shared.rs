@@ -3,16 +3,17 @@
 //!
 //! ## Sequences
 //! All sequences are `u64` *counts*: the cursor is the number of events
-//! published (single producer) or claimed (multi-producer); a consumer's
+//! published (single producers) or claimed (multi-producer); a consumer's
 //! sequence is the number of events it has finished with. Event `s` lives in
 //! slot `s & mask`. A producer may write event `s` only when
 //! `s < min(consumer sequences) + capacity` (the *gate*).
 //!
 //! ## Memory ordering
 //! * Producer → consumer: the producer writes the slot, then stores the
-//!   cursor and the range's end (single) or the slot's stamp `= s` (multi)
-//!   with Release; a consumer loads one of them with Acquire before it
-//!   reads the slot.
+//!   cursor and the range's end (single) or the slot's stamp `= s`
+//!   (stamped, multi) with Release; a consumer loads one of them with
+//!   Acquire before it reads the slot. The stamped single producer stores
+//!   the cursor too, after the stamps, for `finished` and `Monitor` only.
 //! * Consumer → producer and consumer → dependent: a consumer stores its
 //!   sequence with Release after its last access to the batch; producers
 //!   (gate) and dependent consumers load it with Acquire before they touch
@@ -50,12 +51,13 @@ pub(crate) const LONG_RANGE: u64 = if cfg!(loom) { 2 } else { 8 };
 /// cursor line and the old single-event throughput.
 pub(crate) const LAG_LINKS: u32 = if cfg!(loom) { 2 } else { 1024 };
 
-/// How many bytes of slots a consumer of a multi-producer ring checks for
+/// How many bytes of slots a consumer of a stamped ring (`Stamped`, `Multi`)
+/// checks for
 /// publication before it reads them: it reads every stamp, then every event,
 /// so the window must still be in the nearer caches when the second pass
 /// comes. Scanning up to the whole ring (1 MiB of `u64` slots) left the
 /// consumer of 3p1c/batch at 310-415 M events/s on 2 vCPUs; windows of
-/// 1,024 to 16,384 `u64` slots gave 520-580. So a multi-producer ring's
+/// 1,024 to 16,384 `u64` slots gave 520-580. So a stamped ring's
 /// batches hold at most this many bytes of slots (64 KiB: 4,096 `u64`s).
 pub(crate) const SCAN_BYTES: usize = 64 * 1024;
 /// The fewest events such a window holds, however large the slots: a
@@ -110,9 +112,9 @@ pub(crate) struct ConsumerCell {
     pub(crate) lingering: AtomicU8,
 }
 
-/// One slot: the event, and for a multi-producer ring the sequence last
-/// published in it, on the same cache line so that publishing one event
-/// moves one line between cores, not two.
+/// One slot: the event, and for the stamped kinds (`Stamped`, `Multi`) the
+/// sequence last published in it, on the same cache line so that publishing
+/// one event moves one line between cores, not two.
 pub(crate) struct Slot<T, S> {
     pub(crate) stamp: S,
     pub(crate) value: UnsafeCell<T>,
@@ -238,7 +240,7 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
     #[inline]
     pub(crate) fn published_from(&self, next: u64, seen: &mut Seen) -> u64 {
         let limit = next + self.capacity;
-        if !K::MULTI {
+        if !K::STAMPED {
             if next < seen.upper {
                 return seen.upper;
             }
@@ -289,8 +291,8 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
             seen.upper = upper;
             return upper;
         }
-        // Multi-producer: the availability flags alone say what is published;
-        // the claim cursor is the producers' contended line, so stay off it.
+        // Stamped kinds: the slots' stamps alone say what is published; the
+        // cursor is the producers' contended line, so stay off it.
         // The scan stops after a window of slots that stays in the nearer
         // caches until the consumer reads the events (see `SCAN_BYTES`).
         let window = (SCAN_BYTES / std::mem::size_of::<Slot<T, K::Stamp>>().max(1)).max(SCAN_MIN);
@@ -302,7 +304,7 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
         s
     }
 
-    /// Multi-producer only: whether event `seq` is published, by its slot's
+    /// Stamped kinds only: whether event `seq` is published, by its slot's
     /// stamp (read by `published_from`, a lingering consumer's probe, and
     /// `Monitor::stats`).
     #[inline(always)]
@@ -322,12 +324,12 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
     /// (40-70 ns) of a one-hop hand-over. Only after a while: a consumer
     /// right behind its producer that prefetched on every poll pulled the
     /// line the producer was still filling and halved 1p1c single-event
-    /// throughput. Many producers: the consumer polls the slot's own stamp,
+    /// throughput. Stamped kinds: the consumer polls the slot's own stamp,
     /// which brings its line already. (Reading the slot itself would race
     /// with its producer.)
     #[inline(always)]
     pub(crate) fn prefetch_while_idle(&self, seq: u64, polls: u32) {
-        if !K::MULTI && polls > PREFETCH_AFTER {
+        if !K::STAMPED && polls > PREFETCH_AFTER {
             self.prefetch_slot(seq);
         }
     }

@@ -18,9 +18,11 @@ use std::thread;
 use std::time::Duration;
 
 use common::Rng;
+use statepipe_ring::state::SharedStage;
 use statepipe_ring::wait::WaitStrategy;
 use statepipe_ring::{
-    EventHandler, JoinReport, MultiProducer, PublishError, RingBuilder, RingError,
+    EventHandler, JoinReport, MultiProducer, Producer, PublishError, Ring, RingBuilder, RingError,
+    SoleProducer,
 };
 
 const N: u64 = if cfg!(debug_assertions) {
@@ -422,6 +424,19 @@ per_wait_strategy!(
 /// long chain (`Shared::published_from`), and each must see every event
 /// once, in order.
 fn spsc_singles_batches_and_lag<W: WaitStrategy>(make: fn() -> W) {
+    singles_batches_and_lag(make, RingBuilder::build_single);
+}
+
+/// The same through the stamped producer, whose consumers read stamps
+/// (a lagging one scans whole windows of them).
+fn stamped_singles_batches_and_lag<W: WaitStrategy>(make: fn() -> W) {
+    singles_batches_and_lag(make, RingBuilder::build_stamped);
+}
+
+fn singles_batches_and_lag<W: WaitStrategy, K: SoleProducer>(
+    make: fn() -> W,
+    build: impl FnOnce(RingBuilder<u64, W, SharedStage>) -> (Producer<u64, W, K>, Ring<u64, W, K>),
+) {
     let wait = make();
     let total = events_for(&wait);
     let reader = |name: &'static str, stall: bool| {
@@ -435,12 +450,13 @@ fn spsc_singles_batches_and_lag<W: WaitStrategy>(make: fn() -> W) {
             }
         }
     };
-    let (mut p, ring) = RingBuilder::new(4096, || u64::MAX)
-        .wait_strategy(wait)
-        .handler("lagging", reader("lagging", true))
-        .then()
-        .handler("after", reader("after", false))
-        .build_single();
+    let (mut p, ring) = build(
+        RingBuilder::new(4096, || u64::MAX)
+            .wait_strategy(wait)
+            .handler("lagging", reader("lagging", true))
+            .then()
+            .handler("after", reader("after", false)),
+    );
     let mut sent = 0u64;
     let mut rng = Rng::new(total ^ 0x5eed);
     while sent < total {
@@ -464,6 +480,11 @@ fn spsc_singles_batches_and_lag<W: WaitStrategy>(make: fn() -> W) {
 per_wait_strategy!(
     spsc_single_events_batches_and_a_lagging_consumer,
     super::spsc_singles_batches_and_lag,
+    super::limit()
+);
+per_wait_strategy!(
+    stamped_single_events_batches_and_a_lagging_consumer,
+    super::stamped_singles_batches_and_lag,
     super::limit()
 );
 

@@ -1,18 +1,26 @@
 //! Producer handles: claim slots, fill them in place, publish.
 //!
-//! [`Producer<T, W, K>`] has one API for both kinds; the kind `K` decides how
-//! sequences are claimed and published:
+//! [`Producer<T, W, K>`] has one API for every kind; the kind `K` decides how
+//! sequences are claimed and how consumers learn what is published:
 //! * [`Single`] (`SingleProducer`): the claim is a local counter and publishing
-//!   is one Release store of the cursor: no atomic read-modify-write.
+//!   is one Release store of the cursor and one of the range's end: no atomic
+//!   read-modify-write. Consumers poll range ends (single events) or the
+//!   cursor (batches), then read the slots: a hand-over moves two cache lines.
+//! * [`Stamped`] (`StampedProducer`): one producer too, but each published
+//!   slot carries its sequence (its *stamp*) on the event's cache line, and a
+//!   waiting consumer polls the slot itself: a hand-over moves one line, for
+//!   the lowest one-hop latency. The price is a stamp per slot (8 bytes, twice
+//!   a `u64` event's slot) and one store per event, which roughly halves the
+//!   throughput of batches of small events.
 //! * [`Multi`] (`MultiProducer`, `Clone`): claims race on the cursor; each
-//!   published slot is marked in the availability array, so consumers see
-//!   exactly the contiguous published prefix.
+//!   published slot is stamped as with `Stamped`, so consumers see exactly
+//!   the contiguous published prefix.
 //!
 //! A producer caches the gate (the slowest consumer) and reads the consumer
 //! sequences again only when the cached value says the ring is full.
 //!
-//! A single producer can also *stage* events (`stage.rs`): fill slots now,
-//! publish them together later.
+//! A sole producer ([`Single`] or [`Stamped`]) can also *stage* events
+//! (`stage.rs`): fill slots now, publish them together later.
 
 mod multi;
 mod single;
@@ -30,6 +38,10 @@ use crate::wait::{Adaptive, WaitStrategy};
 /// Marker: one producer, no atomic read-modify-write when publishing.
 #[derive(Debug)]
 pub enum Single {}
+/// Marker: one producer whose slots carry their sequence, so that a
+/// hand-over moves one cache line (lowest latency; see the module docs).
+#[derive(Debug)]
+pub enum Stamped {}
 /// Marker: many producers (the handle is `Clone`).
 #[derive(Debug)]
 pub enum Multi {}
@@ -37,17 +49,24 @@ pub enum Multi {}
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::Single {}
+    impl Sealed for super::Stamped {}
     impl Sealed for super::Multi {}
 }
 
-/// The producer kinds, [`Single`] and [`Multi`].
+/// The producer kinds, [`Single`], [`Stamped`] and [`Multi`].
 pub trait ProducerKind: sealed::Sealed + Send + Sync + 'static {
+    /// Many producer handles: claims race on the cursor.
     #[doc(hidden)]
     const MULTI: bool;
+    /// Slots carry the sequence last published in them, and consumers read
+    /// those stamps (never the cursor or range ends) to see what is
+    /// published.
+    #[doc(hidden)]
+    const STAMPED: bool;
     /// What a slot carries besides the event: nothing for a single producer
     /// (the cursor and the range ends say what is published), the sequence
-    /// last published in it for many (so consumers never read the
-    /// producers' claim cursor).
+    /// last published in it for the stamped kinds (so consumers poll the
+    /// event's own line, never the producers' cursor).
     #[doc(hidden)]
     type Stamp: Send + Sync + 'static;
     #[doc(hidden)]
@@ -59,8 +78,16 @@ pub trait ProducerKind: sealed::Sealed + Send + Sync + 'static {
     #[doc(hidden)]
     fn mark_published(stamp: &Self::Stamp, seq: u64);
 }
+
+/// The kinds with one producer handle, [`Single`] and [`Stamped`]: the claim
+/// is a local counter, and events can be staged.
+pub trait SoleProducer: ProducerKind {}
+impl SoleProducer for Single {}
+impl SoleProducer for Stamped {}
+
 impl ProducerKind for Single {
     const MULTI: bool = false;
+    const STAMPED: bool = false;
     type Stamp = ();
     fn new_stamp() {}
     #[inline(always)]
@@ -70,27 +97,43 @@ impl ProducerKind for Single {
     #[inline(always)]
     fn mark_published(_: &(), _: u64) {}
 }
+
+/// How the stamped kinds mark and read a slot's stamp.
+macro_rules! stamped_slots {
+    () => {
+        type Stamp = AtomicU64;
+        fn new_stamp() -> AtomicU64 {
+            AtomicU64::new(u64::MAX)
+        }
+        #[inline(always)]
+        fn is_published(stamp: &AtomicU64, seq: u64) -> bool {
+            // Acquire: pairs with the Release store in `mark_published`; the
+            // producer's write of the slot happens before we read it.
+            stamp.load(Ordering::Acquire) == seq
+        }
+        #[inline(always)]
+        fn mark_published(stamp: &AtomicU64, seq: u64) {
+            // Release: pairs with the Acquire load in `is_published`.
+            stamp.store(seq, Ordering::Release);
+        }
+    };
+}
+
+impl ProducerKind for Stamped {
+    const MULTI: bool = false;
+    const STAMPED: bool = true;
+    stamped_slots!();
+}
 impl ProducerKind for Multi {
     const MULTI: bool = true;
-    type Stamp = AtomicU64;
-    fn new_stamp() -> AtomicU64 {
-        AtomicU64::new(u64::MAX)
-    }
-    #[inline(always)]
-    fn is_published(stamp: &AtomicU64, seq: u64) -> bool {
-        // Acquire: pairs with the Release store in `mark_published`; the
-        // producer's write of the slot happens before we read it.
-        stamp.load(Ordering::Acquire) == seq
-    }
-    #[inline(always)]
-    fn mark_published(stamp: &AtomicU64, seq: u64) {
-        // Release: pairs with the Acquire load in `is_published`.
-        stamp.store(seq, Ordering::Release);
-    }
+    const STAMPED: bool = true;
+    stamped_slots!();
 }
 
 /// The single-producer handle.
 pub type SingleProducer<T, W = Adaptive> = Producer<T, W, Single>;
+/// The stamped single-producer handle (lowest latency).
+pub type StampedProducer<T, W = Adaptive> = Producer<T, W, Stamped>;
 /// The multi-producer handle; clone it for each producing thread.
 pub type MultiProducer<T, W = Adaptive> = Producer<T, W, Multi>;
 
@@ -415,7 +458,7 @@ impl<T: Send + Sync, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
     pub fn close(self) {}
 }
 
-impl<T: Send + Sync, W: WaitStrategy> Producer<T, W, Single> {
+impl<T: Send + Sync, W: WaitStrategy, K: SoleProducer> Producer<T, W, K> {
     /// Whether one event could be published now without waiting: a hint
     /// for a thread that serves several rings and must not block on one
     /// (consumers only ever free space, so `true` stays true until this
@@ -455,15 +498,26 @@ impl<T, W: WaitStrategy, K: ProducerKind> Producer<T, W, K> {
             let end = start + n;
             self.next = end;
             self.unpublished = end;
-            // Release: pairs with the Acquire cursor loads in
-            // `Shared::published_from` (batches, a lagging consumer) and
-            // `Shared::finished`; the slot writes happen before it.
-            self.shared.cursor.store(end, Ordering::Release);
-            // Release, after the cursor: pairs with the Acquire range-end
-            // loads in `Shared::published_from`; the slot writes (and the
-            // cursor) happen before a consumer that sees the range reads it.
-            self.shared.range_ends[(from & self.shared.mask) as usize]
-                .store(end, Ordering::Release);
+            if K::STAMPED {
+                // Each slot's stamp publishes it (Release inside, pairing
+                // with the Acquire in `K::is_published`); then the cursor,
+                // which consumers read only to see that a closed ring is
+                // drained (`Shared::finished`) and `Monitor` for figures.
+                multi::commit(&self.shared, from, end - from);
+                // Release: pairs with the Acquire cursor load in
+                // `Shared::finished`; the stamps happen before it.
+                self.shared.cursor.store(end, Ordering::Release);
+            } else {
+                // Release: pairs with the Acquire cursor loads in
+                // `Shared::published_from` (batches, a lagging consumer) and
+                // `Shared::finished`; the slot writes happen before it.
+                self.shared.cursor.store(end, Ordering::Release);
+                // Release, after the cursor: pairs with the Acquire range-end
+                // loads in `Shared::published_from`; the slot writes (and the
+                // cursor) happen before a consumer that sees the range reads it.
+                self.shared.range_ends[(from & self.shared.mask) as usize]
+                    .store(end, Ordering::Release);
+            }
         }
         self.shared.wait.notify();
     }

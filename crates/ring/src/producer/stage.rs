@@ -1,4 +1,5 @@
-//! Staging, for the single producer: fill slots one at a time as events
+//! Staging, for a sole producer ([`Single`](super::Single) or
+//! [`Stamped`](super::Stamped)): fill slots one at a time as events
 //! come, publish them together later.
 //!
 //! A producer that makes events one by one but has no hurry to show each
@@ -18,11 +19,11 @@
 
 use std::ops::Range;
 
-use super::{Producer, Single, Until};
+use super::{Producer, SoleProducer, Until};
 use crate::error::{PublishError, TryPublishError};
 use crate::wait::WaitStrategy;
 
-impl<T: Send + Sync, W: WaitStrategy> Producer<T, W, Single> {
+impl<T: Send + Sync, W: WaitStrategy, K: SoleProducer> Producer<T, W, K> {
     /// Fills the next slot in place with `f`, like
     /// [`try_publish_with`](Self::try_publish_with), but does not publish
     /// it: consumers see it at the next [`publish_staged`](Self::publish_staged),

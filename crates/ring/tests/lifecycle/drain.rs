@@ -7,20 +7,41 @@ use super::*;
 /// consumer is much slower than the producer and the ring is full most of
 /// the time.
 fn drain_on_close_single<W: WaitStrategy>(wait: fn() -> W) {
+    drain_on_close_sole(wait, RingBuilder::build_single);
+}
+
+/// The same with the stamped producer, whose consumers read slot stamps.
+fn drain_on_close_stamped<W: WaitStrategy>(wait: fn() -> W) {
+    drain_on_close_sole(wait, RingBuilder::build_stamped);
+}
+
+fn drain_on_close_sole<W: WaitStrategy, K: SoleProducer>(
+    wait: fn() -> W,
+    build: impl FnOnce(RingBuilder<u64, W, SharedStage>) -> (Producer<u64, W, K>, Ring<u64, W, K>),
+) {
     const N: u64 = 300;
     let fast = Probe::new();
     let slow = Probe::new().slow(50);
     let after = Probe::new();
     let logs = [fast.logs(), slow.logs(), after.logs()];
-    let (mut producer, ring) = RingBuilder::new(4, || 0u64)
-        .wait_strategy(wait())
-        .handler("fast", fast)
-        .handler("slow", slow)
-        .then()
-        .handler("after", after)
-        .build_single();
+    let (mut producer, ring) = build(
+        RingBuilder::new(4, || 0u64)
+            .wait_strategy(wait())
+            .handler("fast", fast)
+            .handler("slow", slow)
+            .then()
+            .handler("after", after),
+    );
     for i in 0..N {
-        assert_eq!(producer.publish(i * 3).expect("not halted"), i);
+        let seq = if i % 10 == 9 {
+            // Now and then a staged event, published with the next one.
+            producer
+                .stage_with(|slot| *slot = i * 3)
+                .map_err(|_| "halted")
+        } else {
+            producer.publish(i * 3).map_err(|_| "halted")
+        };
+        assert_eq!(seq.expect("not halted"), i);
     }
     drop(producer);
     let report = ring.join().expect("a clean drain");
@@ -41,6 +62,10 @@ fn drain_on_close_single<W: WaitStrategy>(wait: fn() -> W) {
     }
 }
 per_wait_strategy!(drain_on_close_single_producer, super::drain_on_close_single);
+per_wait_strategy!(
+    drain_on_close_stamped_producer,
+    super::drain_on_close_stamped
+);
 
 /// The same with three producer threads; per-producer order and
 /// exactly-once across them.

@@ -33,7 +33,7 @@ use statepipe_ring::state::SharedStage;
 use statepipe_ring::wait::{Adaptive, Blocking, WaitStrategy};
 use statepipe_ring::{
     EventHandler, EventHandlerMut, JoinReport, PollError, Producer, ProducerKind, PublishError,
-    PublishTimeoutError, Ring, RingBuilder, RingError, TryPublishError,
+    PublishTimeoutError, Ring, RingBuilder, RingError, SoleProducer, TryPublishError,
 };
 
 /// Lets another thread reach its blocking call. Correctness never depends

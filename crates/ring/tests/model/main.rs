@@ -32,7 +32,7 @@ use statepipe_ring::state::{Empty, ExclusiveStage, NewStage, SharedStage};
 use statepipe_ring::wait::{Adaptive, Blocking, BusySpin, SpinYield, WaitStrategy};
 use statepipe_ring::{
     EventHandler, EventHandlerMut, JoinReport, Multi, PollError, Producer, ProducerKind,
-    PublishTimeoutError, Ring, RingBuilder, Single, TryPublishError,
+    PublishTimeoutError, Ring, RingBuilder, Single, SoleProducer, Stamped, TryPublishError,
 };
 
 /// The event: who published it, its per-producer counter, and one bit per
@@ -90,6 +90,9 @@ struct Case {
     /// Call `join` before the producers finish (only without pollers, whose
     /// threads must hand their poller back before `join` reads the counts).
     join_early: bool,
+    /// With one producer: build the stamped kind (`build_stamped`), not
+    /// `build_single`.
+    stamped: bool,
 }
 
 struct Unit {
@@ -373,15 +376,19 @@ fn case_strategy() -> impl Strategy<Value = Case> {
         proptest::collection::vec((0u64..=250, any::<u64>()), 1..=4),
         proptest::collection::vec((kind_strategy(), any::<bool>()), 1..=4),
         any::<bool>(),
+        // Drawn last, so that the seeds saved in `proptest-regressions`
+        // still give the cases they were saved for.
+        any::<bool>(),
     )
         .prop_map(
-            |(cap_log, max_batch, wait, producers, units, join_early)| Case {
+            |(cap_log, max_batch, wait, producers, units, join_early, stamped)| Case {
                 capacity: 1 << cap_log,
                 max_batch,
                 wait,
                 producers,
                 units,
                 join_early,
+                stamped,
             },
         )
 }
@@ -468,6 +475,7 @@ fn fixed_topologies() {
                     .to_vec(),
                 units: units.clone(),
                 join_early: j == 0,
+                stamped: i % 2 == 1,
             });
         }
     }

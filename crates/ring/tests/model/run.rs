@@ -67,6 +67,14 @@ fn run_with<W: WaitStrategy>(case: &Case, topo: Topology, wait: W) {
         }
     }
     match (b, multi) {
+        (B::Shared(x), false) if case.stamped => {
+            let (p, r) = x.build_stamped();
+            drive(case, &topo, &ctx, total, vec![p], r);
+        }
+        (B::Excl(x), false) if case.stamped => {
+            let (p, r) = x.build_stamped();
+            drive(case, &topo, &ctx, total, vec![p], r);
+        }
         (B::Shared(x), false) => {
             let (p, r) = x.build_single();
             drive(case, &topo, &ctx, total, vec![p], r);
@@ -374,35 +382,56 @@ impl Staging for Single {
         events: impl Iterator<Item = Ev>,
         seqs: &mut Vec<u64>,
     ) -> Result<(), &'static str> {
-        for e in events {
-            let before = p.staged();
-            if rng.below(2) == 0 {
-                let s = p.stage_with(|slot| *slot = e).map_err(|_| "stage_with")?;
-                seqs.push(s);
-            } else {
-                let mut f = |slot: &mut Ev| *slot = e;
-                loop {
-                    match p.try_stage_with(f) {
-                        Ok(s) => break seqs.push(s),
-                        Err(TryPublishError::Full(back)) => {
-                            assert_eq!(p.staged(), 0, "a full ring publishes the staged");
-                            f = back;
-                            thread::yield_now();
-                        }
-                        Err(TryPublishError::Halted(_)) => return Err("try_stage_with"),
+        stage_sole(p, rng, events, seqs)
+    }
+}
+
+impl Staging for Stamped {
+    fn stage<W: WaitStrategy>(
+        p: &mut Producer<Ev, W, Stamped>,
+        rng: &mut common::Rng,
+        events: impl Iterator<Item = Ev>,
+        seqs: &mut Vec<u64>,
+    ) -> Result<(), &'static str> {
+        stage_sole(p, rng, events, seqs)
+    }
+}
+
+/// A sole producer stages for real, by a random mix of calls.
+fn stage_sole<W: WaitStrategy, K: SoleProducer>(
+    p: &mut Producer<Ev, W, K>,
+    rng: &mut common::Rng,
+    events: impl Iterator<Item = Ev>,
+    seqs: &mut Vec<u64>,
+) -> Result<(), &'static str> {
+    for e in events {
+        let before = p.staged();
+        if rng.below(2) == 0 {
+            let s = p.stage_with(|slot| *slot = e).map_err(|_| "stage_with")?;
+            seqs.push(s);
+        } else {
+            let mut f = |slot: &mut Ev| *slot = e;
+            loop {
+                match p.try_stage_with(f) {
+                    Ok(s) => break seqs.push(s),
+                    Err(TryPublishError::Full(back)) => {
+                        assert_eq!(p.staged(), 0, "a full ring publishes the staged");
+                        f = back;
+                        thread::yield_now();
                     }
+                    Err(TryPublishError::Halted(_)) => return Err("try_stage_with"),
                 }
             }
-            assert!(p.staged() >= 1 && p.staged() <= before + 1, "staged count");
         }
-        if rng.below(2) == 0 {
-            let n = p.staged();
-            let range = p.publish_staged();
-            assert_eq!(range.end - range.start, n, "publish_staged range");
-            assert_eq!(p.staged(), 0);
-        }
-        Ok(())
+        assert!(p.staged() >= 1 && p.staged() <= before + 1, "staged count");
     }
+    if rng.below(2) == 0 {
+        let n = p.staged();
+        let range = p.publish_staged();
+        assert_eq!(range.end - range.start, n, "publish_staged range");
+        assert_eq!(p.staged(), 0);
+    }
+    Ok(())
 }
 
 impl Staging for Multi {
