@@ -23,7 +23,7 @@ use statepipe_ring::wait::WaitStrategy;
 use statepipe_ring::{EventHandler, RingBuilder};
 
 use super::disruptor::Disruptor;
-use super::statepipe::{with_wait, Wait};
+use super::statepipe::{with_wait, Kind, Wait};
 use super::workload::{self, Pins, Publisher, Topology, CAPACITY};
 use crate::host::pin_current;
 use crate::BenchError;
@@ -223,28 +223,42 @@ fn measure<P: Publisher>(
         .collect())
 }
 
-/// One latency sample of the statepipe ring with `wait`: `[p50, p99, p99.9]` in ns.
+/// One latency sample of the statepipe ring of `kind` with `wait`: `[p50, p99, p99.9]`
+/// in ns.
 ///
 /// # Errors
 ///
 /// A halted ring, a failed join, or a lost event.
-pub(crate) fn statepipe(wait: Wait, spec: &Spec) -> Result<Vec<f64>, BenchError> {
-    with_wait!(wait, |w| statepipe_with(w, spec))
+pub(crate) fn statepipe(kind: Kind, wait: Wait, spec: &Spec) -> Result<Vec<f64>, BenchError> {
+    with_wait!(wait, |w| statepipe_with(kind, w, spec))
 }
 
-fn statepipe_with<W: WaitStrategy>(wait: W, spec: &Spec) -> Result<Vec<f64>, BenchError> {
+fn statepipe_with<W: WaitStrategy>(
+    kind: Kind,
+    wait: W,
+    spec: &Spec,
+) -> Result<Vec<f64>, BenchError> {
     let who = "statepipe latency";
     let (probe, slot) = (Probe::new(), Slot::default());
     let recorder = Recorder::new(&probe, &slot, spec.pins.consumer(Topology::OneToOne, 0));
-    let (producer, ring) = RingBuilder::new(CAPACITY, || 0u64)
+    let builder = RingBuilder::new(CAPACITY, || 0u64)
         .wait_strategy(wait)
-        .handler("c", recorder)
-        .build_single();
-    measure(who, spec, &probe, producer, &slot, || {
-        ring.join()
+        .handler("c", recorder);
+    let join = |result: Result<_, _>| {
+        result
             .map(drop)
             .map_err(|e| BenchError::failed(who, format!("join: {e:?}")))
-    })
+    };
+    match kind {
+        Kind::Single => {
+            let (producer, ring) = builder.build_single();
+            measure(who, spec, &probe, producer, &slot, || join(ring.join()))
+        }
+        Kind::Stamped => {
+            let (producer, ring) = builder.build_stamped();
+            measure(who, spec, &probe, producer, &slot, || join(ring.join()))
+        }
+    }
 }
 
 /// One latency sample of the `disruptor` crate (BusySpin): `[p50, p99, p99.9]` in ns.

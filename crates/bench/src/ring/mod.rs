@@ -6,7 +6,13 @@
 //! |---|---|
 //! | `{1p1c,3p1c,1p3c,pipeline3,diamond}/{single,batch}` | statepipe (adaptive), `disruptor`, and where the topology fits: rtrb (1p1c), crossbeam (1p1c, 3p1c, pipeline3), std-mpsc (1p1c, 3p1c) |
 //! | `oversub/3p1c` (`Np1c`, N = max(3, CPUs)), `oversub/1p1c+hog` | statepipe under every wait strategy, `disruptor`, crossbeam (and rtrb with the hog) |
-//! | `latency/p50`, `latency/p99`, `latency/p99.9` | statepipe (adaptive, busy-spin), `disruptor`, crossbeam |
+//! | `latency/p50`, `latency/p99`, `latency/p99.9` | statepipe stamped (adaptive, busy-spin), statepipe single (adaptive, busy-spin), `disruptor`, crossbeam |
+//!
+//! Each case's ratios are taken against its first statepipe row: the default ring
+//! (`build_single`, or `build_multi` with many producers, adaptive wait) in the
+//! throughput cases, where `1p1c/*` also shows the stamped ring beside it; the
+//! stamped ring (`build_stamped`, the kind made for latency) in `latency/*`, where
+//! the default ring's rows follow it.
 //!
 //! Same payload (a `u64` counter), same capacity ([`CAPACITY`]) for all; a fresh ring
 //! and fresh threads per sample; every consumer's sum checked. See [`workload`] for how
@@ -27,7 +33,7 @@ use crate::harness::{self, Contender, Group, Metric, SampleDone};
 use crate::host::Host;
 use crate::report::Report;
 use crate::BenchError;
-use statepipe::Wait;
+use statepipe::{Kind, Wait};
 pub use workload::{Mode, Pins, Spec, Topology, BATCH, CAPACITY};
 
 /// What `statepipe bench ring` was asked for.
@@ -130,13 +136,17 @@ fn groups_with(duration: Duration, options: &RingOptions, host: &Host) -> Vec<Gr
                 // Like for like with the `disruptor` crate's busy-spin: how
                 // much of a gap is the default's waiting, how much the ring.
                 ours(Wait::BusySpin, &spec),
-                throughput(
-                    disruptor::NAME,
-                    disruptor::CONFIG,
-                    &spec,
-                    disruptor::throughput,
-                ),
             ];
+            if topology == Topology::OneToOne {
+                // What the stamped kind's lower latency costs in throughput.
+                contenders.push(ours_kind(Kind::Stamped, Wait::Adaptive, &spec));
+            }
+            contenders.extend([throughput(
+                disruptor::NAME,
+                disruptor::CONFIG,
+                &spec,
+                disruptor::throughput,
+            )]);
             if rtrb::supports(topology) {
                 contenders.push(throughput(
                     rtrb::NAME,
@@ -216,8 +226,12 @@ fn throughput(
 }
 
 fn ours(wait: Wait, spec: &Spec) -> Contender<'static> {
-    throughput(statepipe::NAME, wait.config(), spec, move |s| {
-        statepipe::throughput(wait, s)
+    ours_kind(Kind::Single, wait, spec)
+}
+
+fn ours_kind(kind: Kind, wait: Wait, spec: &Spec) -> Contender<'static> {
+    throughput(statepipe::NAME, kind.config(wait), spec, move |s| {
+        statepipe::throughput(kind, wait, s)
     })
 }
 
@@ -275,7 +289,7 @@ fn hogged(duration: Duration, host: &Host) -> Group<'static> {
             let hog_cpus = hog_cpus.clone();
             throughput(statepipe::NAME, wait.config(), &spec, move |s| {
                 let _hogs = oversub::Hogs::start(&hog_cpus);
-                statepipe::throughput(wait, s)
+                statepipe::throughput(Kind::Single, wait, s)
             })
         })
         .collect();
@@ -311,10 +325,10 @@ fn latency(duration: Duration, options: &RingOptions, host: &Host) -> Group<'sta
         duration,
         pins: options.pins(2, host),
     };
-    let ours = |wait: Wait| {
+    let ours = |kind: Kind, wait: Wait| {
         let spec = spec.clone();
-        Contender::new(statepipe::NAME, wait.config(), move || {
-            latency::statepipe(wait, &spec)
+        Contender::new(statepipe::NAME, kind.config(wait), move || {
+            latency::statepipe(kind, wait, &spec)
         })
     };
     let disruptor = {
@@ -338,8 +352,10 @@ fn latency(duration: Duration, options: &RingOptions, host: &Host) -> Group<'sta
             .map(|(_, case)| Metric::latency_ns(*case))
             .collect(),
         contenders: vec![
-            ours(Wait::Adaptive),
-            ours(Wait::BusySpin),
+            ours(Kind::Stamped, Wait::Adaptive),
+            ours(Kind::Stamped, Wait::BusySpin),
+            ours(Kind::Single, Wait::Adaptive),
+            ours(Kind::Single, Wait::BusySpin),
             disruptor,
             crossbeam,
         ],

@@ -1,4 +1,6 @@
-//! Ours: the statepipe ring, under each of its wait strategies.
+//! Ours: the statepipe ring, under each of its wait strategies, with the single
+//! producer (`build_single`, the default) or the stamped one (`build_stamped`,
+//! made for latency).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -52,6 +54,27 @@ impl Wait {
     }
 }
 
+/// Which single-producer ring: both have one producer handle and no atomic
+/// read-modify-write; they differ in how consumers see what is published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `build_single`: consumers poll range ends or the cursor (the default).
+    Single,
+    /// `build_stamped`: slots carry their sequence; consumers poll the slot.
+    Stamped,
+}
+
+impl Kind {
+    /// The `config` of a report row: `wait=adaptive` for the default kind (as in
+    /// every earlier run), `stamped; wait=adaptive` for the stamped one.
+    pub fn config(self, wait: Wait) -> String {
+        match self {
+            Kind::Single => wait.config(),
+            Kind::Stamped => format!("stamped; {}", wait.config()),
+        }
+    }
+}
+
 /// Calls `$body` with `$w` bound to a fresh value of the strategy `$wait` names
 /// (each strategy is its own type, the ring is generic over it).
 macro_rules! with_wait {
@@ -78,16 +101,17 @@ macro_rules! with_wait {
 }
 pub(crate) use with_wait;
 
-/// One throughput sample of the ring with `wait` on `spec`; Mev/s.
+/// One throughput sample of the ring with `wait` on `spec`; Mev/s. `kind` matters
+/// only with one producer (many producers always use `build_multi`).
 ///
 /// # Errors
 ///
 /// A halted ring, a failed join, or a wrong sum.
-pub(crate) fn throughput(wait: Wait, spec: &Spec) -> Result<f64, BenchError> {
-    with_wait!(wait, |w| throughput_with(w, spec))
+pub(crate) fn throughput(kind: Kind, wait: Wait, spec: &Spec) -> Result<f64, BenchError> {
+    with_wait!(wait, |w| throughput_with(kind, w, spec))
 }
 
-fn throughput_with<W>(wait: W, spec: &Spec) -> Result<f64, BenchError>
+fn throughput_with<W>(kind: Kind, wait: W, spec: &Spec) -> Result<f64, BenchError>
 where
     W: WaitStrategy,
 {
@@ -118,7 +142,14 @@ where
             .handler("c", summer(2)),
     };
     let producers = spec.topology.producers();
-    if producers == 1 {
+    if producers == 1 && kind == Kind::Stamped {
+        let (producer, ring) = builder.build_stamped();
+        workload::throughput(&who, spec, vec![producer], || {
+            ring.join()
+                .map_err(|e| BenchError::failed(&who, format!("join: {e:?}")))?;
+            Ok(cells.tallies())
+        })
+    } else if producers == 1 {
         let (producer, ring) = builder.build_single();
         workload::throughput(&who, spec, vec![producer], || {
             ring.join()
@@ -160,7 +191,7 @@ impl EventHandler<u64> for Summer {
     }
 }
 
-/// Both kinds: `SingleProducer` and `MultiProducer` are `Producer<_, _, Single|Multi>`.
+/// Every kind: each producer handle is a `Producer<_, _, Single|Stamped|Multi>`.
 impl<W: WaitStrategy, K: ProducerKind> Publisher for Producer<u64, W, K> {
     #[inline]
     fn publish_one(&mut self, value: u64) -> Result<(), &'static str> {
