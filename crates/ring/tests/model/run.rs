@@ -375,27 +375,22 @@ pub(crate) trait Staging: ProducerKind + Sized {
     ) -> Result<(), &'static str>;
 }
 
-impl Staging for Single {
-    fn stage<W: WaitStrategy>(
-        p: &mut Producer<Ev, W, Single>,
-        rng: &mut common::Rng,
-        events: impl Iterator<Item = Ev>,
-        seqs: &mut Vec<u64>,
-    ) -> Result<(), &'static str> {
-        stage_sole(p, rng, events, seqs)
-    }
+/// The sole producers stage for real (`stage_sole`).
+macro_rules! sole_staging {
+    ($($kind:ty),*) => {$(
+        impl Staging for $kind {
+            fn stage<W: WaitStrategy>(
+                p: &mut Producer<Ev, W, $kind>,
+                rng: &mut common::Rng,
+                events: impl Iterator<Item = Ev>,
+                seqs: &mut Vec<u64>,
+            ) -> Result<(), &'static str> {
+                stage_sole(p, rng, events, seqs)
+            }
+        }
+    )*};
 }
-
-impl Staging for Stamped {
-    fn stage<W: WaitStrategy>(
-        p: &mut Producer<Ev, W, Stamped>,
-        rng: &mut common::Rng,
-        events: impl Iterator<Item = Ev>,
-        seqs: &mut Vec<u64>,
-    ) -> Result<(), &'static str> {
-        stage_sole(p, rng, events, seqs)
-    }
-}
+sole_staging!(Single, Stamped);
 
 /// A sole producer stages for real, by a random mix of calls.
 fn stage_sole<W: WaitStrategy, K: SoleProducer>(
