@@ -52,8 +52,7 @@ pub(crate) const LONG_RANGE: u64 = if cfg!(loom) { 2 } else { 8 };
 pub(crate) const LAG_LINKS: u32 = if cfg!(loom) { 2 } else { 1024 };
 
 /// How many bytes of slots a consumer of a stamped ring (`Stamped`, `Multi`)
-/// checks for
-/// publication before it reads them: it reads every stamp, then every event,
+/// checks for publication before it reads them: it reads every stamp, then every event,
 /// so the window must still be in the nearer caches when the second pass
 /// comes. Scanning up to the whole ring (1 MiB of `u64` slots) left the
 /// consumer of 3p1c/batch at 310-415 M events/s on 2 vCPUs; windows of
@@ -310,8 +309,19 @@ impl<T, W: WaitStrategy, K: ProducerKind> Shared<T, W, K> {
     #[inline(always)]
     pub(crate) fn published_at(&self, seq: u64) -> bool {
         // Acquire inside: pairs with the Release in `K::mark_published`
-        // (`producer::multi::commit`), making the slot visible.
+        // (`Shared::mark_published`), making the slot visible.
         K::is_published(&self.slots[(seq & self.mask) as usize].stamp, seq)
+    }
+
+    /// Stamped kinds: marks `[start, start + n)` published, slot by slot,
+    /// after the producer wrote them (a commit of either stamped kind).
+    #[inline(always)]
+    pub(crate) fn mark_published(&self, start: u64, n: u64) {
+        for s in start..start + n {
+            // Release inside: pairs with the Acquire in `K::is_published`
+            // (`published_at`); the slot write happens before it.
+            K::mark_published(&self.slots[(s & self.mask) as usize].stamp, s);
+        }
     }
 
     /// A consumer of a single-producer ring that has polled `polls` times

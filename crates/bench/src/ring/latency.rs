@@ -20,7 +20,7 @@ use crossbeam_channel::{bounded, Sender};
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use statepipe_ring::wait::WaitStrategy;
-use statepipe_ring::{EventHandler, RingBuilder};
+use statepipe_ring::{EventHandler, Producer, ProducerKind, Ring, RingBuilder};
 
 use super::disruptor::Disruptor;
 use super::statepipe::{with_wait, Kind, Wait};
@@ -244,21 +244,32 @@ fn statepipe_with<W: WaitStrategy>(
     let builder = RingBuilder::new(CAPACITY, || 0u64)
         .wait_strategy(wait)
         .handler("c", recorder);
-    let join = |result: Result<_, _>| {
-        result
-            .map(drop)
-            .map_err(|e| BenchError::failed(who, format!("join: {e:?}")))
-    };
     match kind {
         Kind::Single => {
             let (producer, ring) = builder.build_single();
-            measure(who, spec, &probe, producer, &slot, || join(ring.join()))
+            measure_ring(who, spec, &probe, producer, ring, &slot)
         }
         Kind::Stamped => {
             let (producer, ring) = builder.build_stamped();
-            measure(who, spec, &probe, producer, &slot, || join(ring.join()))
+            measure_ring(who, spec, &probe, producer, ring, &slot)
         }
     }
+}
+
+/// [`measure`] for one of our rings: joining it is the finish.
+fn measure_ring<W: WaitStrategy, K: ProducerKind>(
+    who: &str,
+    spec: &Spec,
+    probe: &Probe,
+    producer: Producer<u64, W, K>,
+    ring: Ring<u64, W, K>,
+    slot: &Slot,
+) -> Result<Vec<f64>, BenchError> {
+    measure(who, spec, probe, producer, slot, || {
+        ring.join()
+            .map(drop)
+            .map_err(|e| BenchError::failed(who, format!("join: {e:?}")))
+    })
 }
 
 /// One latency sample of the `disruptor` crate (BusySpin): `[p50, p99, p99.9]` in ns.

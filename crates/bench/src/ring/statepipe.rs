@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use core_affinity::CoreId;
 use statepipe_ring::wait::WaitStrategy;
-use statepipe_ring::{EventHandler, Producer, ProducerKind, RingBuilder};
+use statepipe_ring::{EventHandler, Producer, ProducerKind, Ring, RingBuilder};
 
 use super::workload::{self, Publisher, Spec, SumCells, Topology, BATCH, CAPACITY};
 use crate::host::pin_current;
@@ -142,30 +142,37 @@ where
             .handler("c", summer(2)),
     };
     let producers = spec.topology.producers();
-    if producers == 1 && kind == Kind::Stamped {
-        let (producer, ring) = builder.build_stamped();
-        workload::throughput(&who, spec, vec![producer], || {
-            ring.join()
-                .map_err(|e| BenchError::failed(&who, format!("join: {e:?}")))?;
-            Ok(cells.tallies())
-        })
-    } else if producers == 1 {
-        let (producer, ring) = builder.build_single();
-        workload::throughput(&who, spec, vec![producer], || {
-            ring.join()
-                .map_err(|e| BenchError::failed(&who, format!("join: {e:?}")))?;
-            Ok(cells.tallies())
-        })
-    } else {
-        let (producer, ring) = builder.build_multi();
-        let clones: Vec<_> = (0..producers).map(|_| producer.clone()).collect();
-        drop(producer);
-        workload::throughput(&who, spec, clones, || {
-            ring.join()
-                .map_err(|e| BenchError::failed(&who, format!("join: {e:?}")))?;
-            Ok(cells.tallies())
-        })
+    match (producers, kind) {
+        (1, Kind::Stamped) => {
+            let (producer, ring) = builder.build_stamped();
+            run(&who, spec, vec![producer], ring, &cells)
+        }
+        (1, Kind::Single) => {
+            let (producer, ring) = builder.build_single();
+            run(&who, spec, vec![producer], ring, &cells)
+        }
+        _ => {
+            let (producer, ring) = builder.build_multi();
+            let clones: Vec<_> = (0..producers).map(|_| producer.clone()).collect();
+            drop(producer);
+            run(&who, spec, clones, ring, &cells)
+        }
     }
+}
+
+/// Drives `producers` through `spec`, then joins `ring` and reads the sums.
+fn run<W: WaitStrategy, K: ProducerKind>(
+    who: &str,
+    spec: &Spec,
+    producers: Vec<Producer<u64, W, K>>,
+    ring: Ring<u64, W, K>,
+    cells: &SumCells,
+) -> Result<f64, BenchError> {
+    workload::throughput(who, spec, producers, || {
+        ring.join()
+            .map_err(|e| BenchError::failed(who, format!("join: {e:?}")))?;
+        Ok(cells.tallies())
+    })
 }
 
 /// A consumer that sums the counter and hands the sum over at shutdown.

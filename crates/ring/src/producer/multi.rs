@@ -1,4 +1,5 @@
-//! Claiming and publishing for many producers.
+//! Claiming for many producers (publishing stamps the slots:
+//! `Shared::mark_published`).
 //!
 //! Every claim takes its range with a compare-and-swap, and only once the
 //! space is there, so a claim that fails (`try_*`, timeouts, a halt) never
@@ -86,19 +87,5 @@ fn claim_if_free<T, W: WaitStrategy, K: ProducerKind>(
         }
         backoff += 1;
         yield_now();
-    }
-}
-
-/// Marks `[start, start + n)` published.
-#[inline(always)]
-pub(super) fn commit<T, W: WaitStrategy, K: ProducerKind>(
-    shared: &Shared<T, W, K>,
-    start: u64,
-    n: u64,
-) {
-    for s in start..start + n {
-        // Release inside: pairs with the Acquire in `K::is_published`
-        // (`Shared::published_from`); the slot write happens before it.
-        K::mark_published(&shared.slots[(s & shared.mask) as usize].stamp, s);
     }
 }
