@@ -11,7 +11,9 @@
 //! - [`ring`] is the first user: the Disruptor ring against the `disruptor` crate,
 //!   rtrb, crossbeam-channel and `std::sync::mpsc`;
 //! - [`pipeline`] holds the workloads of pipelines of state machines and their peers
-//!   (threads and channels, tokio, `tracing-appender`).
+//!   (threads and channels, tokio, `tracing-appender`);
+//! - [`cluster`] measures the distributed evolve engine's masters with workers that
+//!   sleep for their cost, so hundreds of worker processes fit on a small machine.
 //!
 //! A benchmark that gives a wrong answer is worse than none: every workload checks its
 //! result (the sums the consumers saw) and fails with a [`BenchError`] when it is wrong,
@@ -20,6 +22,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 mod error;
 pub mod harness;
 pub mod host;

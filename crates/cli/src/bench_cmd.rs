@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use statepipe_bench::cluster::{self, ClusterOptions};
 use statepipe_bench::harness::SampleDone;
 use statepipe_bench::host::{self, Host};
 use statepipe_bench::pipeline::{self, PipelineOptions, Setup};
@@ -33,7 +34,7 @@ pub enum BenchWhich {
     Pipeline(PipelineArgs),
     /// The distributed evolve engine's two masters: efficiency against workers (workers
     /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
-    Cluster(statepipe_cluster::bench::BenchClusterArgs),
+    Cluster(ClusterArgs),
 }
 
 /// Options every `statepipe bench` subcommand takes.
@@ -78,12 +79,89 @@ pub struct PipelineArgs {
     pub no_pin: bool,
 }
 
+/// Options of `statepipe bench cluster` (the workload's, and the output files).
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Worker counts of the `evolve` cases (`0` alone: none).
+    #[arg(long, value_delimiter = ',', default_value = "17,50,100,200,450")]
+    pub workers: Vec<usize>,
+    /// Cost of a normal call in milliseconds (the tail is 10×).
+    #[arg(long, default_value_t = 30.0)]
+    pub cost_ms: f64,
+    /// States per step.
+    #[arg(long, default_value_t = 2000)]
+    pub states: usize,
+    /// Steps per sample.
+    #[arg(long, default_value_t = 10)]
+    pub steps: usize,
+    /// Samples per case and contender.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    pub samples: u16,
+    /// Short run: 3 ms calls, 5 steps, one sample.
+    #[arg(long)]
+    pub quick: bool,
+    /// Also run the event-loop master with the cost hints ignored.
+    #[arg(long)]
+    pub blind: bool,
+    /// Workers of the steal-route comparison (0: skip it).
+    #[arg(long, default_value_t = 100)]
+    pub steal_workers: usize,
+    /// States of this many KiB in the steal-route comparison (0: 8 bytes).
+    #[arg(long, default_value_t = 0)]
+    pub state_kib: usize,
+    /// Skip the `roundtrips/200` case.
+    #[arg(long)]
+    pub no_roundtrips: bool,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write the efficiency-against-workers plot as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         BenchWhich::Ring(args) => run_ring(args),
         BenchWhich::Pipeline(args) => run_pipeline(args),
-        BenchWhich::Cluster(args) => statepipe_cluster::bench::main(&args),
+        BenchWhich::Cluster(args) => run_cluster(&args),
     }
+}
+
+/// `statepipe bench cluster`: measures the host, runs, prints the table,
+/// writes `--json` (the shared shape) and `--svg`.
+fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
+    crate::kill_workers_on_signal();
+    let started = Instant::now();
+    let host = host::measure(Duration::from_millis(if a.quick { 100 } else { 300 }));
+    println!("{}", host.describe());
+    let options = ClusterOptions {
+        workers: a.workers.clone(),
+        cost_ms: a.cost_ms,
+        states: a.states,
+        steps: a.steps,
+        samples: a.samples.into(),
+        quick: a.quick,
+        blind: a.blind,
+        steal_workers: a.steal_workers,
+        state_kib: a.state_kib,
+        no_roundtrips: a.no_roundtrips,
+        ..ClusterOptions::new(crate::cluster_cmd::worker_command()?)
+    };
+    println!("{}\n", options.describe());
+    let (rows, series) =
+        cluster::run(&options, &mut print_progress).context("bench cluster failed")?;
+    let report = Report::new("cluster", &host, rows);
+    print!("{}", table::render(&report));
+    println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
+    if let Some(p) = &a.json {
+        write(p, &(report.to_json() + "\n"))?;
+    }
+    if let Some(p) = &a.svg {
+        let title = "statepipe bench cluster: efficiency against workers";
+        write(p, &cluster::efficiency_svg(title, &series))?;
+    }
+    Ok(())
 }
 
 fn run_ring(args: RingArgs) -> anyhow::Result<()> {

@@ -1,9 +1,366 @@
 //! `statepipe pf | worker | master`: the distributed evolve engine's
-//! commands, defined in `statepipe-cluster` so that crate's tests can run
-//! them as real processes.
+//! commands, on the `statepipe-cluster` library with the models of
+//! `statepipe-models` and the benchmark's.
 
-pub use statepipe_cluster::cmd::Command as ClusterCommand;
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
-    statepipe_cluster::cmd::run(cmd)
+use anyhow::Context as _;
+
+use statepipe_cluster::config::{Batch, Deadlines, SchedConfig, StealVia};
+use statepipe_cluster::pf::{self, Bootstrap, PfConfig, SsModel};
+use statepipe_cluster::worker::{self, WorkerOptions};
+use statepipe_cluster::{
+    Joined, Listener, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Secret, Stats,
+    WorkerCommand,
+};
+use statepipe_models::{Nile, Pk};
+
+/// Every model a `statepipe worker` can run: the particle filters and the
+/// cluster benchmark's.
+pub fn registry() -> Registry {
+    statepipe_bench::cluster::register(
+        Registry::new()
+            .with::<Bootstrap<Nile>>()
+            .with::<Bootstrap<Pk>>(),
+    )
+}
+
+/// The command that starts a local worker: this binary, `statepipe worker`.
+pub fn worker_command() -> anyhow::Result<WorkerCommand> {
+    Ok(WorkerCommand::current_exe()?.arg("worker"))
+}
+
+/// The master implementation, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MasterArg {
+    /// One thread, one `mio` event loop (the default).
+    EventLoop,
+    /// A thread per worker around a shared lock.
+    Threaded,
+}
+
+impl From<MasterArg> for MasterImpl {
+    fn from(m: MasterArg) -> Self {
+        match m {
+            MasterArg::EventLoop => MasterImpl::EventLoop,
+            MasterArg::Threaded => MasterImpl::Threaded,
+        }
+    }
+}
+
+/// The route of stolen states, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StealViaArg {
+    /// Victim → master → thief.
+    Master,
+    /// Victim → thief directly.
+    Peer,
+}
+
+impl From<StealViaArg> for StealVia {
+    fn from(s: StealViaArg) -> Self {
+        match s {
+            StealViaArg::Master => StealVia::Master,
+            StealViaArg::Peer => StealVia::Peer,
+        }
+    }
+}
+
+/// The cluster subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Particle filter on local worker processes, one per usable CPU.
+    Pf(PfArgs),
+    /// Serve a master: `STATEPIPE_SECRET` must hold the cluster's secret.
+    Worker(WorkerArgs),
+    /// Wait for N workers started by any launcher, then run the filter.
+    Master(MasterArgs),
+}
+
+/// Which state-space model the filter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Model {
+    /// The Nile local-level model (exact answer known).
+    Nile,
+    /// The ODE pharmacokinetic model (cost set by --pk-substeps).
+    Pk,
+}
+
+/// Options of the filter run, for `pf` and `master`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FilterArgs {
+    /// Particles in all.
+    #[arg(long, default_value_t = 2000)]
+    pub particles: usize,
+    /// Independent filters the particles are split into (for the standard error).
+    #[arg(long, default_value_t = 20)]
+    pub islands: usize,
+    #[arg(long, value_enum, default_value = "nile")]
+    pub model: Model,
+    /// RK4 substeps per hour in the pk model (its cost per call).
+    #[arg(long, default_value_t = 2000)]
+    pub pk_substeps: u32,
+    /// Observations in the pk model.
+    #[arg(long, default_value_t = 48)]
+    pub pk_hours: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The master implementation.
+    #[arg(long, value_enum, default_value = "event-loop")]
+    pub master: MasterArg,
+    /// Fixed evolve batch size (default: adaptive).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// How stolen states travel: through the master (default, fewer hops)
+    /// or worker to worker (the bytes skip the master).
+    #[arg(long, value_enum, default_value = "master")]
+    pub steal_via: StealViaArg,
+    /// Declare a worker lost after this many seconds without an answer it
+    /// owes (default: 10 × the p99 batch time, at least 1 s).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub deadline_s: Option<Duration>,
+    /// Write the result as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No progress bar, filtered means or worker table.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PfArgs {
+    /// Worker processes (default: the CPUs this process may use).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// The master's address (default: $STATEPIPE_CONNECT, as `statepipe pf`
+    /// and other local launchers set it).
+    #[arg(long)]
+    pub connect: Option<String>,
+    /// Pin the worker to this CPU.
+    #[arg(long)]
+    pub pin: Option<usize>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MasterArgs {
+    /// Address to listen on (loopback unless workers are remote).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: String,
+    /// Workers to wait for.
+    #[arg(long)]
+    pub workers: usize,
+    /// Seconds to wait for them.
+    #[arg(long, default_value_t = 120)]
+    pub wait_s: u64,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+fn seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s} is not a positive number of seconds"))
+}
+
+/// Runs one command.
+///
+/// # Errors
+/// Whatever the command hits; `statepipe` prints it and exits non-zero.
+pub fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Worker(a) => {
+            let Some(connect) = a.connect else {
+                anyhow::ensure!(
+                    worker::launched(),
+                    "give the master's address: --connect HOST:PORT (or set {})",
+                    worker::CONNECT_ENV
+                );
+                return Ok(worker::serve(registry())?);
+            };
+            let opts = WorkerOptions {
+                pin: a.pin,
+                ..WorkerOptions::default()
+            };
+            Ok(worker::run(
+                &connect,
+                &Secret::from_env()?,
+                registry(),
+                &opts,
+            )?)
+        }
+        Command::Master(a) => {
+            let l = Listener::bind(&a.listen, Secret::from_env()?)
+                .with_context(|| format!("binding {}", a.listen))?;
+            eprintln!(
+                "listening on {}; waiting for {} workers",
+                l.local_addr()?,
+                a.workers
+            );
+            let joined = l.accept(a.workers, Duration::from_secs(a.wait_s))?;
+            filter(joined, &a.filter)
+        }
+        Command::Pf(a) => {
+            let cpus = statepipe_sys::cpus::usable_cpus();
+            let n = a.workers.unwrap_or(cpus.count).max(1);
+            crate::kill_workers_on_signal();
+            // One worker per CPU the quota leaves, on the first `count` ids.
+            let pins = if a.no_pin {
+                Vec::new()
+            } else {
+                cpus.ids[..cpus.count].to_vec()
+            };
+            let cluster = LocalCluster::spawn(&worker_command()?, n, &pins)?;
+            tracing::info!(pids = ?cluster.pids(), "spawned {n} workers");
+            if !a.filter.quiet {
+                eprintln!("statepipe pf: {n} worker processes {:?}", cluster.pids());
+            }
+            let joined = cluster.accept(Duration::from_secs(60))?;
+            let r = filter(joined, &a.filter);
+            drop(cluster);
+            r
+        }
+    }
+}
+
+/// The master's configuration from the command line.
+pub fn master_config(a: &FilterArgs) -> MasterConfig {
+    MasterConfig {
+        imp: a.master.into(),
+        seed: a.seed,
+        sched: SchedConfig {
+            batch: a.batch.map_or(Batch::Adaptive { max: 64 }, Batch::Fixed),
+            steal_via: a.steal_via.into(),
+            deadlines: Deadlines {
+                fixed: a.deadline_s,
+                ..Deadlines::default()
+            },
+            ..SchedConfig::default()
+        },
+        ..MasterConfig::default()
+    }
+}
+
+fn filter(joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<()> {
+    match a.model {
+        Model::Nile => {
+            let m = Nile::bundled();
+            let exact = m.exact();
+            let labels = m.years.iter().map(u32::to_string).collect();
+            let obs = m.y.clone();
+            report(run_model(m, joined, a)?, a, Some(exact), labels, &obs)
+        }
+        Model::Pk => {
+            let m = Pk::simulated(a.pk_hours, a.pk_substeps, a.seed);
+            let labels = (1..=m.y.len()).map(|h| format!("{h}h")).collect();
+            let obs = m.y.clone();
+            report(run_model(m, joined, a)?, a, None, labels, &obs)
+        }
+    }
+}
+
+/// A filter run's outcome with its cost.
+struct Run {
+    result: pf::PfResult,
+    stats: Stats,
+    wall: Duration,
+}
+
+fn run_model<M: SsModel + Clone>(m: M, joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<Run> {
+    let model = Bootstrap(m.clone());
+    let mut master = Master::new(&model, joined, master_config(a))?;
+    let bar = indicatif::ProgressBar::new(m.steps() as u64);
+    if a.quiet || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let cfg = PfConfig {
+        particles: a.particles,
+        islands: a.islands,
+        seed: a.seed,
+    };
+    anyhow::ensure!(
+        a.islands > 0 && a.particles % a.islands == 0,
+        "--islands must divide --particles"
+    );
+    let t0 = Instant::now();
+    let result = pf::run(&mut master, &m, cfg, |t| bar.set_position(t as u64))?;
+    let wall = t0.elapsed();
+    bar.finish_and_clear();
+    let stats = master.stats();
+    Ok(Run {
+        result,
+        stats,
+        wall,
+    })
+}
+
+fn report(
+    run: Run,
+    a: &FilterArgs,
+    exact: Option<(f64, Vec<f64>)>,
+    labels: Vec<String>,
+    y: &[f64],
+) -> anyhow::Result<()> {
+    let r = &run.result;
+    if !a.quiet {
+        println!(
+            "{:>6} {:>10} {:>12} {:>12}",
+            "t", "observed", "filtered", "exact"
+        );
+        for (i, mean) in r.filtered_means.iter().enumerate() {
+            let ex = exact
+                .as_ref()
+                .map_or(String::new(), |e| format!("{:.2}", e.1[i]));
+            println!("{:>6} {:>10.2} {:>12.2} {:>12}", labels[i], y[i], mean, ex);
+        }
+        println!();
+        println!("{}", run.stats.table());
+    }
+    println!(
+        "log-likelihood {:.3} ± {:.3} (particle filter, {} particles in {} islands, {} workers)",
+        r.loglik,
+        r.loglik_se,
+        r.particles,
+        r.island_logliks.len(),
+        run.stats.workers.len()
+    );
+    if let Some((ll, _)) = &exact {
+        println!(
+            "log-likelihood {:.3} (exact, Kalman filter): difference {:.2} standard errors",
+            ll,
+            (r.loglik - ll) / r.loglik_se
+        );
+    }
+    println!(
+        "wall {:.3} s, efficiency {:.1}%",
+        run.wall.as_secs_f64(),
+        run.stats.efficiency() * 100.0
+    );
+    if let Some(path) = &a.json {
+        let j = serde_json::json!({
+            "loglik": r.loglik,
+            "loglik_se": r.loglik_se,
+            "exact_loglik": exact.as_ref().map(|e| e.0),
+            "filtered_means": r.filtered_means,
+            "particles": r.particles,
+            "workers": run.stats.workers.len(),
+            "wall_s": run.wall.as_secs_f64(),
+            "efficiency": run.stats.efficiency(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

@@ -28,10 +28,11 @@ enum Command {
     /// bottleneck with the cost simulator, then measure it.
     Plan(pipeline_cmd::PlanArgs),
     #[command(flatten)]
-    Cluster(cluster_cmd::ClusterCommand),
+    Cluster(cluster_cmd::Command),
 }
 
 fn main() -> anyhow::Result<()> {
+    init_tracing();
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
@@ -39,4 +40,23 @@ fn main() -> anyhow::Result<()> {
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
     }
+}
+
+/// Logs go to stderr, `RUST_LOG` filters them (default: warnings).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// On Ctrl-C or SIGTERM: SIGKILL every worker process this process started,
+/// then exit 130. Installing twice is harmless (the second call does nothing).
+fn kill_workers_on_signal() {
+    let _ = ctrlc::set_handler(|| {
+        statepipe_cluster::kill_spawned_workers();
+        std::process::exit(130);
+    });
 }

@@ -17,7 +17,8 @@ pub const SECRET_ENV: &str = "STATEPIPE_SECRET";
 
 const CONTEXT: &[u8] = b"statepipe worker auth v1";
 
-/// A shared secret.
+/// The secret a master and its workers share; workers prove they know it
+/// (HMAC challenge-response) and it never crosses the wire.
 #[derive(Clone)]
 pub struct Secret(Vec<u8>);
 
@@ -43,10 +44,13 @@ impl Secret {
     ///
     /// # Errors
     /// If the variable is unset or empty.
-    pub fn from_env() -> anyhow::Result<Self> {
+    pub fn from_env() -> Result<Self, crate::Error> {
         match std::env::var(SECRET_ENV) {
             Ok(s) if !s.is_empty() => Ok(Secret::new(&s)),
-            _ => anyhow::bail!("set {SECRET_ENV} to the cluster's shared secret"),
+            _ => Err(crate::Error::Config(format!(
+                "set {SECRET_ENV} to the cluster's shared secret (the same on the master and \
+                 every worker)"
+            ))),
         }
     }
 

@@ -46,11 +46,23 @@ pub trait Engine<E: Evolve> {
 /// # Examples
 /// ```
 /// use std::collections::HashMap;
-/// use statepipe_cluster::{engine::{Engine, Local}, models::Sleep};
-/// let mut e = Local::new(Sleep, 7);
+/// use statepipe_cluster::{Engine, Evolve, Local, Rng};
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Twins;
+/// impl Evolve for Twins {
+///     const NAME: &'static str = "twins";
+///     type State = u32;
+///     type Input = ();
+///     type Output = u32;
+///     fn evolve(&self, s: &u32, _: &(), _: &mut Rng) -> Vec<(u32, u32)> {
+///         vec![(s + 1, s + 1), (s + 1, s + 1)]
+///     }
+/// }
+/// let mut e = Local::new(Twins, 7);
 /// let ids = e.reset_states(vec![1, 2]).unwrap();
-/// let out = e.evolve_many(HashMap::from([(ids[0], Default::default())])).unwrap();
-/// assert_eq!(out[&ids[0]].len(), 1);
+/// let out = e.evolve_many(HashMap::from([(ids[0], ())])).unwrap();
+/// assert_eq!(out[&ids[0]].len(), 2);
 /// ```
 pub struct Local<E: Evolve> {
     model: E,
@@ -61,6 +73,7 @@ pub struct Local<E: Evolve> {
 }
 
 impl<E: Evolve> Local<E> {
+    /// An empty engine for `model`, every random number derived from `seed`.
     pub fn new(model: E, seed: u64) -> Self {
         Local {
             model,

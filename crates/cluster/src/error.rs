@@ -1,7 +1,8 @@
-//! The errors of the master's operations.
+//! The errors of the engine, the master's operations and the workers.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::evolve::StateId;
 
@@ -14,32 +15,93 @@ use crate::evolve::StateId;
 /// its old id, unevolved.
 #[derive(Debug, Clone)]
 pub struct WorkerLost {
+    /// The index of the first worker lost in the operation.
     pub worker: usize,
+    /// Its address.
     pub addr: SocketAddr,
+    /// Why the master dropped it (a closed connection, a deadline, a
+    /// `Failed` frame with the worker's message).
     pub reason: String,
+    /// States that were on the lost workers.
     pub lost: Vec<StateId>,
+    /// States whose evolve was in flight when the master gave up waiting.
     pub unfinished: Vec<StateId>,
+    /// Parents evolved in the operation, with their children's ids.
     pub completed: HashMap<StateId, Vec<StateId>>,
-    /// Further workers lost in the same operation.
+    /// Further workers lost in the same operation: index, address, reason.
     pub others: Vec<(usize, SocketAddr, String)>,
 }
 
-/// Why a master operation failed.
+/// Why an engine operation, a cluster's start or a worker failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
+    /// A worker was lost during an operation; says what became of each state.
     #[error(
         "worker {} ({}) lost: {}; {} states lost ({}), {} unfinished",
         .0.worker, .0.addr, .0.reason, .0.lost.len(), preview(&.0.lost), .0.unfinished.len()
     )]
     WorkerLost(Box<WorkerLost>),
+    /// The operation named states the engine does not hold; nothing was done.
     #[error("{} unknown state ids: {}", .0.len(), preview(.0))]
     UnknownStates(Vec<StateId>),
+    /// Every worker is gone (or none was given).
     #[error("no live worker")]
     NoWorkers,
+    /// Two live states got the same id (a 64-bit hash collision); the step
+    /// failed rather than merge them.
     #[error("two states got the id {0}")]
     IdCollision(StateId),
+    /// Fewer workers joined than were waited for.
+    #[error(
+        "{joined} of {wanted} workers joined within {timeout:?}: are they started, \
+         pointed at this address, and given the same secret?"
+    )]
+    JoinTimeout {
+        /// Workers that joined.
+        joined: usize,
+        /// Workers waited for.
+        wanted: usize,
+        /// How long.
+        timeout: Duration,
+    },
+    /// A worker could not reach or join its master.
+    #[error("cannot join the master at {addr}: {reason}")]
+    Connect {
+        /// The master's address as given.
+        addr: String,
+        /// What failed, and what to check.
+        reason: String,
+    },
+    /// The master closed a worker's connection before sending any request:
+    /// it refused the worker's answer to its challenge.
+    #[error(
+        "the master at {addr} closed the connection after the handshake: wrong secret \
+         (both sides must share STATEPIPE_SECRET), or another protocol version"
+    )]
+    Refused {
+        /// The master's address.
+        addr: String,
+    },
+    /// A worker failed a request (a panicking evolve, a model it does not
+    /// know, a malformed request) and told the master so.
+    #[error("worker failed: {0}")]
+    WorkerFailed(String),
+    /// A setting from the environment is missing or malformed.
+    #[error("{0}")]
+    Config(String),
+    /// A worker process could not be started.
+    #[error("cannot start the worker process {program:?}: {source}")]
+    Spawn {
+        /// The program.
+        program: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A state, input, output or model did not (de)serialise.
     #[error("serialisation: {0}")]
     Codec(#[from] postcard::Error),
+    /// A socket operation failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }

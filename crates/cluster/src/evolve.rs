@@ -25,13 +25,13 @@ impl std::fmt::Display for StateId {
 ///
 /// The value itself (a model and its parameters) is serialised once and sent
 /// to every worker at setup; workers find the code by [`Evolve::NAME`] in
-/// their [`Registry`](crate::registry::Registry).
+/// their [`Registry`](crate::Registry).
 ///
 /// # Examples
 /// ```
 /// use rand::Rng as _;
 /// use serde::{Deserialize, Serialize};
-/// use statepipe_cluster::evolve::{Evolve, Rng};
+/// use statepipe_cluster::{Evolve, Rng};
 ///
 /// #[derive(Serialize, Deserialize)]
 /// struct Split;
@@ -48,8 +48,11 @@ impl std::fmt::Display for StateId {
 pub trait Evolve: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The name workers know this computation by.
     const NAME: &'static str;
+    /// What lives on a worker between steps.
     type State: Serialize + DeserializeOwned + Send;
+    /// What the master sends with each state to evolve.
     type Input: Serialize + DeserializeOwned + Send;
+    /// What comes back to the master with each child.
     type Output: Serialize + DeserializeOwned + Send;
 
     /// Children of `state` given `input`, each with an output; may be empty.
@@ -74,7 +77,7 @@ pub trait Evolve: Serialize + DeserializeOwned + Send + Sync + 'static {
 }
 
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.
-pub fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -85,7 +88,10 @@ fn hash3(a: u64, b: u64, c: u64) -> u64 {
     mix64(mix64(mix64(a) ^ b) ^ c)
 }
 
-/// The generator for the call that evolves `parent` at `step`.
+/// The generator for the call that evolves `parent` at `step` of a run
+/// seeded `seed`: what [`Evolve::evolve`] receives. A driver that draws its
+/// own numbers between steps (resampling) derives them the same way, so
+/// that they too are independent of placement.
 pub fn call_rng(seed: u64, step: u64, parent: StateId) -> Rng {
     let k0 = hash3(seed, step, parent.0);
     let k1 = mix64(k0 ^ 0x5DEE_CE66_D1CE_4E5B);
@@ -102,7 +108,7 @@ pub fn call_rng(seed: u64, step: u64, parent: StateId) -> Rng {
 /// 2^64 / live² per step); the master checks every new id and fails the step
 /// with [`Error::IdCollision`](crate::Error::IdCollision) rather than merge two
 /// states.
-pub fn child_id(seed: u64, step: u64, parent: StateId, index: u32) -> StateId {
+pub(crate) fn child_id(seed: u64, step: u64, parent: StateId, index: u32) -> StateId {
     StateId(hash3(
         seed ^ 0xC41D,
         hash3(step, parent.0, 1),
@@ -111,6 +117,6 @@ pub fn child_id(seed: u64, step: u64, parent: StateId, index: u32) -> StateId {
 }
 
 /// The id of the `index`-th state given to the `epoch`-th `reset_states`.
-pub fn root_id(seed: u64, epoch: u64, index: u64) -> StateId {
+pub(crate) fn root_id(seed: u64, epoch: u64, index: u64) -> StateId {
     StateId(hash3(seed ^ 0x2007, hash3(epoch, index, 2), 0))
 }

@@ -2,36 +2,101 @@
 //! single-threaded event-loop master batches evolve requests and steals
 //! queued states for idle workers.
 //!
-//! - [`evolve`]: the user's [`Evolve`](evolve::Evolve) trait; ids and RNGs
-//!   derived from `(seed, step, parent)`, so results do not depend on the
-//!   number of workers.
-//! - [`engine`]: the [`Engine`](engine::Engine) API and the single-process
-//!   reference [`Local`](engine::Local).
-//! - [`master`]: [`Master`](master::Master), its [`Scheduler`](master::sched::Scheduler)
-//!   (the state machine) and two drivers (event loop, threaded baseline).
-//! - [`worker`]: the worker loop; [`protocol`]: frames; [`auth`]: HMAC.
-//! - [`pf`]: the particle filter (Nile, pharmacokinetic); [`spawn`]: local
-//!   worker processes; [`cmd`]: the `statepipe pf | worker | master` commands;
-//!   [`bench`]: `statepipe bench cluster`.
+//! - A model is an [`Evolve`]: `(state, input) -> children with outputs`.
+//!   Every random number and id derives from `(run seed, step, parent)`
+//!   ([`call_rng`]), so a run gives the same bits on one process or on 450.
+//! - An [`Engine`] holds states and evolves them: [`Local`] in this process
+//!   (the reference), [`Master`] over workers.
+//! - Workers are the caller's program: a [`Registry`] names the models it
+//!   can run, and [`worker::serve`] (started by [`LocalCluster`] or any
+//!   launcher) or [`worker::run`] serves a master. A master admits workers
+//!   through a [`Listener`] once they prove the shared [`Secret`].
+//! - [`pf`] runs a bootstrap particle filter on any engine.
 //!
-//! See `README.md` beside this crate for the protocol and the state machines.
+//! A program that is its own master and workers:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use statepipe_cluster::{worker, Engine, Evolve, LocalCluster, Master, MasterConfig,
+//!                         Registry, Rng, WorkerCommand};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Double;
+//! impl Evolve for Double {
+//!     const NAME: &'static str = "double";
+//!     type State = u64;
+//!     type Input = ();
+//!     type Output = u64;
+//!     fn evolve(&self, s: &u64, _: &(), _: &mut Rng) -> Vec<(u64, u64)> {
+//!         vec![(s * 2, s * 2)]
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), statepipe_cluster::Error> {
+//!     let registry = Registry::new().with::<Double>();
+//!     if worker::launched() {
+//!         return worker::serve(registry); // this process was started as a worker
+//!     }
+//!     let cluster = LocalCluster::spawn(&WorkerCommand::current_exe()?, 2, &[])?;
+//!     let mut master = Master::new(&Double, cluster.accept(Duration::from_secs(30))?,
+//!                                  MasterConfig::default())?;
+//!     let ids = master.reset_states(vec![1, 2, 3])?;
+//!     let out = master.evolve_many(ids.iter().map(|&id| (id, ())).collect())?;
+//!     assert_eq!(out[&ids[2]][0].1, 6);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! See `README.md` beside this crate for the protocol, the master's state
+//! machine and the guarantees.
 #![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod auth;
-pub mod bench;
-pub mod cmd;
-pub mod engine;
-pub mod error;
-pub mod evolve;
-pub mod master;
-pub mod models;
+mod auth;
+mod engine;
+mod error;
+mod evolve;
+mod listen;
+mod master;
 pub mod pf;
-pub mod protocol;
-pub mod registry;
-pub mod spawn;
-pub mod stats;
-pub mod wire;
+mod protocol;
+mod registry;
+mod spawn;
+mod stats;
+mod wire;
 pub mod worker;
 
-pub use error::Error;
+#[cfg(test)]
+mod tests;
+// The tests' shared helpers name the crate as its users do.
+#[cfg(test)]
+extern crate self as statepipe_cluster;
+
+pub use auth::{Secret, SECRET_ENV};
+pub use engine::{Engine, Local, Outputs};
+pub use error::{Error, WorkerLost};
+pub use evolve::{call_rng, Evolve, Rng, StateId};
+pub use listen::{Joined, Listener};
+pub use master::{Master, MasterConfig, MasterImpl};
+pub use registry::Registry;
+pub use spawn::{kill_spawned_workers, LocalCluster, WorkerCommand};
+pub use stats::{Stats, WorkerStats};
+
+/// How the master schedules: batches, placement, stealing, deadlines
+/// (the fields of [`MasterConfig::sched`]).
+pub mod config {
+    pub use crate::master::sched::{Batch, Deadlines, Placement, SchedConfig, StealVia};
+}
+
+/// Fuzzing entry points (the `fuzzing` feature).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    /// Bytes from the network through every frame and payload decoder, and
+    /// a worker (holding `registry`'s models, taking no states from peers)
+    /// answering whatever decodes. Nothing may panic, and no decoder may
+    /// allocate more than its input's size.
+    pub fn frames(bytes: &[u8], registry: &crate::Registry) {
+        crate::protocol::decode_all(bytes, registry);
+    }
+}

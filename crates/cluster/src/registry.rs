@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::evolve::{Evolve, Rng};
 
 /// An [`Evolve`] seen through its serialised states, inputs and outputs.
-pub trait ByteEvolve: Send {
+pub(crate) trait ByteEvolve: Send {
     /// Children of the state in `state` given the input in `input`, serialised.
     ///
     /// # Errors
@@ -15,7 +15,7 @@ pub trait ByteEvolve: Send {
 }
 
 /// Serialised `(state, output)` pairs.
-pub type ByteChildren = Vec<(Vec<u8>, Vec<u8>)>;
+pub(crate) type ByteChildren = Vec<(Vec<u8>, Vec<u8>)>;
 
 struct Typed<E>(E);
 
@@ -40,6 +40,14 @@ fn make<E: Evolve>(params: &[u8]) -> Result<Box<dyn ByteEvolve>, String> {
 }
 
 /// The models a worker can run, by [`Evolve::NAME`].
+///
+/// ```
+/// # use statepipe_cluster::{Evolve, Registry, Rng};
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct Sir;
+/// # impl Evolve for Sir { const NAME: &'static str = "sir"; type State = u8; type Input = u8;
+/// #   type Output = u8; fn evolve(&self, _: &u8, _: &u8, _: &mut Rng) -> Vec<(u8, u8)> { vec![] } }
+/// let registry = Registry::new().with::<Sir>();
+/// ```
 #[derive(Default, Clone)]
 pub struct Registry {
     makers: HashMap<&'static str, Maker>,
@@ -49,16 +57,6 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Every model this crate ships: the particle filters and the bench's
-    /// sleeping models.
-    pub fn builtin() -> Self {
-        Registry::new()
-            .with::<crate::pf::Bootstrap<crate::pf::nile::Nile>>()
-            .with::<crate::pf::Bootstrap<crate::pf::pk::Pk>>()
-            .with::<crate::models::Sleep>()
-            .with::<crate::models::Ballast>()
     }
 
     /// Adds `E`.
@@ -71,7 +69,7 @@ impl Registry {
     ///
     /// # Errors
     /// If the name is unknown or the parameters do not deserialise.
-    pub fn build(&self, name: &str, params: &[u8]) -> Result<Box<dyn ByteEvolve>, String> {
+    pub(crate) fn build(&self, name: &str, params: &[u8]) -> Result<Box<dyn ByteEvolve>, String> {
         let maker = self
             .makers
             .get(name)
@@ -84,7 +82,7 @@ impl Registry {
 ///
 /// # Errors
 /// If `v`'s `Serialize` fails.
-pub fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, postcard::Error> {
+pub(crate) fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, postcard::Error> {
     postcard::to_allocvec(v)
 }
 
@@ -92,6 +90,6 @@ pub fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, postcard::Error> {
 ///
 /// # Errors
 /// If the bytes are not an encoding of a `T`.
-pub fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, postcard::Error> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, postcard::Error> {
     postcard::from_bytes(b)
 }

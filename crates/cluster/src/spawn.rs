@@ -1,67 +1,158 @@
-//! Local worker processes for the embedded cluster: spawning one pinned
-//! worker per usable CPU (counted by `statepipe_sys::cpus`), and making sure
-//! none outlives the master.
+//! Local worker processes: the caller's program, started once per worker,
+//! connecting back to a loopback listener; and making sure none outlives
+//! the master.
 //!
 //! Four layers keep workers from becoming orphans:
 //! 1. [`LocalCluster`]'s `Drop` kills and reaps every child (success, error,
 //!    panic unwinding);
-//! 2. [`kill_on_ctrlc`] kills them from a Ctrl-C / SIGTERM handler, then exits;
+//! 2. [`kill_spawned_workers`], for the application's Ctrl-C / SIGTERM
+//!    handler, kills them from any thread;
 //! 3. a worker exits when its connection to the master closes;
-//! 4. workers spawned here ask the kernel for SIGKILL when their parent dies
-//!    (`PR_SET_PDEATHSIG`), which covers a master killed by SIGKILL.
+//! 4. workers started here ask the kernel for SIGKILL when their parent dies
+//!    (`PR_SET_PDEATHSIG`, [`WorkerOptions::die_with_parent`]), which covers
+//!    a master killed by SIGKILL.
+//!
+//! [`WorkerOptions::die_with_parent`]: crate::worker::WorkerOptions::die_with_parent
 
-use std::io;
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use std::time::Duration;
 
 use crate::auth::{Secret, SECRET_ENV};
+use crate::error::Error;
+use crate::listen::{Joined, Listener};
+use crate::worker::{CONNECT_ENV, DIE_WITH_PARENT_ENV, PIN_ENV};
 
-/// Pids of live children, for the signal handler.
-static CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// Pids of live children, for [`kill_spawned_workers`].
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-fn children() -> std::sync::MutexGuard<'static, Vec<i32>> {
+fn children() -> std::sync::MutexGuard<'static, Vec<u32>> {
     CHILDREN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Worker processes of this process; killed and reaped on drop.
+/// How to start one worker process: a program and its arguments.
+///
+/// [`LocalCluster::spawn`] adds what the worker needs to find its master to
+/// the environment ([`CONNECT_ENV`], [`SECRET_ENV`], and [`PIN_ENV`] and
+/// [`DIE_WITH_PARENT_ENV`]); the program calls
+/// [`worker::serve`](crate::worker::serve) with its registry.
+///
+/// # Examples
+/// ```no_run
+/// use statepipe_cluster::WorkerCommand;
+/// // This same binary, re-executed; its `main` checks `worker::launched()`.
+/// let same = WorkerCommand::current_exe()?;
+/// // Another program, with arguments.
+/// let other = WorkerCommand::new("/usr/local/bin/my-model").arg("--quiet");
+/// # Ok::<(), statepipe_cluster::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+impl WorkerCommand {
+    /// Runs `program` (a path, or a name looked up in `PATH`).
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        WorkerCommand {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Re-executes the running program (`std::env::current_exe`).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the running program's path cannot be found.
+    pub fn current_exe() -> Result<Self, Error> {
+        Ok(Self::new(std::env::current_exe()?))
+    }
+
+    /// Adds an argument.
+    #[must_use]
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    #[must_use]
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+}
+
+/// Worker processes of this process, connected to a loopback listener with
+/// a fresh secret; killed and reaped on drop.
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use statepipe_cluster::{LocalCluster, Master, MasterConfig, WorkerCommand};
+/// # use statepipe_cluster::{Evolve, Rng};
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct M;
+/// # impl Evolve for M { const NAME: &'static str = "m"; type State = u8; type Input = u8;
+/// #   type Output = u8; fn evolve(&self, _: &u8, _: &u8, _: &mut Rng) -> Vec<(u8, u8)> { vec![] } }
+/// let cluster = LocalCluster::spawn(&WorkerCommand::current_exe()?, 4, &[])?;
+/// let workers = cluster.accept(Duration::from_secs(30))?;
+/// let master = Master::new(&M, workers, MasterConfig::default())?;
+/// # Ok::<(), statepipe_cluster::Error>(())
+/// ```
+#[derive(Debug)]
 pub struct LocalCluster {
     children: Vec<Child>,
+    listener: Listener,
 }
 
 impl LocalCluster {
-    /// Starts `n` workers `exe worker --connect addr`, the k-th pinned to
-    /// `pins[k % pins.len()]` if `pins` is not empty.
+    /// Starts `n` workers with `cmd`, the k-th pinned to `pins[k % pins.len()]`
+    /// if `pins` is not empty. Their standard input and output are closed;
+    /// their standard error is this process's.
     ///
     /// # Errors
-    /// If a process cannot be started (those already started are killed).
-    pub fn spawn(
-        exe: &Path,
-        n: usize,
-        addr: &str,
-        secret: &Secret,
-        pins: &[usize],
-    ) -> io::Result<Self> {
+    /// [`Error::Spawn`] if a process cannot be started (those already
+    /// started are killed), [`Error::Io`] if the listener cannot be bound.
+    pub fn spawn(cmd: &WorkerCommand, n: usize, pins: &[usize]) -> Result<Self, Error> {
+        let secret = Secret::random();
+        let listener = Listener::bind("127.0.0.1:0", secret.clone())?;
+        let addr = listener.local_addr()?.to_string();
         let mut c = LocalCluster {
             children: Vec::with_capacity(n),
+            listener,
         };
         for k in 0..n {
-            let mut cmd = Command::new(exe);
-            cmd.args(["worker", "--connect", addr, "--die-with-parent"])
+            let mut p = Command::new(&cmd.program);
+            p.args(&cmd.args)
+                .env(CONNECT_ENV, &addr)
                 .env(SECRET_ENV, secret.as_text())
+                .env(DIE_WITH_PARENT_ENV, "1")
+                .env_remove(PIN_ENV)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null());
             if !pins.is_empty() {
-                cmd.args(["--pin", &pins[k % pins.len()].to_string()]);
+                p.env(PIN_ENV, pins[k % pins.len()].to_string());
             }
-            let child = cmd.spawn()?;
-            children().push(child.id() as i32);
+            let child = p.spawn().map_err(|source| Error::Spawn {
+                program: cmd.program.clone(),
+                source,
+            })?;
+            children().push(child.id());
             c.children.push(child);
         }
         Ok(c)
+    }
+
+    /// Waits until every worker has joined.
+    ///
+    /// # Errors
+    /// [`Error::JoinTimeout`] if not all joined within `timeout` (a worker
+    /// that failed to start says why on standard error).
+    pub fn accept(&self, timeout: Duration) -> Result<Vec<Joined>, Error> {
+        self.listener.accept(self.children.len(), timeout)
     }
 
     /// The workers' process ids.
@@ -75,7 +166,7 @@ impl LocalCluster {
         for mut ch in self.children.drain(..) {
             let _ = ch.kill();
             let _ = ch.wait();
-            let pid = ch.id() as i32;
+            let pid = ch.id();
             reg.retain(|&p| p != pid);
         }
     }
@@ -87,47 +178,20 @@ impl Drop for LocalCluster {
     }
 }
 
-/// On Ctrl-C or SIGTERM: SIGKILL every worker spawned here, then exit 130.
-/// Installing twice is harmless (the second call does nothing).
-pub fn kill_on_ctrlc() {
-    let _ = ctrlc::set_handler(|| {
-        for &pid in children().iter() {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+/// Kills (SIGKILL) every worker process a [`LocalCluster`] of this process
+/// started and has not reaped: for an application's Ctrl-C or SIGTERM
+/// handler, which then exits. Safe to call from any thread.
+pub fn kill_spawned_workers() {
+    for &pid in children().iter() {
+        #[cfg(unix)]
+        {
+            use nix::sys::signal::{kill, Signal};
+            use nix::unistd::Pid;
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
         }
-        std::process::exit(130);
-    });
-}
-
-/// For a worker: die with SIGKILL when the parent process dies.
-///
-/// # Errors
-/// If the kernel refuses, or the parent is already gone.
-pub fn die_with_parent() -> anyhow::Result<()> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-    if nix::unistd::getppid() == Pid::from_raw(1) {
-        anyhow::bail!("the parent is already gone");
+        #[cfg(not(unix))]
+        let _ = pid;
     }
-    Ok(())
-}
-
-/// A master over `n` workers running as threads of this process, connected
-/// over loopback TCP like remote ones (tests, and machines with one process).
-///
-/// # Errors
-/// If binding, joining or setup fails.
-pub fn in_process<E: crate::evolve::Evolve>(
-    model: &E,
-    n: usize,
-    registry: crate::registry::Registry,
-    cfg: crate::master::MasterConfig,
-) -> Result<crate::master::Master<E>, crate::Error> {
-    let secret = Secret::random();
-    let l = crate::master::listen::Listener::bind("127.0.0.1:0", secret.clone())?;
-    let addr = l.local_addr()?;
-    for _ in 0..n {
-        // Detached: each thread ends when the master closes its connection.
-        let _ = crate::worker::spawn_thread(addr, secret.clone(), registry.clone());
-    }
-    let joined = l.accept(n, std::time::Duration::from_secs(30))?;
-    crate::master::Master::new(model, joined, cfg)
 }

@@ -10,7 +10,11 @@ use crate::protocol::{self, Kind, HEADER_LEN};
 /// # Errors
 /// I/O errors, a stream that ends inside a frame, or an invalid header
 /// (as `InvalidData`).
-pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>, max: u32) -> io::Result<Option<Kind>> {
+pub(crate) fn read_frame(
+    r: &mut impl Read,
+    buf: &mut Vec<u8>,
+    max: u32,
+) -> io::Result<Option<Kind>> {
     let mut h = [0u8; HEADER_LEN];
     let mut got = 0;
     while got < HEADER_LEN {
@@ -36,7 +40,12 @@ pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>, max: u32) -> io::Result<
 /// # Errors
 /// As [`read_frame`], plus `InvalidData` for another kind and
 /// `UnexpectedEof` for an end of stream.
-pub fn expect_frame(r: &mut impl Read, buf: &mut Vec<u8>, max: u32, want: Kind) -> io::Result<()> {
+pub(crate) fn expect_frame(
+    r: &mut impl Read,
+    buf: &mut Vec<u8>,
+    max: u32,
+    want: Kind,
+) -> io::Result<()> {
     match read_frame(r, buf, max)? {
         Some(k) if k == want => Ok(()),
         Some(Kind::Failed) => Err(io::Error::other(format!(
@@ -55,7 +64,7 @@ pub fn expect_frame(r: &mut impl Read, buf: &mut Vec<u8>, max: u32, want: Kind) 
 ///
 /// # Errors
 /// I/O errors.
-pub fn write_frame(w: &mut impl Write, kind: Kind, payload: &[u8]) -> io::Result<()> {
+pub(crate) fn write_frame(w: &mut impl Write, kind: Kind, payload: &[u8]) -> io::Result<()> {
     let mut f = Vec::with_capacity(HEADER_LEN + payload.len());
     protocol::encode(&mut f, kind, payload);
     w.write_all(&f)

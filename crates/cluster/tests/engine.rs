@@ -4,13 +4,9 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{stealing, threads, Branchy};
-use statepipe_cluster::engine::{Engine, Local, Outputs};
-use statepipe_cluster::evolve::StateId;
-use statepipe_cluster::master::sched::StealVia;
-use statepipe_cluster::master::MasterImpl;
-use statepipe_cluster::pf::{self, nile::Nile, Bootstrap, PfConfig};
-use statepipe_cluster::Error;
+use common::{stealing, threads, Branchy, Nap, NapInput};
+use statepipe_cluster::config::StealVia;
+use statepipe_cluster::{Engine, Error, Local, MasterConfig, MasterImpl, Outputs, StateId};
 
 const STEPS: usize = if cfg!(debug_assertions) { 6 } else { 12 };
 
@@ -106,7 +102,7 @@ fn longest_calls_are_spread_first() {
     let mut cfg = stealing(MasterImpl::EventLoop, 2);
     cfg.sched.rebalance = true;
     cfg.sched.steal = false;
-    let model = statepipe_cluster::models::Sleep;
+    let model = Nap;
     let mut m = threads(&model, 2, cfg);
     let ids = m.reset_states((0..40).collect()).unwrap();
     let inputs: HashMap<_, _> = ids
@@ -116,7 +112,7 @@ fn longest_calls_are_spread_first() {
             let cost_us = if k % 20 == 0 { 2000 } else { 10 };
             (
                 id,
-                statepipe_cluster::models::SleepInput {
+                NapInput {
                     cost_us,
                     children: 1,
                 },
@@ -138,7 +134,7 @@ fn longest_calls_are_spread_first() {
 fn default_config_equals_local_too() {
     let model = Branchy { max: 3 };
     let reference = drive(&mut Local::new(model.clone(), 5));
-    let cfg = statepipe_cluster::master::MasterConfig {
+    let cfg = MasterConfig {
         seed: 5,
         ..Default::default()
     };
@@ -186,37 +182,4 @@ fn unknown_ids_are_rejected_before_anything_runs() {
         m.evolve_many(HashMap::from([(ids[0], 1)])).unwrap()[&ids[0]].len(),
         1
     );
-}
-
-#[test]
-fn nile_filter_is_the_same_on_threads_and_locally_and_close_to_kalman() {
-    let nile = Nile::bundled();
-    let (exact, kalman_means) = nile.exact();
-    let cfg = PfConfig {
-        particles: 1000,
-        islands: 10,
-        seed: 9,
-    };
-    let model = Bootstrap(nile.clone());
-    let local = pf::run(&mut Local::new(model.clone(), 9), &nile, cfg, |_| {}).unwrap();
-    let mut m = threads(
-        &model,
-        2,
-        statepipe_cluster::master::MasterConfig {
-            seed: 9,
-            ..Default::default()
-        },
-    );
-    let dist = pf::run(&mut m, &nile, cfg, |_| {}).unwrap();
-    assert_eq!(dist, local);
-    let z = (dist.loglik - exact) / dist.loglik_se;
-    assert!(
-        z.abs() < 3.0,
-        "loglik {} ± {} vs exact {exact}",
-        dist.loglik,
-        dist.loglik_se
-    );
-    for (p, k) in dist.filtered_means.iter().zip(&kalman_means) {
-        assert!((p - k).abs() < 25.0, "filtered mean {p} vs Kalman {k}");
-    }
 }

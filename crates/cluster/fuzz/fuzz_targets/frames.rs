@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use statepipe_cluster::evolve::{Evolve, Rng};
 use statepipe_cluster::protocol::{self, msg};
 use statepipe_cluster::registry::Registry;
-use statepipe_cluster::worker::WorkerCore;
+use statepipe_cluster::Registry;
 
 /// A model whose every call is cheap and bounded, whatever the input (the
 /// built-in ones sleep or branch as long as their input says).

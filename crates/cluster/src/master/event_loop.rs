@@ -31,7 +31,7 @@ struct Conn {
 }
 
 /// The single-threaded master driver.
-pub struct EventLoop {
+pub(super) struct EventLoop {
     poll: Poll,
     events: Events,
     conns: Vec<Option<Conn>>,
@@ -47,7 +47,7 @@ impl EventLoop {
     ///
     /// # Errors
     /// If a socket cannot be made non-blocking or registered.
-    pub fn new(
+    pub(super) fn new(
         streams: Vec<std::net::TcpStream>,
         max_frame: u32,
         grace: Duration,

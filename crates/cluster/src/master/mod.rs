@@ -6,24 +6,25 @@
 //! except in `fetch_states`, where the caller asks for it.
 
 mod event_loop;
-pub mod listen;
-pub mod sched;
+pub(crate) mod sched;
 mod threaded;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::auth::Secret;
 use crate::engine::{Engine, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
+use crate::listen::{Joined, Listener};
 use crate::protocol::DEFAULT_MAX_FRAME;
+use crate::registry::Registry;
 use crate::registry::{decode, encode};
 use crate::stats::Stats;
-use listen::Joined;
 use sched::{SchedConfig, Scheduler};
 
 /// Moves frames between the scheduler and the sockets.
-pub trait Driver: Send {
+pub(crate) trait Driver: Send {
     /// Sends `sched.out` and feeds responses to `sched` until every live
     /// worker has answered, or until the failure grace period has passed
     /// (then calls [`Scheduler::abandon`]).
@@ -35,7 +36,7 @@ pub trait Driver: Send {
 }
 
 /// Which master drives the sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MasterImpl {
     /// One thread, one `mio` event loop (the default).
     EventLoop,
@@ -56,10 +57,13 @@ impl MasterImpl {
 /// Everything a master is built with.
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
+    /// Which master drives the sockets.
     pub imp: MasterImpl,
+    /// Batching, placement, stealing and deadlines.
     pub sched: SchedConfig,
     /// The run seed every random number derives from.
     pub seed: u64,
+    /// The largest frame accepted from a worker, in bytes.
     pub max_frame: u32,
     /// After a worker is lost, how long to wait for the others' answers
     /// before giving up on them too.
@@ -78,7 +82,7 @@ impl Default for MasterConfig {
     }
 }
 
-/// States on workers, evolved by `E`.
+/// States on workers, evolved by `E`: the [`Engine`] of a cluster.
 pub struct Master<E: Evolve> {
     /// A copy of the model (decoded from what the workers got), for its
     /// cost hints.
@@ -129,6 +133,29 @@ impl<E: Evolve> Master<E> {
         m.driver.run(&mut m.sched);
         m.sched.finish()?;
         Ok(m)
+    }
+
+    /// A master over `n` workers running as threads of this process,
+    /// connected over loopback TCP like remote ones (tests, and machines
+    /// where one process is all there is).
+    ///
+    /// # Errors
+    /// If binding, joining or setup fails.
+    pub fn on_threads(
+        model: &E,
+        n: usize,
+        registry: Registry,
+        cfg: MasterConfig,
+    ) -> Result<Self, Error> {
+        let secret = Secret::random();
+        let l = Listener::bind("127.0.0.1:0", secret.clone())?;
+        let addr = l.local_addr()?;
+        for _ in 0..n {
+            // Detached: each thread ends when the master closes its connection.
+            let _ = crate::worker::spawn_thread(addr, secret.clone(), registry.clone());
+        }
+        let joined = l.accept(n, Duration::from_secs(30))?;
+        Master::new(model, joined, cfg)
     }
 
     /// Counters so far.

@@ -29,11 +29,12 @@ mod ops;
 mod plan;
 mod transfer;
 
-pub use deadline::{Deadlines, CHECK_EVERY};
+pub use deadline::Deadlines;
+pub(crate) use deadline::CHECK_EVERY;
 use transfer::Transfer;
 
 /// Index of a worker connection.
-pub type WorkerId = usize;
+pub(crate) type WorkerId = usize;
 
 /// Evolve batch size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,10 @@ pub enum Batch {
     Fixed(usize),
     /// `ceil(2 × rtt / per-state evolve time)`, both measured per worker,
     /// within `1..=max`, and at most half the worker's queued states.
-    Adaptive { max: usize },
+    Adaptive {
+        /// The largest batch.
+        max: usize,
+    },
 }
 
 /// Where `reset_states` puts states.
@@ -55,7 +59,7 @@ pub enum Placement {
 }
 
 /// The path stolen states take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StealVia {
     /// Victim → master → thief (`Remove`, `Removed`, then `Add`).
     Master,
@@ -67,11 +71,13 @@ pub enum StealVia {
 /// Scheduling knobs.
 #[derive(Debug, Clone)]
 pub struct SchedConfig {
+    /// How many states one evolve request carries.
     pub batch: Batch,
     /// Evolve requests in flight per worker (2 hides one round trip).
     pub pipeline: usize,
     /// Move queued states to idle workers.
     pub steal: bool,
+    /// Where `reset_states` puts states.
     pub placement: Placement,
     /// At the start of each step, move states so that every worker's
     /// expected work is even (longest first; see `plan.rs`).
@@ -79,6 +85,7 @@ pub struct SchedConfig {
     /// Use [`Evolve::expected_cost`](crate::evolve::Evolve::expected_cost);
     /// otherwise every state counts 1.
     pub cost_hints: bool,
+    /// The path stolen states take.
     pub steal_via: StealVia,
     /// When a worker that owes answers is declared lost.
     pub deadlines: Deadlines,
@@ -152,10 +159,10 @@ struct Slot {
 }
 
 /// Outcome of an evolve: children and outputs per parent.
-pub type RawResults = HashMap<StateId, Vec<(StateId, Vec<u8>)>>;
+pub(crate) type RawResults = HashMap<StateId, Vec<(StateId, Vec<u8>)>>;
 
 /// The master's bookkeeping.
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     slots: Vec<Slot>,
     location: HashMap<StateId, WorkerId>,
     seed: u64,
@@ -190,7 +197,7 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(addrs: &[SocketAddr], seed: u64, cfg: SchedConfig) -> Self {
+    pub(crate) fn new(addrs: &[SocketAddr], seed: u64, cfg: SchedConfig) -> Self {
         let now = Instant::now();
         let slots = addrs
             .iter()
@@ -238,25 +245,20 @@ impl Scheduler {
         }
     }
 
-    /// Number of worker connections, dead ones included.
-    pub fn workers(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Per-worker counters.
-    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+    pub(crate) fn worker_stats(&self) -> Vec<WorkerStats> {
         self.slots.iter().map(|s| s.stats.clone()).collect()
     }
 
     /// Whether every live worker has answered every request.
-    pub fn is_quiet(&self) -> bool {
+    pub(crate) fn is_quiet(&self) -> bool {
         self.slots
             .iter()
             .all(|s| !s.alive || s.in_flight.is_empty())
     }
 
     /// When the current operation failed, if it did.
-    pub fn failed_at(&self) -> Option<Instant> {
+    pub(crate) fn failed_at(&self) -> Option<Instant> {
         self.failed_at
     }
 
@@ -302,7 +304,10 @@ impl Scheduler {
 
     /// Starts one step: evolve each state with its serialised input and
     /// expected cost (any non-negative scale; only ratios matter).
-    pub fn begin_evolve(&mut self, mut inputs: Vec<(StateId, Vec<u8>, f64)>) -> Result<(), Error> {
+    pub(crate) fn begin_evolve(
+        &mut self,
+        mut inputs: Vec<(StateId, Vec<u8>, f64)>,
+    ) -> Result<(), Error> {
         self.begin_op()?;
         self.unknown(inputs.iter().map(|p| p.0))?;
         inputs.sort_unstable_by_key(|p| p.0);
@@ -345,7 +350,7 @@ impl Scheduler {
     /// # Errors
     /// A reason to drop the connection: a malformed payload, a response
     /// nobody asked for, or a `Failed` frame.
-    pub fn on_frame(&mut self, w: WorkerId, kind: Kind, p: &[u8]) -> Result<(), String> {
+    pub(crate) fn on_frame(&mut self, w: WorkerId, kind: Kind, p: &[u8]) -> Result<(), String> {
         let bad = |e: msg::MsgError| format!("malformed {kind:?}: {e}");
         let s = &mut self.slots[w];
         s.stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;

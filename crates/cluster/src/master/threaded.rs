@@ -83,7 +83,7 @@ impl<S: Write> Write for Tracked<S> {
 }
 
 /// The thread-per-worker master driver.
-pub struct Threaded {
+pub(super) struct Threaded {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     grace: Duration,
@@ -134,7 +134,11 @@ impl Threaded {
     ///
     /// # Errors
     /// If a socket cannot be cloned.
-    pub fn new(streams: Vec<TcpStream>, max_frame: u32, grace: Duration) -> std::io::Result<Self> {
+    pub(super) fn new(
+        streams: Vec<TcpStream>,
+        max_frame: u32,
+        grace: Duration,
+    ) -> std::io::Result<Self> {
         let n = streams.len();
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {

@@ -17,27 +17,27 @@
 //! The payload layouts live in [`msg`]. State bytes are opaque there: the
 //! master moves them between workers without deserialising them.
 
-pub mod msg;
+pub(crate) mod msg;
 
 /// First byte of every frame.
-pub const MAGIC: u8 = 0xA7;
+pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub const VERSION: u8 = 2;
+pub(crate) const VERSION: u8 = 2;
 /// Bytes in a frame header.
-pub const HEADER_LEN: usize = 8;
+pub(crate) const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (64 MiB).
-pub const DEFAULT_MAX_FRAME: u32 = 64 << 20;
+pub(crate) const DEFAULT_MAX_FRAME: u32 = 64 << 20;
 
 macro_rules! kinds {
     ($($(#[$doc:meta])* $name:ident = $val:expr,)*) => {
         /// What a frame carries. Requests go master to worker, responses back.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[repr(u8)]
-        pub enum Kind { $($(#[$doc])* $name = $val,)* }
+        pub(crate) enum Kind { $($(#[$doc])* $name = $val,)* }
 
         impl Kind {
             /// The kind for a wire byte, if any.
-            pub fn from_u8(b: u8) -> Option<Kind> {
+            pub(crate) fn from_u8(b: u8) -> Option<Kind> {
                 match b { $($val => Some(Kind::$name),)* _ => None }
             }
         }
@@ -90,7 +90,7 @@ kinds! {
 
 /// Why bytes are not a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FrameError {
+pub(crate) enum FrameError {
     #[error("bad magic byte {0:#04x} (expected {MAGIC:#04x})")]
     BadMagic(u8),
     #[error("unsupported protocol version {0} (this build speaks {VERSION})")]
@@ -105,14 +105,14 @@ pub enum FrameError {
 
 /// A frame header, as read from the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     pub kind: Kind,
     pub len: u32,
 }
 
 impl Header {
     /// Bytes this frame occupies, header included.
-    pub fn frame_len(&self) -> usize {
+    pub(crate) fn frame_len(&self) -> usize {
         HEADER_LEN + self.len as usize
     }
 }
@@ -122,7 +122,7 @@ impl Header {
 ///
 /// # Errors
 /// A [`FrameError`] for a header that no valid frame starts with.
-pub fn parse_header(buf: &[u8], max: u32) -> Result<Option<Header>, FrameError> {
+pub(crate) fn parse_header(buf: &[u8], max: u32) -> Result<Option<Header>, FrameError> {
     let Some(h) = buf.get(..HEADER_LEN) else {
         return Ok(None);
     };
@@ -144,24 +144,14 @@ pub fn parse_header(buf: &[u8], max: u32) -> Result<Option<Header>, FrameError> 
 }
 
 /// A complete frame in a buffer: its kind, its payload, and the bytes it used.
-pub type Decoded<'a> = (Kind, &'a [u8], usize);
+pub(crate) type Decoded<'a> = (Kind, &'a [u8], usize);
 
 /// Splits the first complete frame off `buf`: its kind, its payload, and the
 /// number of bytes it used. `Ok(None)` means the frame is not complete yet.
 ///
-/// # Examples
-/// ```
-/// use statepipe_cluster::protocol::{decode, encode, Kind, DEFAULT_MAX_FRAME};
-/// let mut wire = Vec::new();
-/// encode(&mut wire, Kind::Drop, b"payload");
-/// let (kind, payload, used) = decode(&wire, DEFAULT_MAX_FRAME).unwrap().unwrap();
-/// assert_eq!((kind, payload, used), (Kind::Drop, &b"payload"[..], wire.len()));
-/// assert!(decode(&wire[..5], DEFAULT_MAX_FRAME).unwrap().is_none());
-/// ```
-///
 /// # Errors
 /// A [`FrameError`] if the header is invalid.
-pub fn decode(buf: &[u8], max: u32) -> Result<Option<Decoded<'_>>, FrameError> {
+pub(crate) fn decode(buf: &[u8], max: u32) -> Result<Option<Decoded<'_>>, FrameError> {
     let Some(h) = parse_header(buf, max)? else {
         return Ok(None);
     };
@@ -173,7 +163,7 @@ pub fn decode(buf: &[u8], max: u32) -> Result<Option<Decoded<'_>>, FrameError> {
 ///
 /// # Panics
 /// If `payload` is longer than `u32::MAX` bytes.
-pub fn encode(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
+pub(crate) fn encode(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
     let start = begin(out, kind);
     out.extend_from_slice(payload);
     finish(out, start);
@@ -181,7 +171,7 @@ pub fn encode(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
 
 /// Starts a frame in `out` whose payload the caller appends; returns the
 /// position to hand to [`finish`].
-pub fn begin(out: &mut Vec<u8>, kind: Kind) -> usize {
+pub(crate) fn begin(out: &mut Vec<u8>, kind: Kind) -> usize {
     let start = out.len();
     out.extend_from_slice(&[MAGIC, VERSION, kind as u8, 0, 0, 0, 0, 0]);
     start
@@ -191,8 +181,23 @@ pub fn begin(out: &mut Vec<u8>, kind: Kind) -> usize {
 ///
 /// # Panics
 /// If the payload is longer than `u32::MAX` bytes.
-pub fn finish(out: &mut [u8], start: usize) {
+pub(crate) fn finish(out: &mut [u8], start: usize) {
     let len = out.len() - start - HEADER_LEN;
     let len = u32::try_from(len).expect("frame payload over 4 GiB");
     out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Runs every decoder a master or worker may run on `bytes` read as a
+/// stream of frames, and a worker core (without peers, so a `Give` never
+/// connects anywhere) answering whatever decodes: for the fuzzer and the
+/// tests, which check that nothing panics.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn decode_all(bytes: &[u8], registry: &crate::Registry) {
+    let mut core = crate::worker::WorkerCore::new(registry.clone());
+    let mut pos = 0;
+    while let Ok(Some((kind, payload, used))) = decode(&bytes[pos..], 1 << 16) {
+        msg::decode_with_every_decoder(payload);
+        let _ = core.handle(kind, payload, &mut Vec::new());
+        pos += used;
+    }
 }

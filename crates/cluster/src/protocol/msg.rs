@@ -28,7 +28,7 @@ use crate::evolve::StateId;
 
 /// Why a payload does not match its kind's layout.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MsgError {
+pub(crate) enum MsgError {
     #[error("payload truncated")]
     Truncated,
     #[error("{0} unexpected trailing bytes in payload")]
@@ -40,12 +40,12 @@ pub enum MsgError {
 }
 
 /// A cursor over a payload.
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader { buf }
     }
 
@@ -58,34 +58,34 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    pub fn u32(&mut self) -> Result<u32, MsgError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, MsgError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    pub fn u64(&mut self) -> Result<u64, MsgError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, MsgError> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
     }
 
-    pub fn id(&mut self) -> Result<StateId, MsgError> {
+    pub(crate) fn id(&mut self) -> Result<StateId, MsgError> {
         self.u64().map(StateId)
     }
 
-    pub fn bytes(&mut self) -> Result<&'a [u8], MsgError> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], MsgError> {
         let n = self.u32()? as usize;
         self.take(n)
     }
 
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], MsgError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], MsgError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
 
     /// Reads a count of entries each at least `min_entry` bytes long.
-    pub fn count(&mut self, min_entry: usize) -> Result<usize, MsgError> {
+    pub(crate) fn count(&mut self, min_entry: usize) -> Result<usize, MsgError> {
         let n = self.u32()?;
         if (n as usize).saturating_mul(min_entry) > self.buf.len() {
             return Err(MsgError::Count(n));
@@ -94,7 +94,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Succeeds only if the whole payload was read.
-    pub fn end(self) -> Result<(), MsgError> {
+    pub(crate) fn end(self) -> Result<(), MsgError> {
         match self.buf.len() {
             0 => Ok(()),
             n => Err(MsgError::Trailing(n)),
@@ -106,17 +106,17 @@ impl<'a> Reader<'a> {
 ///
 /// # Panics
 /// If `b` is longer than `u32::MAX`.
-pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     let n = u32::try_from(b.len()).expect("field over 4 GiB");
     out.extend_from_slice(&n.to_le_bytes());
     out.extend_from_slice(b);
 }
 
-pub fn put_u32(out: &mut Vec<u8>, v: u32) {
+pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
@@ -126,19 +126,19 @@ fn put_count(out: &mut Vec<u8>, n: usize) {
 
 /// `Setup` payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Setup<'a> {
+pub(crate) struct Setup<'a> {
     pub seed: u64,
     pub model: &'a str,
     pub params: &'a [u8],
 }
 
-pub fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
+pub(crate) fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
     put_u64(out, s.seed);
     put_bytes(out, s.model.as_bytes());
     put_bytes(out, s.params);
 }
 
-pub fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
+pub(crate) fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
     let mut r = Reader::new(p);
     let seed = r.u64()?;
     let model = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
@@ -152,7 +152,7 @@ pub fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
 }
 
 /// Appends `n × (id, bytes)`: the `Add`, `Removed` and `Fetched` payloads.
-pub fn put_states<'b>(
+pub(crate) fn put_states<'b>(
     out: &mut Vec<u8>,
     items: impl ExactSizeIterator<Item = (StateId, &'b [u8])>,
 ) {
@@ -164,7 +164,7 @@ pub fn put_states<'b>(
 }
 
 /// Decodes `n × (id, bytes)`.
-pub fn states(p: &[u8]) -> Result<IdBytes<'_>, MsgError> {
+pub(crate) fn states(p: &[u8]) -> Result<IdBytes<'_>, MsgError> {
     let mut r = Reader::new(p);
     let v = id_bytes_list(&mut r)?;
     r.end()?;
@@ -181,14 +181,14 @@ fn id_bytes_list<'a>(r: &mut Reader<'a>) -> Result<IdBytes<'a>, MsgError> {
 }
 
 /// Ids only: the `Remove`, `Drop` and `Fetch` payloads.
-pub fn put_ids(out: &mut Vec<u8>, ids: &[StateId]) {
+pub(crate) fn put_ids(out: &mut Vec<u8>, ids: &[StateId]) {
     put_count(out, ids.len());
     for id in ids {
         put_u64(out, id.0);
     }
 }
 
-pub fn ids(p: &[u8]) -> Result<Vec<StateId>, MsgError> {
+pub(crate) fn ids(p: &[u8]) -> Result<Vec<StateId>, MsgError> {
     let mut r = Reader::new(p);
     let n = r.count(8)?;
     let mut v = Vec::with_capacity(n);
@@ -200,10 +200,10 @@ pub fn ids(p: &[u8]) -> Result<Vec<StateId>, MsgError> {
 }
 
 /// `(id, bytes)` pairs borrowed from a payload.
-pub type IdBytes<'a> = Vec<(StateId, &'a [u8])>;
+pub(crate) type IdBytes<'a> = Vec<(StateId, &'a [u8])>;
 
 /// `Evolve` payload: the step and `(id, input)` pairs.
-pub fn evolve(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
+pub(crate) fn evolve(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
     let mut r = Reader::new(p);
     let step = r.u64()?;
     let v = id_bytes_list(&mut r)?;
@@ -212,16 +212,16 @@ pub fn evolve(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
 }
 
 /// Children of one evolved parent: `(child id, output bytes)`.
-pub type Children<'a> = IdBytes<'a>;
+pub(crate) type Children<'a> = IdBytes<'a>;
 
 /// `Evolved` payload: the worker's busy time and the children per parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Evolved<'a> {
+pub(crate) struct Evolved<'a> {
     pub busy_ns: u64,
     pub parents: Vec<(StateId, Children<'a>)>,
 }
 
-pub fn evolved(p: &[u8]) -> Result<Evolved<'_>, MsgError> {
+pub(crate) fn evolved(p: &[u8]) -> Result<Evolved<'_>, MsgError> {
     let mut r = Reader::new(p);
     let busy_ns = r.u64()?;
     let n = r.count(12)?;
@@ -235,7 +235,7 @@ pub fn evolved(p: &[u8]) -> Result<Evolved<'_>, MsgError> {
 }
 
 /// A u32 count alone: the `Added` and `Dropped` payloads.
-pub fn count(p: &[u8]) -> Result<u32, MsgError> {
+pub(crate) fn count(p: &[u8]) -> Result<u32, MsgError> {
     let mut r = Reader::new(p);
     let n = r.u32()?;
     r.end()?;
@@ -243,7 +243,7 @@ pub fn count(p: &[u8]) -> Result<u32, MsgError> {
 }
 
 /// A 32-byte array alone: the `Challenge` and `Auth` payloads.
-pub fn array32(p: &[u8]) -> Result<[u8; 32], MsgError> {
+pub(crate) fn array32(p: &[u8]) -> Result<[u8; 32], MsgError> {
     let mut r = Reader::new(p);
     let a = r.array::<32>()?;
     r.end()?;
@@ -252,19 +252,19 @@ pub fn array32(p: &[u8]) -> Result<[u8; 32], MsgError> {
 
 /// `Give` payload: a transfer ticket, the thief's peer address, the ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Give<'a> {
+pub(crate) struct Give<'a> {
     pub ticket: u64,
     pub to: &'a str,
     pub ids: Vec<StateId>,
 }
 
-pub fn put_give(out: &mut Vec<u8>, ticket: u64, to: &str, ids: &[StateId]) {
+pub(crate) fn put_give(out: &mut Vec<u8>, ticket: u64, to: &str, ids: &[StateId]) {
     put_u64(out, ticket);
     put_bytes(out, to.as_bytes());
     put_ids(out, ids);
 }
 
-pub fn give(p: &[u8]) -> Result<Give<'_>, MsgError> {
+pub(crate) fn give(p: &[u8]) -> Result<Give<'_>, MsgError> {
     let mut r = Reader::new(p);
     let ticket = r.u64()?;
     let to = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
@@ -278,7 +278,7 @@ pub fn give(p: &[u8]) -> Result<Give<'_>, MsgError> {
 }
 
 /// `Handoff` payload: the ticket, then the states (`Add`'s layout).
-pub fn handoff(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
+pub(crate) fn handoff(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
     let mut r = Reader::new(p);
     let ticket = r.u64()?;
     let v = id_bytes_list(&mut r)?;
@@ -287,7 +287,7 @@ pub fn handoff(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
 }
 
 /// `Arrived` payload: the ticket and the number of states now held.
-pub fn arrived(p: &[u8]) -> Result<(u64, u32), MsgError> {
+pub(crate) fn arrived(p: &[u8]) -> Result<(u64, u32), MsgError> {
     let mut r = Reader::new(p);
     let ticket = r.u64()?;
     let n = r.u32()?;
@@ -296,7 +296,7 @@ pub fn arrived(p: &[u8]) -> Result<(u64, u32), MsgError> {
 }
 
 /// `SetupOk` payload: the worker's peer address, if it takes `Handoff`s.
-pub fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
+pub(crate) fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
     if p.is_empty() {
         return Ok(None);
     }
@@ -309,7 +309,8 @@ pub fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
 /// Runs every payload decoder on `payload`, discarding the results: for the
 /// fuzz target and the property tests, which must cover each decoder a
 /// master or worker may run on bytes from outside (add new ones here).
-pub fn decode_with_every_decoder(payload: &[u8]) {
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn decode_with_every_decoder(payload: &[u8]) {
     let _ = setup(payload);
     let _ = evolve(payload);
     let _ = evolved(payload);

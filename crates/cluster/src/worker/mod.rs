@@ -14,7 +14,7 @@
 //! A worker exits when the master sends `Shutdown` or closes the
 //! connection, so it never outlives its master.
 
-pub mod peer;
+mod peer;
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -24,9 +24,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-
 use crate::auth::Secret;
+use crate::error::Error;
 use crate::evolve::{call_rng, child_id, StateId};
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
 use crate::registry::{ByteEvolve, Registry};
@@ -34,13 +33,15 @@ use crate::wire;
 
 /// What the loop does after a request.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
+    /// Read the next request.
     Continue,
+    /// The master said `Shutdown`.
     Exit,
 }
 
 /// A worker's states, serialised, shared by its threads.
-pub type Store = Arc<Mutex<HashMap<StateId, Vec<u8>>>>;
+pub(crate) type Store = Arc<Mutex<HashMap<StateId, Vec<u8>>>>;
 
 /// Locks, ignoring poisoning (a panicking evolve is caught before it could
 /// poison anything, and the worker exits after it anyway).
@@ -49,7 +50,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A worker's states and model; answers one request at a time.
-pub struct WorkerCore {
+pub(crate) struct WorkerCore {
     registry: Registry,
     model: Option<Box<dyn ByteEvolve>>,
     seed: u64,
@@ -62,7 +63,7 @@ pub struct WorkerCore {
 
 impl WorkerCore {
     /// A core that cannot hand states to peers (it answers `Give` with 0).
-    pub fn new(registry: Registry) -> Self {
+    pub(crate) fn new(registry: Registry) -> Self {
         WorkerCore {
             registry,
             model: None,
@@ -73,22 +74,18 @@ impl WorkerCore {
         }
     }
 
-    /// Number of states held.
-    pub fn len(&self) -> usize {
-        lock(&self.store).len()
-    }
-
-    /// Whether no state is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Answers one request, appending the response frame to `out`.
     ///
     /// # Errors
     /// A message for a malformed request, an unknown state or model, or an
     /// evolve that panicked; the caller reports it in a `Failed` frame and exits.
-    pub fn handle(&mut self, kind: Kind, p: &[u8], out: &mut Vec<u8>) -> Result<Next, String> {
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn handle(
+        &mut self,
+        kind: Kind,
+        p: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Next, String> {
         if kind == Kind::Evolve {
             let model = self.model.as_deref().ok_or("Evolve before Setup")?;
             evolve_batch(model, self.seed, &self.store, p, out)?;
@@ -188,7 +185,7 @@ impl WorkerCore {
 ///
 /// # Errors
 /// A malformed payload, an unknown state, or an evolve that failed or panicked.
-pub fn evolve_batch(
+pub(crate) fn evolve_batch(
     model: &dyn ByteEvolve,
     seed: u64,
     store: &Mutex<HashMap<StateId, Vec<u8>>>,
@@ -241,10 +238,10 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// How a worker process joins.
+/// How a worker joins its master.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
-    /// Pin this thread to this CPU.
+    /// Pin the worker's threads to this CPU.
     pub pin: Option<usize>,
     /// Keep retrying the connection this long (the master may start later).
     pub connect_timeout: Duration,
@@ -254,6 +251,10 @@ pub struct WorkerOptions {
     /// saw it (its accept queue was full when the handshake ended): without
     /// this the worker would wait on it forever.
     pub challenge_timeout: Duration,
+    /// Ask the kernel to kill this process when its parent dies (Linux
+    /// `PR_SET_PDEATHSIG`), so that a master killed by SIGKILL leaves no
+    /// worker behind. [`LocalCluster`](crate::LocalCluster) sets it.
+    pub die_with_parent: bool,
 }
 
 impl Default for WorkerOptions {
@@ -262,15 +263,79 @@ impl Default for WorkerOptions {
             pin: None,
             connect_timeout: Duration::from_secs(30),
             challenge_timeout: Duration::from_secs(5),
+            die_with_parent: false,
         }
     }
 }
 
+/// The environment variable holding the master's address, for a worker
+/// started by [`LocalCluster`](crate::LocalCluster) or any launcher.
+pub const CONNECT_ENV: &str = "STATEPIPE_CONNECT";
+/// The environment variable holding the CPU to pin a worker to (optional).
+pub const PIN_ENV: &str = "STATEPIPE_PIN";
+/// The environment variable that, set to `1`, makes a worker die with its
+/// parent (see [`WorkerOptions::die_with_parent`]).
+pub const DIE_WITH_PARENT_ENV: &str = "STATEPIPE_DIE_WITH_PARENT";
+
+/// Whether this process was started as a worker: [`CONNECT_ENV`] is set.
+///
+/// A program that is both master and worker calls this first thing in
+/// `main` and, when it is true, hands over to [`serve`].
+pub fn launched() -> bool {
+    std::env::var_os(CONNECT_ENV).is_some()
+}
+
+/// Serves the master named by the environment: [`CONNECT_ENV`] (its
+/// address), [`SECRET_ENV`](crate::SECRET_ENV) (the shared secret), and optionally
+/// [`PIN_ENV`] and [`DIE_WITH_PARENT_ENV`]. Returns when the master shuts
+/// the worker down or goes away.
+///
+/// This is the entry point of a worker process started by
+/// [`LocalCluster`](crate::LocalCluster), or by any launcher that sets
+/// those variables (a shell loop, Slurm, Kubernetes).
+///
+/// # Errors
+/// [`Error::Config`] if a variable is missing or malformed; otherwise as [`run`].
+pub fn serve(registry: Registry) -> Result<(), Error> {
+    let addr = std::env::var(CONNECT_ENV)
+        .map_err(|_| Error::Config(format!("set {CONNECT_ENV} to the master's address")))?;
+    let pin = match std::env::var(PIN_ENV) {
+        Ok(v) => Some(
+            v.trim()
+                .parse()
+                .map_err(|_| Error::Config(format!("{PIN_ENV}={v:?} is not a CPU number")))?,
+        ),
+        Err(_) => None,
+    };
+    let opts = WorkerOptions {
+        pin,
+        die_with_parent: std::env::var(DIE_WITH_PARENT_ENV).is_ok_and(|v| v == "1"),
+        ..WorkerOptions::default()
+    };
+    run(&addr, &Secret::from_env()?, registry, &opts)
+}
+
+/// Asks the kernel for SIGKILL when the parent process dies.
+fn die_with_parent() -> Result<(), Error> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::signal::Signal;
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+            .map_err(|e| Error::Io(std::io::Error::from(e)))?;
+        if nix::unistd::getppid() == nix::unistd::Pid::from_raw(1) {
+            return Err(Error::Config(
+                "the parent (the master) is already gone".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Connects to `addr`, retrying every 50 ms until `deadline`.
-fn connect(addr: &str, deadline: Instant) -> anyhow::Result<TcpStream> {
+fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, Error> {
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
-        .with_context(|| format!("resolving {addr}"))?
+        .map_err(|e| connect_error(addr, format!("resolving the address: {e}")))?
         .collect();
     loop {
         let mut last = None;
@@ -282,7 +347,12 @@ fn connect(addr: &str, deadline: Instant) -> anyhow::Result<TcpStream> {
         }
         if Instant::now() >= deadline {
             let e = last.map_or_else(|| "no address".to_string(), |e| e.to_string());
-            anyhow::bail!("cannot connect to master at {addr}: {e}");
+            return Err(connect_error(
+                addr,
+                format!(
+                    "{e} (is the master started, and listening on an address this host reaches?)"
+                ),
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -291,7 +361,14 @@ fn connect(addr: &str, deadline: Instant) -> anyhow::Result<TcpStream> {
 /// Connects to the master at `addr` and answers its challenge; a
 /// connection on which no challenge comes within `opts.challenge_timeout`
 /// is dropped and a new one made, until `opts.connect_timeout` has passed.
-fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> anyhow::Result<TcpStream> {
+fn connect_error(addr: &str, reason: String) -> Error {
+    Error::Connect {
+        addr: addr.to_string(),
+        reason,
+    }
+}
+
+fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> Result<TcpStream, Error> {
     let deadline = Instant::now() + opts.connect_timeout;
     let mut buf = Vec::with_capacity(64);
     loop {
@@ -300,7 +377,8 @@ fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> anyhow::Result<Tcp
         s.set_read_timeout(Some(opts.challenge_timeout.max(Duration::from_millis(1))))?;
         match wire::expect_frame(&mut &s, &mut buf, 64, Kind::Challenge) {
             Ok(()) => {
-                let nonce = msg::array32(&buf).context("challenge")?;
+                let nonce = msg::array32(&buf)
+                    .map_err(|e| connect_error(addr, format!("a malformed challenge: {e}")))?;
                 wire::write_frame(&mut &s, Kind::Auth, &secret.answer(&nonce))?;
                 s.set_read_timeout(None)?;
                 return Ok(s);
@@ -309,14 +387,14 @@ fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> anyhow::Result<Tcp
                 tracing::warn!(%addr, "no challenge from the master ({e}); connecting again");
             }
             Err(e) => {
-                return Err(e).with_context(|| {
+                return Err(connect_error(
+                    addr,
                     format!(
-                        "awaiting the challenge of the master at {addr}: is a statepipe master \
-                         listening there, and not overloaded? (waited {:?} per connection, \
-                         {:?} in all)",
+                        "awaiting its challenge: {e}; is a statepipe master listening there, \
+                         and not overloaded? (waited {:?} per connection, {:?} in all)",
                         opts.challenge_timeout, opts.connect_timeout
-                    )
-                })
+                    ),
+                ))
             }
         }
     }
@@ -336,14 +414,19 @@ fn retry_join(e: &std::io::Error) -> bool {
 /// requests until the master says `Shutdown` or goes away.
 ///
 /// # Errors
-/// If the connection or authentication fails, or a request fails (after
-/// telling the master in a `Failed` frame).
+/// [`Error::Connect`] if the master cannot be reached within
+/// `opts.connect_timeout`; [`Error::Refused`] if it closes the connection
+/// before any request (a wrong secret); [`Error::WorkerFailed`] if a request
+/// failed (after telling the master in a `Failed` frame).
 pub fn run(
     addr: &str,
     secret: &Secret,
     registry: Registry,
     opts: &WorkerOptions,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
+    if opts.die_with_parent {
+        die_with_parent()?;
+    }
     if let Some(cpu) = opts.pin {
         // Before any thread starts: they inherit the affinity.
         if !statepipe_sys::pin::pin_current_thread(cpu) {
@@ -351,16 +434,12 @@ pub fn run(
         }
     }
     let s = join(addr, secret, opts)?;
-    serve_with(s, registry, Some(secret))
-}
-
-/// Serves requests on an authenticated connection, without taking states
-/// from peers.
-///
-/// # Errors
-/// As [`run`].
-pub fn serve(s: TcpStream, registry: Registry) -> anyhow::Result<()> {
-    serve_with(s, registry, None)
+    serve_with(s, registry, Some(secret)).map_err(|e| match e {
+        Error::Refused { .. } => Error::Refused {
+            addr: addr.to_string(),
+        },
+        e => e,
+    })
 }
 
 enum Job {
@@ -399,7 +478,7 @@ impl Conn {
     }
 }
 
-fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> anyhow::Result<()> {
+fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> Result<(), Error> {
     let conn = Conn {
         writer: Arc::new(Mutex::new(s.try_clone()?)),
         failed: Arc::default(),
@@ -409,7 +488,12 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
         Some(secret) => {
             let ip = s.local_addr()?.ip();
             let l = peer::Listener::start(ip, secret.clone(), core.store.clone(), conn.clone())
-                .context("binding the peer listener")?;
+                .map_err(|e| {
+                    Error::Io(std::io::Error::new(
+                        e.kind(),
+                        format!("binding the peer listener: {e}"),
+                    ))
+                })?;
             core.peer_addr = Some(l.addr());
             core.peers = Some(peer::Peers::new(secret.clone()));
             Some(l)
@@ -425,14 +509,30 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
     }
     let mut buf = Vec::with_capacity(64 << 10);
     let mut out = Vec::with_capacity(64 << 10);
+    // A master that refuses the answer to its challenge closes the
+    // connection without a word: an end before any request is a refusal.
+    let mut served = false;
+    let master = s.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
     loop {
         let kind = match wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME) {
             Ok(Some(k)) => k,
+            Ok(None) if !served => return Err(Error::Refused { addr: master }),
             Ok(None) => break,
             Err(_) if lock(&conn.failed).is_some() => break,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-            Err(e) => return Err(e).context("reading a request"),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                if served {
+                    break;
+                }
+                return Err(Error::Refused { addr: master });
+            }
+            Err(e) => {
+                return Err(Error::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("reading a request: {e}"),
+                )))
+            }
         };
+        served = true;
         if kind == Kind::Evolve {
             if tx.send(Job::Evolve(std::mem::take(&mut buf))).is_err() {
                 break;
@@ -452,14 +552,14 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
             Ok(Next::Exit) => break,
             Err(m) => {
                 fail(&conn, &m);
-                anyhow::bail!(m);
+                return Err(Error::WorkerFailed(m));
             }
         }
     }
     drop(tx);
     let failed = lock(&conn.failed).clone();
     match failed {
-        Some(m) => anyhow::bail!(m),
+        Some(m) => Err(Error::WorkerFailed(m)),
         None => Ok(()),
     }
 }
@@ -491,11 +591,11 @@ fn compute(rx: &mpsc::Receiver<Job>, store: &Mutex<HashMap<StateId, Vec<u8>>>, c
 }
 
 /// Starts a worker on a thread of this process (tests, `--workers` threads).
-pub fn spawn_thread(
+pub(crate) fn spawn_thread(
     addr: SocketAddr,
     secret: Secret,
     registry: Registry,
-) -> std::thread::JoinHandle<anyhow::Result<()>> {
+) -> std::thread::JoinHandle<Result<(), Error>> {
     std::thread::Builder::new()
         .name("statepipe-worker".into())
         .spawn(move || {

@@ -28,13 +28,13 @@ use crate::wire;
 const PEER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A victim's connections to thieves, by address.
-pub struct Peers {
+pub(crate) struct Peers {
     secret: Secret,
     conns: HashMap<String, TcpStream>,
 }
 
 impl Peers {
-    pub fn new(secret: Secret) -> Self {
+    pub(crate) fn new(secret: Secret) -> Self {
         Peers {
             secret,
             conns: HashMap::new(),
@@ -46,7 +46,12 @@ impl Peers {
     /// # Errors
     /// If no connection can be made or written to (the states are then
     /// the caller's to keep).
-    pub fn send(&mut self, to: &str, ticket: u64, states: &[(StateId, Vec<u8>)]) -> io::Result<()> {
+    pub(crate) fn send(
+        &mut self,
+        to: &str,
+        ticket: u64,
+        states: &[(StateId, Vec<u8>)],
+    ) -> io::Result<()> {
         let mut f = Vec::new();
         let st = protocol::begin(&mut f, Kind::Handoff);
         msg::put_u64(&mut f, ticket);
@@ -91,7 +96,7 @@ impl Peers {
 
 /// A thief's listener: a thread accepting peers, and one per peer storing
 /// what it hands over. Dropping it stops the accepting thread.
-pub struct Listener {
+pub(crate) struct Listener {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
 }
@@ -102,7 +107,7 @@ impl Listener {
     /// # Errors
     /// If the address cannot be bound.
     pub(crate) fn start(ip: IpAddr, secret: Secret, store: Store, conn: Conn) -> io::Result<Self> {
-        let l = crate::master::listen::bind_deep(SocketAddr::new(ip, 0))?;
+        let l = crate::listen::bind_deep(SocketAddr::new(ip, 0))?;
         let addr = l.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -128,7 +133,7 @@ impl Listener {
     }
 
     /// Where peers connect.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 }

@@ -1,16 +1,15 @@
-//! Models and helpers shared by the integration tests.
+//! Models and helpers shared by the integration tests and the crate's own
+//! tests (`src/tests`), written against the public API.
 #![allow(dead_code)]
 
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
-use statepipe_cluster::evolve::{Evolve, Rng};
-use statepipe_cluster::master::sched::{Batch, Placement, SchedConfig};
-use statepipe_cluster::master::{Master, MasterConfig, MasterImpl};
-use statepipe_cluster::registry::Registry;
+use statepipe_cluster::config::{Batch, Placement, SchedConfig};
+use statepipe_cluster::{Evolve, Master, MasterConfig, MasterImpl, Registry, Rng};
 
 /// Random children (0..=max) with random outputs; panics on input `u32::MAX`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Branchy {
+pub(crate) struct Branchy {
     pub max: u32,
 }
 
@@ -41,12 +40,44 @@ impl Evolve for Branchy {
     }
 }
 
-pub fn registry() -> Registry {
-    Registry::builtin().with::<Branchy>()
+/// Sleeps for its input's cost, then has its input's number of children.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Nap;
+
+/// What one call of [`Nap`] does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) struct NapInput {
+    pub cost_us: u32,
+    pub children: u32,
+}
+
+impl Evolve for Nap {
+    const NAME: &'static str = "test-nap";
+    type State = u64;
+    type Input = NapInput;
+    type Output = u64;
+
+    fn expected_cost(&self, i: &NapInput) -> f64 {
+        f64::from(i.cost_us) + 10.0
+    }
+
+    fn evolve(&self, s: &u64, i: &NapInput, rng: &mut Rng) -> Vec<(u64, u64)> {
+        std::thread::sleep(std::time::Duration::from_micros(u64::from(i.cost_us)));
+        (0..i.children)
+            .map(|_| {
+                let c = s.wrapping_add(rng.random::<u64>());
+                (c, c >> 32)
+            })
+            .collect()
+    }
+}
+
+pub(crate) fn registry() -> Registry {
+    Registry::new().with::<Branchy>().with::<Nap>()
 }
 
 /// A config that forces steals: every state starts on worker 0, batches of 1.
-pub fn stealing(imp: MasterImpl, seed: u64) -> MasterConfig {
+pub(crate) fn stealing(imp: MasterImpl, seed: u64) -> MasterConfig {
     MasterConfig {
         imp,
         seed,
@@ -64,6 +95,15 @@ pub fn stealing(imp: MasterImpl, seed: u64) -> MasterConfig {
     }
 }
 
-pub fn threads<E: Evolve>(model: &E, n: usize, cfg: MasterConfig) -> Master<E> {
-    statepipe_cluster::spawn::in_process(model, n, registry(), cfg).expect("in-process cluster")
+pub(crate) fn threads<E: Evolve>(model: &E, n: usize, cfg: MasterConfig) -> Master<E> {
+    threads_with(model, n, registry(), cfg)
+}
+
+pub(crate) fn threads_with<E: Evolve>(
+    model: &E,
+    n: usize,
+    registry: Registry,
+    cfg: MasterConfig,
+) -> Master<E> {
+    Master::on_threads(model, n, registry, cfg).expect("in-process cluster")
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::{Req, Scheduler, WorkerId};
 
 /// How often drivers look for overdue workers.
-pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Recent batches kept for the percentile.
 const SAMPLES: usize = 1024;
@@ -95,7 +95,7 @@ impl Scheduler {
     /// Workers silent past their allowance, with the reason to drop them.
     /// `last_io(w)` is when bytes last moved on `w`'s connection, if known.
     /// The caller drops each connection and calls [`Scheduler::on_disconnect`].
-    pub fn overdue(
+    pub(crate) fn overdue(
         &self,
         now: Instant,
         last_io: &dyn Fn(WorkerId) -> Option<Instant>,

@@ -10,7 +10,7 @@ use crate::protocol::{self, Kind};
 
 impl Scheduler {
     /// Marks `w` dead: its states are lost; the operation will fail.
-    pub fn on_disconnect(&mut self, w: WorkerId, reason: &str) {
+    pub(crate) fn on_disconnect(&mut self, w: WorkerId, reason: &str) {
         if !self.slots[w].alive {
             return;
         }
@@ -57,7 +57,7 @@ impl Scheduler {
     }
 
     /// Gives up waiting after a failure: parents still in flight are lost.
-    pub fn abandon(&mut self) {
+    pub(crate) fn abandon(&mut self) {
         let mut unfinished = Vec::new();
         for s in self.slots.iter().filter(|s| s.alive) {
             for r in &s.in_flight {
@@ -91,25 +91,25 @@ impl Scheduler {
     }
 
     /// Ends an operation other than evolve and fetch.
-    pub fn finish(&mut self) -> Result<(), Error> {
+    pub(crate) fn finish(&mut self) -> Result<(), Error> {
         self.outcome()
     }
 
     /// Ends an evolve: the children and outputs per parent.
-    pub fn finish_evolve(&mut self) -> Result<RawResults, Error> {
+    pub(crate) fn finish_evolve(&mut self) -> Result<RawResults, Error> {
         self.outcome()?;
         debug_assert_eq!(self.remaining, 0);
         Ok(std::mem::take(&mut self.results))
     }
 
     /// Ends a fetch: the serialised states.
-    pub fn finish_fetch(&mut self) -> Result<Vec<(StateId, Vec<u8>)>, Error> {
+    pub(crate) fn finish_fetch(&mut self) -> Result<Vec<(StateId, Vec<u8>)>, Error> {
         self.outcome()?;
         Ok(std::mem::take(&mut self.fetched))
     }
 
     /// Frames telling every live worker to exit.
-    pub fn shutdown_frames(&mut self) {
+    pub(crate) fn shutdown_frames(&mut self) {
         for w in 0..self.slots.len() {
             if self.slots[w].alive {
                 let mut f = Vec::new();

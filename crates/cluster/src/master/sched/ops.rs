@@ -7,7 +7,7 @@ use crate::protocol::{self, msg, Kind};
 
 impl Scheduler {
     /// Sends the model to every worker.
-    pub fn begin_setup(&mut self, model: &str, params: &[u8]) -> Result<(), Error> {
+    pub(crate) fn begin_setup(&mut self, model: &str, params: &[u8]) -> Result<(), Error> {
         self.begin_op()?;
         for w in 0..self.slots.len() {
             let mut f = Vec::new();
@@ -27,7 +27,7 @@ impl Scheduler {
     }
 
     /// Drops every state and places `states` (serialised); returns their ids.
-    pub fn begin_reset(&mut self, states: Vec<Vec<u8>>) -> Result<Vec<StateId>, Error> {
+    pub(crate) fn begin_reset(&mut self, states: Vec<Vec<u8>>) -> Result<Vec<StateId>, Error> {
         self.begin_op()?;
         self.transfers.clear();
         let mut held: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
@@ -88,7 +88,7 @@ impl Scheduler {
     }
 
     /// Asks for copies of `ids`.
-    pub fn begin_fetch(&mut self, ids: &[StateId]) -> Result<(), Error> {
+    pub(crate) fn begin_fetch(&mut self, ids: &[StateId]) -> Result<(), Error> {
         self.begin_op()?;
         self.unknown(ids.iter().copied())?;
         self.fetched.clear();
@@ -101,7 +101,7 @@ impl Scheduler {
     }
 
     /// Forgets `ids` here and on their workers.
-    pub fn begin_drop(&mut self, ids: &[StateId]) -> Result<(), Error> {
+    pub(crate) fn begin_drop(&mut self, ids: &[StateId]) -> Result<(), Error> {
         self.begin_op()?;
         self.unknown(ids.iter().copied())?;
         for (w, ids) in self.by_worker(ids).into_iter().enumerate() {

@@ -1,9 +1,9 @@
 //! `statepipe bench cluster`: the master's ceiling, measured on a small
 //! machine. Workers' evolve *sleeps* for its cost, so hundreds of worker
 //! processes on two cores load only the master. Runs on the shared harness
-//! of `statepipe-bench` (interleaved samples, the shared JSON shape).
+//! of this crate (interleaved samples, the shared JSON shape).
 //!
-//! Workload (the seed's shape): 2,000 states, 10 steps, 30 ms per call with
+//! Workload: 2,000 states, 10 steps, 30 ms per call with
 //! a heavy tail (5% of calls 10× slower), 0–3 children per state (systematic
 //! resampling of random weights, capped at 3). It is drawn once from a fixed
 //! seed, so every contender and sample evolves exactly the same calls.
@@ -28,59 +28,95 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, SeedableRng as _};
-use statepipe_bench::harness::{self, Contender, Group, Metric};
-use statepipe_bench::report::{table, Report, ResultRow};
-use statepipe_bench::BenchError;
+use statepipe_cluster::config::{Batch, SchedConfig, StealVia};
+use statepipe_cluster::pf::systematic;
+use statepipe_cluster::{
+    Engine, Evolve, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, StateId,
+    WorkerCommand,
+};
 
-use crate::auth::Secret;
-use crate::engine::Engine;
-use crate::evolve::Evolve;
-use crate::evolve::{Rng, StateId};
-use crate::master::listen::Listener;
-use crate::master::sched::{Batch, SchedConfig, StealVia};
-use crate::master::{Master, MasterConfig, MasterImpl};
-use crate::models::{Ballast, Sleep, SleepInput};
-use crate::pf::systematic;
-use crate::spawn::LocalCluster;
-use crate::stats::{efficiency_svg, Series};
+use crate::harness::{self, Contender, Group, Metric};
+use crate::report::ResultRow;
+use crate::BenchError;
 
-/// Options of the run (the flags every `statepipe bench` takes, and the workload's).
-#[derive(clap::Args, Debug, Clone)]
-pub struct BenchClusterArgs {
-    /// Worker counts of the `evolve` cases (`0` alone: none).
-    #[arg(long, value_delimiter = ',', default_value = "17,50,100,200,450")]
+mod models;
+mod svg;
+
+pub use models::{Ballast, Sleep, SleepInput};
+pub use svg::{efficiency_svg, Series};
+
+/// Options of the run.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// How to start a worker process: a program that serves the models of
+    /// [`register`] (`statepipe worker`, or any binary calling
+    /// `statepipe_cluster::worker::serve`).
+    pub worker: WorkerCommand,
+    /// Worker counts of the `evolve` cases (none: skip them).
     pub workers: Vec<usize>,
     /// Cost of a normal call in milliseconds (the tail is 10×).
-    #[arg(long, default_value_t = 30.0)]
     pub cost_ms: f64,
-    #[arg(long, default_value_t = 2000)]
+    /// States per step.
     pub states: usize,
-    #[arg(long, default_value_t = 10)]
+    /// Steps per sample.
     pub steps: usize,
     /// Samples per case and contender.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
-    pub samples: u16,
-    /// Short run: 3 ms calls, 5 steps, one sample.
-    #[arg(long)]
+    pub samples: usize,
+    /// Short run: 3 ms calls, at most 5 steps, one sample.
     pub quick: bool,
     /// Also run the event-loop master with the cost hints ignored.
-    #[arg(long)]
     pub blind: bool,
     /// Workers of the steal-route comparison (0: skip it).
-    #[arg(long, default_value_t = 100)]
     pub steal_workers: usize,
     /// States of this many KiB in the steal-route comparison (0: 8 bytes).
-    #[arg(long, default_value_t = 0)]
     pub state_kib: usize,
     /// Skip the `roundtrips/200` case.
-    #[arg(long)]
     pub no_roundtrips: bool,
-    /// Also write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<std::path::PathBuf>,
-    /// Also write the efficiency-against-workers plot as SVG to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<std::path::PathBuf>,
+}
+
+impl ClusterOptions {
+    /// The full run's defaults, with workers started by `worker`.
+    pub fn new(worker: WorkerCommand) -> Self {
+        ClusterOptions {
+            worker,
+            workers: vec![17, 50, 100, 200, 450],
+            cost_ms: 30.0,
+            states: 2000,
+            steps: 10,
+            samples: 3,
+            quick: false,
+            blind: false,
+            steal_workers: 100,
+            state_kib: 0,
+            no_roundtrips: false,
+        }
+    }
+
+    /// The options in effect: `quick` shortens the calls, steps and samples.
+    pub fn effective(&self) -> ClusterOptions {
+        let mut a = self.clone();
+        if a.quick {
+            a.cost_ms = 3.0;
+            a.steps = a.steps.min(5);
+            a.samples = 1;
+        }
+        a
+    }
+
+    /// One line saying what runs.
+    pub fn describe(&self) -> String {
+        let e = self.effective();
+        format!(
+            "workload: {} states, {} steps, {} ms calls with 5% ten times slower; workers {:?}; \
+             {} sample(s) each",
+            e.states, e.steps, e.cost_ms, e.workers, e.samples
+        )
+    }
+}
+
+/// Adds the models the benchmark's workers run ([`Sleep`], [`Ballast`]).
+pub fn register(registry: Registry) -> Registry {
+    registry.with::<Sleep>().with::<Ballast>()
 }
 
 /// The calls of every step, in the order of the sorted state ids.
@@ -113,7 +149,7 @@ fn workload(states: usize, steps: usize, cost_us: u32) -> Workload {
 
 /// The efficiency caps of `plan` on `w` workers: the per-step barrier
 /// bound, and what a longest-first schedule reaches.
-pub fn caps(plan: &Workload, w: usize) -> (f64, f64) {
+fn caps(plan: &Workload, w: usize) -> (f64, f64) {
     let (mut ideal, mut bound, mut lpt) = (0.0, 0.0, 0.0);
     for step in plan {
         let mut costs: Vec<f64> = step.iter().map(|i| f64::from(i.cost_us)).collect();
@@ -146,17 +182,18 @@ struct Sample {
     roundtrips_per_s: f64,
 }
 
+/// What a sample's failure says.
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
 fn cluster<E: Evolve>(
+    worker: &WorkerCommand,
     model: &E,
     n: usize,
     imp: MasterImpl,
     sched: SchedConfig,
-) -> anyhow::Result<(Master<E>, LocalCluster)> {
-    let secret = Secret::random();
-    let l = Listener::bind("127.0.0.1:0", secret.clone())?;
-    let exe = std::env::current_exe()?;
-    let c = LocalCluster::spawn(&exe, n, &l.local_addr()?.to_string(), &secret, &[])?;
-    let joined = l.accept(n, Duration::from_secs(120))?;
+) -> Result<(Master<E>, LocalCluster), Failure> {
+    let c = LocalCluster::spawn(worker, n, &[])?;
+    let joined = c.accept(Duration::from_secs(120))?;
     let cfg = MasterConfig {
         imp,
         sched,
@@ -169,18 +206,19 @@ fn cluster<E: Evolve>(
 /// Runs `plan` on `w` fresh workers, with 8-byte states, or states of
 /// `state_bytes` bytes when that is not 0.
 fn sample(
+    worker: &WorkerCommand,
     plan: &Workload,
     states: usize,
     state_bytes: usize,
     w: usize,
     imp: MasterImpl,
     sched: SchedConfig,
-) -> anyhow::Result<Sample> {
+) -> Result<Sample, Failure> {
     if state_bytes == 0 {
-        let (m, c) = cluster(&Sleep, w, imp, sched)?;
+        let (m, c) = cluster(worker, &Sleep, w, imp, sched)?;
         run_plan(m, c, plan, (0..states as u64).collect())
     } else {
-        let (m, c) = cluster(&Ballast, w, imp, sched)?;
+        let (m, c) = cluster(worker, &Ballast, w, imp, sched)?;
         let init = (0..states).map(|i| vec![i as u8; state_bytes]).collect();
         run_plan(m, c, plan, init)
     }
@@ -191,21 +229,18 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     _cluster: LocalCluster,
     plan: &Workload,
     init: Vec<E::State>,
-) -> anyhow::Result<Sample> {
-    let w = m.stats().workers.len();
+) -> Result<Sample, Failure> {
     let mut ids: Vec<StateId> = m.reset_states(init)?;
     let t0 = Instant::now();
     for step in plan {
-        anyhow::ensure!(ids.len() == step.len(), "the population drifted");
+        if ids.len() != step.len() {
+            return Err("the population drifted".into());
+        }
         let inputs: HashMap<StateId, SleepInput> = ids.iter().copied().zip(step.clone()).collect();
-        let t = Instant::now();
         let out = m.evolve_many(inputs)?;
-        tracing::info!(
-            workers = w,
-            "step {:.1} ms",
-            t.elapsed().as_secs_f64() * 1e3
-        );
-        anyhow::ensure!(out.len() == step.len(), "missing results");
+        if out.len() != step.len() {
+            return Err("missing results".into());
+        }
         let mut next: Vec<StateId> = out.into_values().flatten().map(|c| c.0).collect();
         next.sort_unstable();
         ids = next;
@@ -220,8 +255,8 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     })
 }
 
-fn failed(who: &str, e: &anyhow::Error) -> BenchError {
-    BenchError::failed(who, format!("{e:#}"))
+fn failed(who: &str, e: &Failure) -> BenchError {
+    BenchError::failed(who, e.to_string())
 }
 
 fn metric(case: String, unit: &str, higher_is_better: bool) -> Metric {
@@ -237,10 +272,11 @@ fn metric(case: String, unit: &str, higher_is_better: bool) -> Metric {
 /// # Errors
 /// If workers cannot be started or a run fails.
 pub fn run(
-    a: &BenchClusterArgs,
+    a: &ClusterOptions,
     progress: &mut dyn FnMut(&harness::SampleDone<'_>),
 ) -> Result<(Vec<ResultRow>, Vec<Series>), BenchError> {
-    let a = effective(a);
+    let a = a.effective();
+    let worker = &a.worker;
     let cost_us = (a.cost_ms * 1000.0) as u32;
     let plan = workload(a.states, a.steps, cost_us);
     let rt = workload(200 * 25, 4, 0);
@@ -284,7 +320,8 @@ pub fn run(
                     cost_hints: hints,
                     ..SchedConfig::default()
                 };
-                let s = sample(plan, states, 0, w, imp, sched).map_err(|e| failed(&case2, &e))?;
+                let s = sample(worker, plan, states, 0, w, imp, sched)
+                    .map_err(|e| failed(&case2, &e))?;
                 let mv = s.mean_move.map(|d| d.as_secs_f64() * 1e6);
                 busy.borrow_mut()
                     .entry(name.clone())
@@ -324,7 +361,7 @@ pub fn run(
                     steal_via: via,
                     ..SchedConfig::default()
                 };
-                let s = sample(plan, states, bytes, w, MasterImpl::EventLoop, sched)
+                let s = sample(worker, plan, states, bytes, w, MasterImpl::EventLoop, sched)
                     .map_err(|e| failed(&case2, &e))?;
                 let us = s.mean_move.map_or(0.0, |d| d.as_secs_f64() * 1e6);
                 moves.borrow_mut().push(us);
@@ -355,8 +392,8 @@ pub fn run(
                         rebalance: false,
                         ..SchedConfig::default()
                     };
-                    let s =
-                        sample(rt, 200 * 25, 0, 200, imp, sched).map_err(|e| failed(&case2, &e))?;
+                    let s = sample(worker, rt, 200 * 25, 0, 200, imp, sched)
+                        .map_err(|e| failed(&case2, &e))?;
                     Ok(vec![s.roundtrips_per_s])
                 },
             ));
@@ -367,9 +404,9 @@ pub fn run(
             contenders,
         });
     }
-    let mut rows = harness::run(groups, a.samples.into(), progress)?;
+    let mut rows = harness::run(groups, a.samples, progress)?;
     let busy = busy.into_inner();
-    annotate_busy(&mut rows, &busy, a.samples.into());
+    annotate_busy(&mut rows, &busy, a.samples);
     let mut series = svg_series(&rows);
     series.push(cap_series);
     Ok((rows, series))
@@ -378,7 +415,7 @@ pub fn run(
 /// Adds the master's median busy share (event loop only) and the median
 /// mean move time to the `evolve` rows' configs.
 fn annotate_busy(rows: &mut [ResultRow], seen: &Seen, samples: usize) {
-    let median = |v: Vec<f64>| statepipe_bench::stats::Summary::of(&v).map(|s| s.median);
+    let median = |v: Vec<f64>| crate::stats::Summary::of(&v).map(|s| s.median);
     for (name, v) in seen {
         let mine = rows
             .iter_mut()
@@ -394,16 +431,6 @@ fn annotate_busy(rows: &mut [ResultRow], seen: &Seen, samples: usize) {
             }
         }
     }
-}
-
-fn effective(a: &BenchClusterArgs) -> BenchClusterArgs {
-    let mut a = a.clone();
-    if a.quick {
-        a.cost_ms = 3.0;
-        a.steps = a.steps.min(5);
-        a.samples = 1;
-    }
-    a
 }
 
 fn svg_series(rows: &[ResultRow]) -> Vec<Series> {
@@ -429,39 +456,6 @@ fn svg_series(rows: &[ResultRow]) -> Vec<Series> {
                 .collect(),
         })
         .collect()
-}
-
-/// `statepipe bench cluster`: measures the host, runs, prints the table,
-/// writes `--json` (the shared shape) and `--svg`.
-///
-/// # Errors
-/// As [`run`], or if a file cannot be written.
-pub fn main(a: &BenchClusterArgs) -> anyhow::Result<()> {
-    crate::cmd::init_tracing();
-    let started = Instant::now();
-    let host =
-        statepipe_bench::host::measure(Duration::from_millis(if a.quick { 100 } else { 300 }));
-    println!("{}", host.describe());
-    let e = effective(a);
-    println!(
-        "workload: {} states, {} steps, {} ms calls with 5% ten times slower; workers {:?}; \
-         {} sample(s) each\n",
-        e.states, e.steps, e.cost_ms, e.workers, e.samples
-    );
-    let (rows, series) = run(a, &mut |d| eprintln!("{d}"))?;
-    let report = Report::new("cluster", &host, rows);
-    print!("{}", table::render(&report));
-    println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
-    if let Some(p) = &a.json {
-        std::fs::write(p, report.to_json() + "\n")?;
-        eprintln!("wrote {}", p.display());
-    }
-    if let Some(p) = &a.svg {
-        let title = "statepipe bench cluster: efficiency against workers";
-        std::fs::write(p, efficiency_svg(title, &series))?;
-        eprintln!("wrote {}", p.display());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -12,10 +12,6 @@
 //! comes from the spread of the Ẑ_r (delta method):
 //! se ≈ sd(Ẑ_r) / (√R · mean Ẑ_r).
 
-pub mod kalman;
-pub mod nile;
-pub mod pk;
-
 use std::collections::HashMap;
 
 use rand::Rng as _;
@@ -45,20 +41,25 @@ pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
 }
 
 /// The bootstrap filter's evolve: `None` is a particle before the prior.
+/// Register `Bootstrap<YourModel>` with the workers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Bootstrap<M>(pub M);
 
 /// One particle's step: which observation, and how many children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PfInput {
+    /// The observation the children are weighed by.
     pub t: u32,
+    /// How many children resampling gave the particle.
     pub children: u32,
 }
 
 /// A child's log-weight and summary.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PfOutput {
+    /// Log density of observation `t` given the child.
     pub log_w: f64,
+    /// [`SsModel::summary`] of the child.
     pub summary: f64,
 }
 
@@ -112,12 +113,14 @@ pub struct PfConfig {
 pub struct PfResult {
     /// Estimate of the log-likelihood, log(mean over islands of Ẑ_r).
     pub loglik: f64,
-    /// Its Monte-Carlo standard error.
+    /// Its Monte-Carlo standard error; NaN with one island (the spread of
+    /// the islands' estimates is what measures it).
     pub loglik_se: f64,
     /// Weighted mean of the summary at each step, over all particles.
     pub filtered_means: Vec<f64>,
     /// log Ẑ_r per island.
     pub island_logliks: Vec<f64>,
+    /// Particles in all.
     pub particles: usize,
 }
 

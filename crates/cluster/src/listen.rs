@@ -5,16 +5,29 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
+use crate::error::Error;
 use crate::protocol::{msg, Kind};
 use crate::wire;
 
 /// A worker connection that proved the shared secret.
+///
+/// Hand them to [`Master::new`](crate::Master::new).
+#[derive(Debug)]
 pub struct Joined {
-    pub stream: TcpStream,
-    pub addr: SocketAddr,
+    pub(crate) stream: TcpStream,
+    pub(crate) addr: SocketAddr,
 }
 
-/// Where workers connect.
+impl Joined {
+    /// The worker's address, as the master sees it.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// Where workers connect: a TCP listener that admits a connection only once
+/// its peer proves it knows the cluster's [`Secret`].
+#[derive(Debug)]
 pub struct Listener {
     inner: TcpListener,
     secret: Secret,
@@ -82,8 +95,9 @@ impl Listener {
     /// are dropped with a logged reason and do not count.
     ///
     /// # Errors
-    /// `TimedOut` if fewer than `n` joined within `timeout`, with the count.
-    pub fn accept(&self, n: usize, timeout: Duration) -> io::Result<Vec<Joined>> {
+    /// [`Error::JoinTimeout`] if fewer than `n` joined within `timeout`;
+    /// [`Error::Io`] if the listening socket fails.
+    pub fn accept(&self, n: usize, timeout: Duration) -> Result<Vec<Joined>, Error> {
         let deadline = Instant::now() + timeout;
         let mut joined = Vec::with_capacity(n);
         while joined.len() < n {
@@ -94,14 +108,15 @@ impl Listener {
                 },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
-                        return Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("{} of {n} workers joined in {timeout:?}", joined.len()),
-                        ));
+                        return Err(Error::JoinTimeout {
+                            joined: joined.len(),
+                            wanted: n,
+                            timeout,
+                        });
                     }
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(joined)

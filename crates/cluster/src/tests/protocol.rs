@@ -2,20 +2,13 @@
 //! input: round trips hold, and nothing panics.
 
 use proptest::prelude::*;
-use statepipe_cluster::evolve::StateId;
-use statepipe_cluster::protocol::{self, msg, FrameError, Kind, DEFAULT_MAX_FRAME, HEADER_LEN};
-use statepipe_cluster::worker::WorkerCore;
+
+use crate::evolve::StateId;
+use crate::protocol::{self, msg, FrameError, Kind, DEFAULT_MAX_FRAME, HEADER_LEN};
 
 /// Every decoder a master or worker may run on a payload.
 fn decode_everything(bytes: &[u8]) {
-    let mut pos = 0;
-    while let Ok(Some((kind, payload, used))) = protocol::decode(&bytes[pos..], 1 << 16) {
-        msg::decode_with_every_decoder(payload);
-        // A core without peers: a `Give` never makes it connect anywhere.
-        let mut core = WorkerCore::new(statepipe_cluster::registry::Registry::builtin());
-        let _ = core.handle(kind, payload, &mut Vec::new());
-        pos += used;
-    }
+    protocol::decode_all(bytes, &super::registry());
 }
 
 fn sample_frames() -> Vec<Vec<u8>> {

@@ -6,21 +6,37 @@ use rand::Rng as _;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
-use super::SsModel;
-use crate::evolve::Rng;
+use statepipe_cluster::pf::SsModel;
+use statepipe_cluster::Rng;
 
 /// The data shipped in the repository (`data/nile.csv`).
-pub const NILE_CSV: &str = include_str!("../../../../data/nile.csv");
+pub const NILE_CSV: &str = include_str!("../../../data/nile.csv");
 
 /// The model with its observations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Nile {
+    /// The year of each observation.
     pub years: Vec<u32>,
+    /// The observed annual flow (10^8 m^3).
     pub y: Vec<f64>,
+    /// Variance of the observation noise ε.
     pub var_eps: f64,
+    /// Variance of the level's step η.
     pub var_eta: f64,
+    /// Mean of the prior of the first level.
     pub m0: f64,
+    /// Variance of the prior of the first level.
     pub p0: f64,
+}
+
+/// A line of the CSV that is not `year,volume`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: expected year,volume: {text:?}")]
+pub struct CsvError {
+    /// The line's number, from 1.
+    pub line: usize,
+    /// The line.
+    pub text: String,
 }
 
 impl Nile {
@@ -28,13 +44,16 @@ impl Nile {
     ///
     /// # Errors
     /// If a line is not two numbers.
-    pub fn from_csv(text: &str) -> anyhow::Result<Self> {
+    pub fn from_csv(text: &str) -> Result<Self, CsvError> {
         let (mut years, mut y) = (Vec::new(), Vec::new());
         for (i, line) in text.lines().enumerate().skip(1) {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = || anyhow::anyhow!("line {}: expected year,volume: {line:?}", i + 1);
+            let bad = || CsvError {
+                line: i + 1,
+                text: line.to_string(),
+            };
             let (a, b) = line.split_once(',').ok_or_else(bad)?;
             years.push(a.trim().parse().map_err(|_| bad())?);
             y.push(b.trim().parse().map_err(|_| bad())?);
@@ -56,7 +75,7 @@ impl Nile {
 
     /// The exact log-likelihood and filtered means (Kalman filter).
     pub fn exact(&self) -> (f64, Vec<f64>) {
-        super::kalman::local_level(&self.y, self.var_eps, self.var_eta, self.m0, self.p0)
+        crate::kalman::local_level(&self.y, self.var_eps, self.var_eta, self.m0, self.p0)
     }
 }
 

@@ -12,13 +12,15 @@ use rand::SeedableRng as _;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
-use super::SsModel;
-use crate::evolve::Rng;
+use statepipe_cluster::pf::SsModel;
+use statepipe_cluster::Rng;
 
 /// A patient's latent state.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PkState {
+    /// Absorption rate (1/h).
     pub ka: f64,
+    /// Elimination rate (1/h).
     pub ke: f64,
     /// Amount in the gut (mg).
     pub g: f64,
@@ -29,12 +31,17 @@ pub struct PkState {
 /// The model and its simulated observations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pk {
+    /// Observed concentrations (mg/L), one per hour.
     pub y: Vec<f64>,
     /// RK4 substeps per hour: the cost knob.
     pub substeps: u32,
+    /// The dose in the gut at hour 0 (mg).
     pub dose: f64,
+    /// Volume of distribution (L).
     pub volume: f64,
+    /// Standard deviation of the log-normal observation error.
     pub obs_sd: f64,
+    /// Standard deviation of the hourly drift of log `ka` and log `ke`.
     pub drift_sd: f64,
 }
 

@@ -1,5 +1,5 @@
-//! Real worker processes: the `statepipe-cluster` binary (the cluster
-//! commands of `statepipe`) as workers and as the embedded `pf` command.
+//! Real worker processes: `statepipe worker` processes under a master of
+//! this test, and the `statepipe pf` command with its own workers.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -8,15 +8,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use statepipe_cluster::auth::Secret;
-use statepipe_cluster::engine::{Engine, Local};
-use statepipe_cluster::master::listen::Listener;
-use statepipe_cluster::master::{Master, MasterConfig};
-use statepipe_cluster::models::{Sleep, SleepInput};
-use statepipe_cluster::spawn::LocalCluster;
-use statepipe_cluster::Error;
+use statepipe_bench::cluster::{Sleep, SleepInput};
+use statepipe_cluster::{Engine, Error, Local, LocalCluster, Master, MasterConfig, WorkerCommand};
 
-const EXE: &str = env!("CARGO_BIN_EXE_statepipe-cluster");
+const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
 
 /// Whether `pid` is gone (or a zombie nobody will run again).
 fn gone(pid: u32) -> bool {
@@ -122,11 +117,9 @@ fn a_killed_worker_fails_the_run_and_the_others_are_cleaned_up() {
 
 #[test]
 fn real_processes_match_local_and_survive_a_killed_worker() {
-    let secret = Secret::random();
-    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    let mut cluster = LocalCluster::spawn(EXE.as_ref(), 3, &addr, &secret, &[]).unwrap();
-    let joined = l.accept(3, Duration::from_secs(30)).unwrap();
+    let worker = WorkerCommand::new(EXE).arg("worker");
+    let mut cluster = LocalCluster::spawn(&worker, 3, &[]).unwrap();
+    let joined = cluster.accept(Duration::from_secs(30)).unwrap();
     let cfg = MasterConfig {
         seed: 4,
         ..MasterConfig::default()

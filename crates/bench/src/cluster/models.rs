@@ -1,11 +1,11 @@
-//! Small models: the benchmark's sleeping evolves.
+//! The benchmark's models: evolves that sleep for their cost.
 
 use std::time::Duration;
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::evolve::{Evolve, Rng};
+use statepipe_cluster::{Evolve, Rng};
 
 /// An evolve that sleeps for its cost: hundreds of such workers on two
 /// cores load only the master, which is what the cluster bench measures.

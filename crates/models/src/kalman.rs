@@ -7,7 +7,7 @@
 ///
 /// # Examples
 /// ```
-/// let (ll, means) = statepipe_cluster::pf::kalman::local_level(&[1.0], 1.0, 1.0, 0.0, 1.0);
+/// let (ll, means) = statepipe_models::kalman::local_level(&[1.0], 1.0, 1.0, 0.0, 1.0);
 /// // y_1 ~ N(0, 2); the filtered mean halves the observation.
 /// assert!((ll + 0.5 * (2.0 * std::f64::consts::PI * 2.0).ln() + 0.25).abs() < 1e-12);
 /// assert_eq!(means, vec![0.5]);
