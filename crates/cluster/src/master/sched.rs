@@ -27,6 +27,8 @@ mod deadline;
 mod finish;
 mod ops;
 mod plan;
+#[cfg(test)]
+mod tests;
 mod transfer;
 
 pub use deadline::Deadlines;

@@ -1,5 +1,6 @@
 //! Tests that reach inside the crate: frames and decoders, fake workers
-//! that misbehave on the wire, and the scheduler driven without sockets.
+//! that misbehave on the wire. (The scheduler's own tests, driven without
+//! sockets, are in `master/sched/tests.rs`.)
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -8,4 +9,3 @@ pub(crate) use common::*;
 
 mod failures;
 mod protocol;
-mod sched;

@@ -11,7 +11,8 @@
 //! expensive first to the least-loaded worker (longest processing time
 //! first, with the states' current places as the starting loads). A pool
 //! state dealt back to its own worker does not move. The moves are skipped
-//! when the largest excess over `T` is worth less than four round trips.
+//! when the largest excess over `T` is worth less than four round trips, or
+//! when the dealt placement's longest load is no shorter than the current one.
 //!
 //! **Steals** (during a step): a worker with nothing pending, a free
 //! pipeline slot and nothing on its way takes from the live worker with
@@ -272,7 +273,14 @@ impl Scheduler {
             load[to] += c;
             heap.push(Reverse(Load(load[to], to)));
         }
-        if moves.is_empty() {
+        // Dealing can end worse than it began (a pool state tips its new
+        // worker over the longest old load): then keep the old placement.
+        let before = live
+            .iter()
+            .map(|&w| self.slots[w].pending_cost)
+            .fold(0.0, f64::max);
+        let after = load.iter().copied().fold(0.0, f64::max);
+        if moves.is_empty() || after >= before - slack {
             return 0;
         }
         moves.sort_unstable();

@@ -1,1 +1,0 @@
-//! The scheduler driven without sockets.
