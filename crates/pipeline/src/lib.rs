@@ -53,7 +53,7 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod dot;
 mod either;
@@ -61,7 +61,7 @@ mod failure;
 pub mod machine;
 mod node;
 mod pipeline;
-pub mod runtime;
+mod runtime;
 mod sequential;
 
 pub use either::Either;
@@ -69,9 +69,10 @@ pub use failure::{FailedItem, Failure, StageState};
 pub use machine::Machine;
 pub use node::shard_of;
 pub use pipeline::Pipeline;
-pub use runtime::{fit_fused, simulate, Prediction, UnitCost};
+pub use runtime::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 pub use runtime::{
-    Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, UnitInfo,
-    UnitKind, UnitMetrics, DEFAULT_COST_NS, DEFAULT_OUTPUT_HOLD,
+    Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, SendError,
+    Spin, TrySendError, UnitInfo, UnitKind, UnitMetrics, DEFAULT_COST_NS, DEFAULT_OUTPUT_HOLD,
+    MIN_STATION_NS, SEND_BATCH, SPIN_FREE, STEP_NAME, WORKERS_ENV,
 };
 pub use sequential::{Interpreter, Run};
