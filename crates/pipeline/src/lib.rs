@@ -55,6 +55,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+mod branch;
+mod construct;
 mod dot;
 mod either;
 mod failure;
@@ -63,16 +65,20 @@ mod node;
 mod pipeline;
 mod runtime;
 mod sequential;
+mod unit;
 
+pub use branch::shard_of;
 pub use either::Either;
 pub use failure::{FailedItem, Failure, StageState};
 pub use machine::Machine;
-pub use node::shard_of;
 pub use pipeline::Pipeline;
-pub use runtime::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
-pub use runtime::{
-    Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, SendError,
-    Spin, TrySendError, UnitInfo, UnitKind, UnitMetrics, DEFAULT_COST_NS, DEFAULT_OUTPUT_HOLD,
-    MIN_STATION_NS, SEND_BATCH, SPIN_FREE, STEP_NAME, WORKERS_ENV,
-};
+pub use runtime::config::{Config, Spin, DEFAULT_OUTPUT_HOLD, SPIN_FREE, WORKERS_ENV};
+pub use runtime::cycle::STEP_NAME;
+pub use runtime::deploy::{Deployment, Finished, Running};
+pub use runtime::error::DeployError;
+pub use runtime::io::{Input, Output, SendError, TrySendError, SEND_BATCH};
+pub use runtime::metrics::{Metrics, UnitMetrics};
+pub use runtime::plan::{Plan, MIN_STATION_NS};
+pub use runtime::simulate::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 pub use sequential::{Interpreter, Run};
+pub use unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};

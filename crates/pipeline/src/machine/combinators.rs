@@ -8,7 +8,6 @@
 
 use std::marker::PhantomData;
 
-
 /// `a` then `b`: see [`Machine::then`](super::Machine::then).
 pub struct Then<A, B> {
     pub(crate) a: A,
@@ -89,7 +88,7 @@ impl<A, B, C, D> Split<A, B, C, D> {
     }
 }
 
-/// One machine per side of an [`Either`], outputs tagged: see [`Machine::choice`](super::Machine::choice).
+/// One machine per side of an [`Either`](crate::Either), outputs tagged: see [`Machine::choice`](super::Machine::choice).
 pub struct Choice<A, B> {
     pub(crate) a: A,
     pub(crate) b: B,
@@ -101,7 +100,7 @@ impl<A, B> Choice<A, B> {
     }
 }
 
-/// One machine per side of an [`Either`], outputs merged: see [`Machine::merge`](super::Machine::merge).
+/// One machine per side of an [`Either`](crate::Either), outputs merged: see [`Machine::merge`](super::Machine::merge).
 pub struct Merge<A, B> {
     pub(crate) a: A,
     pub(crate) b: B,
@@ -129,4 +128,3 @@ impl<A, B, T> TryThen<A, B, T> {
         }
     }
 }
-
