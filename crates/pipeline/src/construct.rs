@@ -94,7 +94,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         Pipeline::try_stage(name, (), machine::map(f))
     }
 
-    /// `self`, then `next` on every output of `self` (the seed's `:>>>`).
+    /// `self`, then `next` on every output of `self` (`:>>>` in arrow notation).
     pub fn then<O2: Send + 'static>(self, next: Pipeline<O, O2>) -> Pipeline<I, O2> {
         Pipeline::from_node(ThenNode { a: self, b: next })
     }

@@ -7,10 +7,10 @@
 //! fan-out and choice, shards), typed so that mismatched stages do not
 //! compile. Its meaning is the sequential interpreter
 //! ([`Pipeline::run_sequential`]); deploying a pipeline on rings and workers
-//! (a later layer) must produce the same outputs. A stage that returns an
+//! ([`Pipeline::deploy`]) produces the same outputs. A stage that returns an
 //! error sends the item to the error output, and the pipeline goes on.
 //!
-//! The seed's laundry: wash, dry on two dryers, fold; one load jams.
+//! A laundry: wash, dry on two dryers, fold; one load jams.
 //!
 //! ```
 //! use statepipe_pipeline::{machine, Pipeline};

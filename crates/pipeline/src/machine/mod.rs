@@ -3,7 +3,7 @@
 //! A [`Machine<S>`] reads one input, may change the stage state `S`, and emits
 //! zero or more outputs through a callback, so a fused chain of machines
 //! passes each value straight from one step to the next with no queue and no
-//! allocation per item. As in the seed's `SM s a b`, every machine fused into
+//! allocation per item. As in the arrow `SM s a b`, every machine fused into
 //! one stage shares that stage's state `S`; the machines themselves are the
 //! code. Leaf machines come from the functions here ([`map`], [`step`],
 //! [`flat`], ...), bigger ones from the combinator methods of [`Machine`],
@@ -65,7 +65,7 @@ pub trait Machine<S> {
         out
     }
 
-    /// Sequential composition (the seed's `Compose`, left to right): each
+    /// Sequential composition (left to right): each
     /// output of `self` is fed to `next` at once, before `self` emits its
     /// next output.
     fn then<M: Machine<S, In = Self::Out>>(self, next: M) -> Then<Self, M>
@@ -152,7 +152,7 @@ pub trait Machine<S> {
 /// [`snd`], [`left`] and [`right`].
 pub type FnMap<S, I, O> = Map<fn(I) -> O, I, O, S>;
 
-/// A machine that emits its input unchanged (the seed's `Id`).
+/// A machine that emits its input unchanged.
 pub fn id<S, T>() -> FnMap<S, T, T> {
     map(std::convert::identity)
 }
@@ -298,12 +298,12 @@ impl<S, T, P: FnMut(&T) -> bool> Machine<S> for Filter<P, T, S> {
     }
 }
 
-/// The projection on the first half of a pair (the seed's `Fst`).
+/// The projection on the first half of a pair.
 pub fn fst<S, A, B>() -> FnMap<S, (A, B), A> {
     map(|(a, _)| a)
 }
 
-/// The projection on the second half of a pair (the seed's `Snd`).
+/// The projection on the second half of a pair.
 pub fn snd<S, A, B>() -> FnMap<S, (A, B), B> {
     map(|(_, b)| b)
 }

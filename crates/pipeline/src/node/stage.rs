@@ -161,7 +161,7 @@ where
     }
 }
 
-/// `a` then `b` (the seed's `:>>>`).
+/// `a` then `b` (`:>>>` in arrow notation).
 pub(crate) struct ThenNode<A, B, C> {
     pub(crate) a: Pipeline<A, B>,
     pub(crate) b: Pipeline<B, C>,

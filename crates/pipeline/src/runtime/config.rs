@@ -135,8 +135,8 @@ impl Config {
         self
     }
 
-    /// One unpinned thread per unit, the layout of the seed's prototype and
-    /// of most hand-written pipelines: for comparison.
+    /// One unpinned thread per unit, the layout of most hand-written
+    /// pipelines: for comparison.
     pub fn thread_per_stage(mut self) -> Config {
         self.layout = Layout::ThreadPerStage;
         self.pin = false;
