@@ -7,10 +7,10 @@
 //! fan-out and choice, shards), typed so that mismatched stages do not
 //! compile. Its meaning is the sequential interpreter
 //! ([`Pipeline::run_sequential`]); deploying a pipeline on rings and workers
-//! (a later layer) must produce the same outputs. A stage that returns an
+//! ([`Pipeline::deploy`]) produces the same outputs. A stage that returns an
 //! error sends the item to the error output, and the pipeline goes on.
 //!
-//! The seed's laundry: wash, dry on two dryers, fold; one load jams.
+//! A laundry: wash, dry on two dryers, fold; one load jams.
 //!
 //! ```
 //! use statepipe_pipeline::{machine, Pipeline};
@@ -53,25 +53,32 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
+mod branch;
+mod construct;
 mod dot;
 mod either;
 mod failure;
 pub mod machine;
 mod node;
 mod pipeline;
-pub mod runtime;
+mod runtime;
 mod sequential;
+mod unit;
 
+pub use branch::shard_of;
 pub use either::Either;
 pub use failure::{FailedItem, Failure, StageState};
 pub use machine::Machine;
-pub use node::shard_of;
 pub use pipeline::Pipeline;
-pub use runtime::{fit_fused, simulate, Prediction, UnitCost};
-pub use runtime::{
-    Config, DeployError, Deployment, Finished, Input, Metrics, Output, Plan, Running, UnitInfo,
-    UnitKind, UnitMetrics, DEFAULT_COST_NS, DEFAULT_OUTPUT_HOLD,
-};
+pub use runtime::config::{Config, Spin, DEFAULT_OUTPUT_HOLD, SPIN_FREE, WORKERS_ENV};
+pub use runtime::cycle::STEP_NAME;
+pub use runtime::deploy::{Deployment, Finished, Running};
+pub use runtime::error::DeployError;
+pub use runtime::io::{Input, Output, SendError, TrySendError, SEND_BATCH};
+pub use runtime::metrics::{Metrics, UnitMetrics};
+pub use runtime::plan::{Plan, MIN_STATION_NS};
+pub use runtime::simulate::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 pub use sequential::{Interpreter, Run};
+pub use unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};

@@ -6,7 +6,8 @@
 //! produce these outputs in this order (per key for `shard_by_key`), these
 //! failures and these final states.
 
-use crate::{Failure, Pipeline, StageState};
+use crate::failure::{Failure, StageState};
+use crate::pipeline::Pipeline;
 
 /// What a finished run produced.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use statepipe_pipeline::runtime::STEP_NAME;
+use statepipe_pipeline::STEP_NAME;
 use statepipe_pipeline::{machine, Config, DeployError, Finished, Pipeline};
 
 /// Runs `f` on a thread; a hang fails the test instead of stalling CI.

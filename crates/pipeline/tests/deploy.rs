@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{assert_panicked, panic_of, watchdog};
-use statepipe_pipeline::runtime::TrySendError;
+use statepipe_pipeline::TrySendError;
 use statepipe_pipeline::{machine, Config, Pipeline, UnitKind};
 
 fn chain() -> Pipeline<u64, u64> {

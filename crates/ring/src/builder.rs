@@ -92,12 +92,13 @@ pub mod state {
     impl Complete for ExclusiveStage {}
 
     mod sealed {
+        /// Implemented only by this module's states.
         pub trait Sealed {}
-        impl Sealed for super::Empty {}
-        impl Sealed for super::NewStage {}
-        impl Sealed for super::SharedStage {}
-        impl Sealed for super::ExclusiveStage {}
     }
+    impl sealed::Sealed for Empty {}
+    impl sealed::Sealed for NewStage {}
+    impl sealed::Sealed for SharedStage {}
+    impl sealed::Sealed for ExclusiveStage {}
 }
 
 use state::{

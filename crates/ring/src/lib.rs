@@ -26,7 +26,7 @@
 //! the `shared` module (in the source) for the memory ordering.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod builder;
 mod consumer;

@@ -24,7 +24,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::producer::ProducerKind;
+use crate::producer::kind::ProducerKind;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering, UnsafeCell};
 use crate::wait::WaitStrategy;
 

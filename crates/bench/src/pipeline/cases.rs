@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use statepipe_pipeline::runtime::Spin;
+use statepipe_pipeline::Spin;
 
 use super::peers::{self, chain, logger, message_ring, thread_ring};
 use super::statepipe::{self, Laundry, NAME};

@@ -1,4 +1,4 @@
-//! The machines built by the combinator methods of [`Machine`].
+//! The machines built by the combinator methods of [`Machine`](super::Machine).
 //!
 //! All of them run fused: a value goes from one part to the next inside one
 //! call of `step`. Only the pairing combinators ([`Fanout`], [`Split`]) hold a
@@ -8,13 +8,10 @@
 
 use std::marker::PhantomData;
 
-use super::Machine;
-use crate::Either;
-
-/// `a` then `b`: see [`Machine::then`].
+/// `a` then `b`: see [`Machine::then`](super::Machine::then).
 pub struct Then<A, B> {
-    a: A,
-    b: B,
+    pub(crate) a: A,
+    pub(crate) b: B,
 }
 
 impl<A, B> Then<A, B> {
@@ -23,20 +20,10 @@ impl<A, B> Then<A, B> {
     }
 }
 
-impl<S, A: Machine<S>, B: Machine<S, In = A::Out>> Machine<S> for Then<A, B> {
-    type In = A::In;
-    type Out = B::Out;
-
-    fn step<E: FnMut(&mut S, B::Out)>(&mut self, state: &mut S, input: A::In, emit: &mut E) {
-        let b = &mut self.b;
-        self.a.step(state, input, &mut |s, x| b.step(s, x, emit));
-    }
-}
-
-/// `m` on the first half of a pair: see [`Machine::first`].
+/// `m` on the first half of a pair: see [`Machine::first`](super::Machine::first).
 pub struct First<M, X> {
-    m: M,
-    _other: PhantomData<fn(X) -> X>,
+    pub(crate) m: M,
+    pub(crate) _other: PhantomData<fn(X) -> X>,
 }
 
 impl<M, X> First<M, X> {
@@ -48,20 +35,10 @@ impl<M, X> First<M, X> {
     }
 }
 
-impl<S, M: Machine<S>, X: Clone> Machine<S> for First<M, X> {
-    type In = (M::In, X);
-    type Out = (M::Out, X);
-
-    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
-        let (a, x) = input;
-        self.m.step(state, a, &mut |s, c| emit(s, (c, x.clone())));
-    }
-}
-
-/// `m` on the second half of a pair: see [`Machine::second`].
+/// `m` on the second half of a pair: see [`Machine::second`](super::Machine::second).
 pub struct Second<M, X> {
-    m: M,
-    _other: PhantomData<fn(X) -> X>,
+    pub(crate) m: M,
+    pub(crate) _other: PhantomData<fn(X) -> X>,
 }
 
 impl<M, X> Second<M, X> {
@@ -73,37 +50,12 @@ impl<M, X> Second<M, X> {
     }
 }
 
-impl<S, M: Machine<S>, X: Clone> Machine<S> for Second<M, X> {
-    type In = (X, M::In);
-    type Out = (X, M::Out);
-
-    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
-        let (x, b) = input;
-        self.m.step(state, b, &mut |s, d| emit(s, (x.clone(), d)));
-    }
-}
-
-/// Emits every pair of `left` × `right`, `left` outermost, and empties both.
-fn emit_pairs<S, C: Clone, D: Clone, E: FnMut(&mut S, (C, D))>(
-    state: &mut S,
-    left: &mut Vec<C>,
-    right: &mut Vec<D>,
-    emit: &mut E,
-) {
-    for c in left.drain(..) {
-        for d in right.iter() {
-            emit(state, (c.clone(), d.clone()));
-        }
-    }
-    right.clear();
-}
-
-/// Both machines on a copy of the input: see [`Machine::fanout`].
+/// Both machines on a copy of the input: see [`Machine::fanout`](super::Machine::fanout).
 pub struct Fanout<A, B, C, D> {
-    a: A,
-    b: B,
-    left: Vec<C>,
-    right: Vec<D>,
+    pub(crate) a: A,
+    pub(crate) b: B,
+    pub(crate) left: Vec<C>,
+    pub(crate) right: Vec<D>,
 }
 
 impl<A, B, C, D> Fanout<A, B, C, D> {
@@ -117,31 +69,12 @@ impl<A, B, C, D> Fanout<A, B, C, D> {
     }
 }
 
-impl<S, A, B> Machine<S> for Fanout<A, B, A::Out, B::Out>
-where
-    A: Machine<S>,
-    A::In: Clone,
-    A::Out: Clone,
-    B: Machine<S, In = A::In>,
-    B::Out: Clone,
-{
-    type In = A::In;
-    type Out = (A::Out, B::Out);
-
-    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: A::In, emit: &mut E) {
-        let (left, right) = (&mut self.left, &mut self.right);
-        self.a.step(state, input.clone(), &mut |_, c| left.push(c));
-        self.b.step(state, input, &mut |_, d| right.push(d));
-        emit_pairs(state, left, right, emit);
-    }
-}
-
-/// One machine per half of a pair: see [`Machine::split`].
+/// One machine per half of a pair: see [`Machine::split`](super::Machine::split).
 pub struct Split<A, B, C, D> {
-    a: A,
-    b: B,
-    left: Vec<C>,
-    right: Vec<D>,
+    pub(crate) a: A,
+    pub(crate) b: B,
+    pub(crate) left: Vec<C>,
+    pub(crate) right: Vec<D>,
 }
 
 impl<A, B, C, D> Split<A, B, C, D> {
@@ -155,29 +88,10 @@ impl<A, B, C, D> Split<A, B, C, D> {
     }
 }
 
-impl<S, A, B> Machine<S> for Split<A, B, A::Out, B::Out>
-where
-    A: Machine<S>,
-    A::Out: Clone,
-    B: Machine<S>,
-    B::Out: Clone,
-{
-    type In = (A::In, B::In);
-    type Out = (A::Out, B::Out);
-
-    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
-        let (x, y) = input;
-        let (left, right) = (&mut self.left, &mut self.right);
-        self.a.step(state, x, &mut |_, c| left.push(c));
-        self.b.step(state, y, &mut |_, d| right.push(d));
-        emit_pairs(state, left, right, emit);
-    }
-}
-
-/// One machine per side of an [`Either`], outputs tagged: see [`Machine::choice`].
+/// One machine per side of an [`Either`](crate::Either), outputs tagged: see [`Machine::choice`](super::Machine::choice).
 pub struct Choice<A, B> {
-    a: A,
-    b: B,
+    pub(crate) a: A,
+    pub(crate) b: B,
 }
 
 impl<A, B> Choice<A, B> {
@@ -186,22 +100,10 @@ impl<A, B> Choice<A, B> {
     }
 }
 
-impl<S, A: Machine<S>, B: Machine<S>> Machine<S> for Choice<A, B> {
-    type In = Either<A::In, B::In>;
-    type Out = Either<A::Out, B::Out>;
-
-    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
-        match input {
-            Either::Left(x) => self.a.step(state, x, &mut |s, c| emit(s, Either::Left(c))),
-            Either::Right(y) => self.b.step(state, y, &mut |s, d| emit(s, Either::Right(d))),
-        }
-    }
-}
-
-/// One machine per side of an [`Either`], outputs merged: see [`Machine::merge`].
+/// One machine per side of an [`Either`](crate::Either), outputs merged: see [`Machine::merge`](super::Machine::merge).
 pub struct Merge<A, B> {
-    a: A,
-    b: B,
+    pub(crate) a: A,
+    pub(crate) b: B,
 }
 
 impl<A, B> Merge<A, B> {
@@ -210,23 +112,11 @@ impl<A, B> Merge<A, B> {
     }
 }
 
-impl<S, A: Machine<S>, B: Machine<S, Out = A::Out>> Machine<S> for Merge<A, B> {
-    type In = Either<A::In, B::In>;
-    type Out = A::Out;
-
-    fn step<E: FnMut(&mut S, A::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
-        match input {
-            Either::Left(x) => self.a.step(state, x, emit),
-            Either::Right(y) => self.b.step(state, y, emit),
-        }
-    }
-}
-
-/// Fallible `a` then fallible `b`: see [`Machine::try_then`].
+/// Fallible `a` then fallible `b`: see [`Machine::try_then`](super::Machine::try_then).
 pub struct TryThen<A, B, T> {
-    a: A,
-    b: B,
-    _ok: PhantomData<fn(T) -> T>,
+    pub(crate) a: A,
+    pub(crate) b: B,
+    pub(crate) _ok: PhantomData<fn(T) -> T>,
 }
 
 impl<A, B, T> TryThen<A, B, T> {
@@ -236,22 +126,5 @@ impl<A, B, T> TryThen<A, B, T> {
             b,
             _ok: PhantomData,
         }
-    }
-}
-
-impl<S, T, U, Er, A, B> Machine<S> for TryThen<A, B, T>
-where
-    A: Machine<S, Out = Result<T, Er>>,
-    B: Machine<S, In = T, Out = Result<U, Er>>,
-{
-    type In = A::In;
-    type Out = Result<U, Er>;
-
-    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: A::In, emit: &mut E) {
-        let b = &mut self.b;
-        self.a.step(state, input, &mut |s, r| match r {
-            Ok(t) => b.step(s, t, emit),
-            Err(e) => emit(s, Err(e)),
-        });
     }
 }

@@ -3,7 +3,7 @@
 //! A [`Machine<S>`] reads one input, may change the stage state `S`, and emits
 //! zero or more outputs through a callback, so a fused chain of machines
 //! passes each value straight from one step to the next with no queue and no
-//! allocation per item. As in the seed's `SM s a b`, every machine fused into
+//! allocation per item. As in the arrow `SM s a b`, every machine fused into
 //! one stage shares that stage's state `S`; the machines themselves are the
 //! code. Leaf machines come from the functions here ([`map`], [`step`],
 //! [`flat`], ...), bigger ones from the combinator methods of [`Machine`],
@@ -65,7 +65,7 @@ pub trait Machine<S> {
         out
     }
 
-    /// Sequential composition (the seed's `Compose`, left to right): each
+    /// Sequential composition (left to right): each
     /// output of `self` is fed to `next` at once, before `self` emits its
     /// next output.
     fn then<M: Machine<S, In = Self::Out>>(self, next: M) -> Then<Self, M>
@@ -152,7 +152,7 @@ pub trait Machine<S> {
 /// [`snd`], [`left`] and [`right`].
 pub type FnMap<S, I, O> = Map<fn(I) -> O, I, O, S>;
 
-/// A machine that emits its input unchanged (the seed's `Id`).
+/// A machine that emits its input unchanged.
 pub fn id<S, T>() -> FnMap<S, T, T> {
     map(std::convert::identity)
 }
@@ -298,12 +298,12 @@ impl<S, T, P: FnMut(&T) -> bool> Machine<S> for Filter<P, T, S> {
     }
 }
 
-/// The projection on the first half of a pair (the seed's `Fst`).
+/// The projection on the first half of a pair.
 pub fn fst<S, A, B>() -> FnMap<S, (A, B), A> {
     map(|(a, _)| a)
 }
 
-/// The projection on the second half of a pair (the seed's `Snd`).
+/// The projection on the second half of a pair.
 pub fn snd<S, A, B>() -> FnMap<S, (A, B), B> {
     map(|(_, b)| b)
 }
@@ -316,4 +316,131 @@ pub fn left<S, L, R>() -> FnMap<S, L, Either<L, R>> {
 /// Injects into the right side of an [`Either`].
 pub fn right<S, L, R>() -> FnMap<S, R, Either<L, R>> {
     map(Either::Right)
+}
+
+// The combinators are machines: each runs its parts fused, inside one
+// `step`.
+
+impl<S, A: Machine<S>, B: Machine<S, In = A::Out>> Machine<S> for Then<A, B> {
+    type In = A::In;
+    type Out = B::Out;
+
+    fn step<E: FnMut(&mut S, B::Out)>(&mut self, state: &mut S, input: A::In, emit: &mut E) {
+        let b = &mut self.b;
+        self.a.step(state, input, &mut |s, x| b.step(s, x, emit));
+    }
+}
+
+impl<S, M: Machine<S>, X: Clone> Machine<S> for First<M, X> {
+    type In = (M::In, X);
+    type Out = (M::Out, X);
+
+    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
+        let (a, x) = input;
+        self.m.step(state, a, &mut |s, c| emit(s, (c, x.clone())));
+    }
+}
+
+impl<S, M: Machine<S>, X: Clone> Machine<S> for Second<M, X> {
+    type In = (X, M::In);
+    type Out = (X, M::Out);
+
+    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
+        let (x, b) = input;
+        self.m.step(state, b, &mut |s, d| emit(s, (x.clone(), d)));
+    }
+}
+
+impl<S, A, B> Machine<S> for Fanout<A, B, A::Out, B::Out>
+where
+    A: Machine<S>,
+    A::In: Clone,
+    A::Out: Clone,
+    B: Machine<S, In = A::In>,
+    B::Out: Clone,
+{
+    type In = A::In;
+    type Out = (A::Out, B::Out);
+
+    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: A::In, emit: &mut E) {
+        let (left, right) = (&mut self.left, &mut self.right);
+        self.a.step(state, input.clone(), &mut |_, c| left.push(c));
+        self.b.step(state, input, &mut |_, d| right.push(d));
+        emit_pairs(state, left, right, emit);
+    }
+}
+
+impl<S, A, B> Machine<S> for Split<A, B, A::Out, B::Out>
+where
+    A: Machine<S>,
+    A::Out: Clone,
+    B: Machine<S>,
+    B::Out: Clone,
+{
+    type In = (A::In, B::In);
+    type Out = (A::Out, B::Out);
+
+    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
+        let (x, y) = input;
+        let (left, right) = (&mut self.left, &mut self.right);
+        self.a.step(state, x, &mut |_, c| left.push(c));
+        self.b.step(state, y, &mut |_, d| right.push(d));
+        emit_pairs(state, left, right, emit);
+    }
+}
+
+impl<S, A: Machine<S>, B: Machine<S>> Machine<S> for Choice<A, B> {
+    type In = Either<A::In, B::In>;
+    type Out = Either<A::Out, B::Out>;
+
+    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
+        match input {
+            Either::Left(x) => self.a.step(state, x, &mut |s, c| emit(s, Either::Left(c))),
+            Either::Right(y) => self.b.step(state, y, &mut |s, d| emit(s, Either::Right(d))),
+        }
+    }
+}
+
+impl<S, A: Machine<S>, B: Machine<S, Out = A::Out>> Machine<S> for Merge<A, B> {
+    type In = Either<A::In, B::In>;
+    type Out = A::Out;
+
+    fn step<E: FnMut(&mut S, A::Out)>(&mut self, state: &mut S, input: Self::In, emit: &mut E) {
+        match input {
+            Either::Left(x) => self.a.step(state, x, emit),
+            Either::Right(y) => self.b.step(state, y, emit),
+        }
+    }
+}
+
+impl<S, T, U, Er, A, B> Machine<S> for TryThen<A, B, T>
+where
+    A: Machine<S, Out = Result<T, Er>>,
+    B: Machine<S, In = T, Out = Result<U, Er>>,
+{
+    type In = A::In;
+    type Out = Result<U, Er>;
+
+    fn step<E: FnMut(&mut S, Self::Out)>(&mut self, state: &mut S, input: A::In, emit: &mut E) {
+        let b = &mut self.b;
+        self.a.step(state, input, &mut |s, r| match r {
+            Ok(t) => b.step(s, t, emit),
+            Err(e) => emit(s, Err(e)),
+        });
+    }
+}
+
+/// Emits every pair of `left` × `right`, `left` outermost, and empties both.
+fn emit_pairs<S, C: Clone, D: Clone, E: FnMut(&mut S, (C, D))>(
+    state: &mut S,
+    left: &mut Vec<C>,
+    right: &mut Vec<D>,
+    emit: &mut E,
+) {
+    for c in left.drain(..) {
+        for d in right.iter() {
+            emit(state, (c.clone(), d.clone()));
+        }
+    }
+    right.clear();
 }

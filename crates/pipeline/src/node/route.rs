@@ -6,15 +6,15 @@
 //! `shard` (merging by sequence number) and per key for `shard_by_key`.
 
 use std::fmt::Debug;
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 
-use super::{fork_sizes, fork_units, Emit, Node, UnitsOf};
+use super::common::{fork_units, Emit, Node, UnitsOf};
+use crate::branch::{no_such_branch, shard_of};
 use crate::dot::{Dot, NodeId, Shape};
-use crate::runtime::compile::{Compile, Open, Routes};
-use crate::runtime::route::{ByKey, LeftSide, RightSide, RoundRobin, Route, Side};
-use crate::runtime::Move;
-use crate::runtime::{UnitInfo, UnitKind};
-use crate::{Either, Failure, Pipeline, StageState};
+use crate::either::Either;
+use crate::failure::{Failure, StageState};
+use crate::pipeline::Pipeline;
+use crate::unit::{UnitInfo, UnitKind};
 
 /// `Left` items to `a`, `Right` items to `b`, outputs tagged: `Pipeline::choice`.
 pub(crate) struct ChoiceNode<A, B, C, D> {
@@ -64,20 +64,6 @@ where
     fn units(&self, out: &mut Vec<UnitInfo>) {
         fork_units("choice", &[&self.a, &self.b], out);
     }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<Either<A, B>>) -> Open<Either<C, D>> {
-        let (_, n) = fork_sizes(&[&self.a, &self.b]);
-        if cx.fits_whole(up.worker, n) {
-            return cx.whole(Pipeline::from_box(self), up, n);
-        }
-        let me = *self;
-        deploy_sides(
-            cx,
-            up,
-            (me.a, |o| o.map(Either::Left)),
-            (me.b, |o| o.map(Either::Right)),
-        )
-    }
 }
 
 /// `Left` items to `a`, `Right` items to `b`, outputs merged: `Pipeline::merge`.
@@ -123,15 +109,6 @@ where
     fn units(&self, out: &mut Vec<UnitInfo>) {
         fork_units("merge", &[&self.a, &self.b], out);
     }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<Either<A, B>>) -> Open<C> {
-        let (_, n) = fork_sizes(&[&self.a, &self.b]);
-        if cx.fits_whole(up.worker, n) {
-            return cx.whole(Pipeline::from_box(self), up, n);
-        }
-        let me = *self;
-        deploy_sides(cx, up, (me.a, |o| o), (me.b, |o| o))
-    }
 }
 
 /// Each item to the branch `route` picks: `Pipeline::choose`.
@@ -140,66 +117,6 @@ pub(crate) struct ChooseNode<I, O, F> {
     pub(crate) route: F,
     pub(crate) branches: Vec<Pipeline<I, O>>,
 }
-
-/// How a choice's branch end becomes the choice's output.
-type Tag<C, O> = fn(Open<C>) -> Open<O>;
-
-/// Deploys the two sides of a choice across workers: a router by side,
-/// each branch on its own edge (its end passed through its `tag`, which
-/// may wrap it in the side it came from), and a merge in input order.
-fn deploy_sides<A, B, C, D, O>(
-    cx: &mut Compile,
-    up: Open<Either<A, B>>,
-    (a, tag_a): (Pipeline<A, C>, Tag<C, O>),
-    (b, tag_b): (Pipeline<B, D>, Tag<D, O>),
-) -> Open<O>
-where
-    A: Send + 'static,
-    B: Send + 'static,
-    C: Send + 'static,
-    D: Send + 'static,
-    O: Send + 'static,
-{
-    let mut routes = Routes::new();
-    let a_in = cx.route_branch::<_, LeftSide>(&mut routes, &up);
-    let a_out = tag_a(a.node.deploy(cx, a_in));
-    let b_in = cx.route_branch::<_, RightSide>(&mut routes, &up);
-    let b_out = tag_b(b.node.deploy(cx, b_in));
-    let m = cx.join_unit();
-    let inputs = vec![cx.join_input(a_out, m), cx.join_input(b_out, m)];
-    cx.route_close(up, routes, Side, inputs, m)
-}
-
-/// The failure of an item that `choose` routed past its last branch.
-pub(crate) fn no_such_branch<I: Debug + Send + 'static>(
-    name: &str,
-    seq: u64,
-    item: I,
-    chosen: usize,
-    branches: usize,
-) -> Failure {
-    Failure {
-        seq,
-        stage: name.to_string(),
-        item: Box::new(item),
-        error: Box::new(NoSuchBranch { chosen, branches }),
-    }
-}
-
-/// The error of an item routed past the last branch.
-#[derive(Debug)]
-struct NoSuchBranch {
-    chosen: usize,
-    branches: usize,
-}
-
-impl std::fmt::Display for NoSuchBranch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "routed to branch {} of {}", self.chosen, self.branches)
-    }
-}
-
-impl std::error::Error for NoSuchBranch {}
 
 impl<I, O, F> Node<I, O> for ChooseNode<I, O, F>
 where
@@ -229,28 +146,6 @@ where
         let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
         fork_units(&self.name, &parts, out);
     }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
-        let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
-        let (_, n) = fork_sizes(&parts);
-        if cx.fits_whole(up.worker, n) {
-            return cx.whole(Pipeline::from_box(self), up, n);
-        }
-        let me = *self;
-        let mut routes = Routes::new();
-        let mut outs = Vec::with_capacity(me.branches.len());
-        for branch in me.branches {
-            let open = cx.route_branch::<_, Move>(&mut routes, &up);
-            outs.push(branch.node.deploy(cx, open));
-        }
-        let m = cx.join_unit();
-        let inputs = outs.into_iter().map(|o| cx.join_input(o, m)).collect();
-        let pick = Route {
-            name: me.name,
-            route: me.route,
-        };
-        cx.route_close(up, routes, pick, inputs, m)
-    }
 }
 
 /// Item number `i` (counted at the shard's input) to copy `i % n`:
@@ -279,11 +174,6 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for ShardNode<I, O> {
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         copy_units(&self.copies, out);
-    }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
-        let me = *self;
-        cx.shard(me.copies, RoundRobin(me.next), up)
     }
 }
 
@@ -338,49 +228,6 @@ where
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         copy_units(&self.copies, out);
-    }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
-        let me = *self;
-        cx.shard(me.copies, ByKey(me.key), up)
-    }
-}
-
-/// The copy, of `n`, that `shard_by_key` sends an item with key `key` to.
-///
-/// The hash is FNV-1a over the key's `Hash` bytes, fixed so that every
-/// process and every build routes a key to the same copy.
-///
-/// # Panics
-///
-/// If `n` is 0.
-///
-/// # Examples
-///
-/// ```
-/// use statepipe_pipeline::shard_of;
-///
-/// assert_eq!(shard_of(&"alice", 4), shard_of(&"alice", 4));
-/// assert!(shard_of(&17u32, 3) < 3);
-/// ```
-pub fn shard_of<K: Hash + ?Sized>(key: &K, n: usize) -> usize {
-    assert!(n > 0, "shard_of: no copies");
-    let mut h = Fnv1a(0xcbf2_9ce4_8422_2325);
-    key.hash(&mut h);
-    (h.finish() % n as u64) as usize
-}
-
-struct Fnv1a(u64);
-
-impl Hasher for Fnv1a {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
     }
 }
 

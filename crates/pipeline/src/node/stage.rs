@@ -4,16 +4,12 @@ use std::error::Error;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
-use std::sync::Arc;
-
-use super::{Emit, Node};
+use super::common::{Emit, Node};
 use crate::dot::{Dot, NodeId, Shape};
+use crate::failure::{Failure, StageState};
 use crate::machine::Machine;
-use crate::runtime::compile::{Compile, Open};
-use crate::runtime::edge::Sink;
-use crate::runtime::station::{Piece, UnitCounters, UnitSink};
-use crate::runtime::{UnitInfo, UnitKind, DEFAULT_COST_NS};
-use crate::{Failure, Pipeline, StageState};
+use crate::pipeline::Pipeline;
+use crate::unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 
 /// The one unit of a stage named `name`, its cost not yet known.
 fn stage_unit(name: &str) -> UnitInfo {
@@ -56,29 +52,17 @@ where
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
-        Piece::states(*self, out);
+        (*self).states(out);
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         out.push(stage_unit(&self.name));
     }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<M::Out> {
-        cx.unit(Pipeline::from_box(self), up)
-    }
-
-    fn fuse(
-        self: Box<Self>,
-        unit: usize,
-        counters: Arc<UnitCounters>,
-        next: Box<dyn Sink<M::Out>>,
-    ) -> Box<dyn Sink<M::In>> {
-        Box::new(UnitSink::new(unit, *self, counters, next))
-    }
 }
 
-/// A fused stage runs its machine straight from the station's sink chain.
-impl<S, M> Piece<M::In, M::Out> for StageNode<S, M>
+/// Running the stage's machine on one item, as the sequential meaning
+/// and a fused station both do.
+impl<S, M> StageNode<S, M>
 where
     S: Send + 'static,
     M: Machine<S> + Send + 'static,
@@ -86,7 +70,7 @@ where
     M::Out: Send + 'static,
 {
     #[inline]
-    fn run<E: FnMut(M::Out, &mut Vec<Failure>)>(
+    pub(crate) fn run<E: FnMut(M::Out, &mut Vec<Failure>)>(
         &mut self,
         _seq: u64,
         item: M::In,
@@ -97,7 +81,7 @@ where
             .step(&mut self.state, item, &mut |_, o| emit(o, failures));
     }
 
-    fn states(self, out: &mut Vec<StageState>) {
+    pub(crate) fn states(self, out: &mut Vec<StageState>) {
         out.push(StageState::new(&self.name, self.state));
     }
 }
@@ -129,30 +113,17 @@ where
     }
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
-        Piece::states(*self, out);
+        (*self).states(out);
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         out.push(stage_unit(&self.name));
     }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<M::In>) -> Open<O> {
-        cx.unit(Pipeline::from_box(self), up)
-    }
-
-    fn fuse(
-        self: Box<Self>,
-        unit: usize,
-        counters: Arc<UnitCounters>,
-        next: Box<dyn Sink<O>>,
-    ) -> Box<dyn Sink<M::In>> {
-        Box::new(UnitSink::new(unit, *self, counters, next))
-    }
 }
 
-/// A fused fallible stage, like a fused stage: its machine is called
-/// straight from the station's sink chain.
-impl<S, M, O, Er> Piece<M::In, O> for TryStageNode<S, M, O>
+/// Running the stage's machine on one item, as the sequential meaning
+/// and a fused station both do.
+impl<S, M, O, Er> TryStageNode<S, M, O>
 where
     S: Send + 'static,
     M: Machine<S, Out = Result<O, Er>> + Send + 'static,
@@ -162,7 +133,7 @@ where
     Er: Into<Box<dyn Error + Send + Sync>>,
 {
     #[inline]
-    fn run<E: FnMut(O, &mut Vec<Failure>)>(
+    pub(crate) fn run<E: FnMut(O, &mut Vec<Failure>)>(
         &mut self,
         seq: u64,
         item: M::In,
@@ -185,12 +156,12 @@ where
             });
     }
 
-    fn states(self, out: &mut Vec<StageState>) {
+    pub(crate) fn states(self, out: &mut Vec<StageState>) {
         out.push(StageState::new(&self.name, self.state));
     }
 }
 
-/// `a` then `b` (the seed's `:>>>`).
+/// `a` then `b` (`:>>>` in arrow notation).
 pub(crate) struct ThenNode<A, B, C> {
     pub(crate) a: Pipeline<A, B>,
     pub(crate) b: Pipeline<B, C>,
@@ -221,11 +192,6 @@ where
     fn units(&self, out: &mut Vec<UnitInfo>) {
         self.a.node.units(out);
         self.b.node.units(out);
-    }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<A>) -> Open<C> {
-        let mid = self.a.node.deploy(cx, up);
-        self.b.node.deploy(cx, mid)
     }
 }
 
@@ -262,9 +228,5 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for CostNode<I, O> {
                 u.cost_known = true;
             }
         }
-    }
-
-    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
-        self.inner.node.deploy(cx, up)
     }
 }

@@ -1,6 +1,6 @@
 //! Turning a pipeline description into stations on workers, following a plan.
 //!
-//! The description is walked left to right ([`Node::deploy`](crate::node::Node)),
+//! The description is walked left to right ([`Deploy::deploy`]),
 //! carrying the *open* station: a source and the units fused behind it so
 //! far, still missing its final sink. Each unit is either fused onto the
 //! open station (same worker in the plan) or starts a new station behind a
@@ -15,27 +15,50 @@ use crossbeam_channel::Sender;
 use statepipe_ring::wait::{BusySpin, WaitStrategy};
 use statepipe_ring::{Monitor, RingBuilder, Single};
 
+use super::edge::UnitStates;
 use super::edge::{
     inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Move, Msg, RingSource,
     Sink, Source, Take, EDGE_POLLER,
 };
 use super::fork::{EachItem, Gather, Join};
-use super::metrics::{EdgeInfo, StationInfo};
-use super::plan::{UnitInfo, UnitKind};
+use super::graph::{EdgeInfo, StationInfo, OUTPUT};
 use super::ring_sink::RingSink;
 use super::route::{Merge, Pick, Router};
-use super::station::UnitStates;
+use super::station::UnitSink;
 use super::station::{ErrorCounts, Station, StationCounters, Task, UnitCounters};
-use crate::{Failure, Pipeline};
+use crate::failure::Failure;
+use crate::node::common::Node;
+use crate::unit::{UnitInfo, UnitKind};
 
-/// A node id in the deployed graph: a unit, or the pipeline's input/output.
-pub(crate) const INPUT: usize = usize::MAX;
-pub(crate) const OUTPUT: usize = usize::MAX - 1;
+/// A part of a description as the compile walk sees it: a [`Node`] that can
+/// also be placed on stations. Every construct implements it in
+/// [`lower`](super::lower).
+pub(crate) trait Deploy<I, O>: Node<I, O> {
+    /// Deploys this part behind the open station `up`.
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O>;
+
+    /// This part as unit `unit` of a station, fused in front of `next`.
+    /// Any part can run as a [`UnitSink`] (a call through
+    /// [`push`](Node::push)); a stage runs its machine straight from the
+    /// sink instead, one indirect call per item fewer.
+    fn fuse(
+        self: Box<Self>,
+        unit: usize,
+        counters: Arc<UnitCounters>,
+        next: Box<dyn Sink<O>>,
+    ) -> Box<dyn Sink<I>>
+    where
+        I: Send + 'static,
+        O: Send + 'static,
+    {
+        Box::new(UnitSink::new(unit, self.into_dyn(), counters, next))
+    }
+}
 
 /// The open station: everything but its final sink.
 pub(crate) struct Open<T> {
     pub(crate) worker: usize,
-    /// The units (or [`INPUT`]) whose outputs reach this point.
+    /// The units (or [`INPUT`](super::graph::INPUT)) whose outputs reach this point.
     pub(crate) tails: Vec<usize>,
     finish: Finisher<T>,
 }
@@ -268,7 +291,7 @@ impl Compile {
     /// Deploys one unit (a stage, or a construct run whole) behind `up`.
     pub(crate) fn unit<A: Send + 'static, B: Send + 'static>(
         &mut self,
-        piece: Pipeline<A, B>,
+        piece: Box<dyn Deploy<A, B>>,
         up: Open<A>,
     ) -> Open<B> {
         let (u, w) = self.take_unit(UnitKind::Stage);
@@ -289,7 +312,7 @@ impl Compile {
     /// last unit (its join).
     pub(crate) fn whole<A: Send + 'static, B: Send + 'static>(
         &mut self,
-        piece: Pipeline<A, B>,
+        piece: Box<dyn Deploy<A, B>>,
         up: Open<A>,
         n: usize,
     ) -> Open<B> {
@@ -304,7 +327,7 @@ impl Compile {
         &mut self,
         u: usize,
         w: usize,
-        piece: Pipeline<A, B>,
+        piece: Box<dyn Deploy<A, B>>,
         up: Open<A>,
     ) -> Open<B> {
         let up = if up.worker == w && !self.isolate {
@@ -325,7 +348,7 @@ impl Compile {
             tails: vec![u],
             finish: Box::new(move |cx: &mut Compile, next: Box<dyn Sink<B>>| {
                 cx.pending_units.push(u);
-                let sink = piece.node.fuse(u, counters, next);
+                let sink = piece.fuse(u, counters, next);
                 up.finish(cx, sink);
             }),
         }
@@ -335,7 +358,7 @@ impl Compile {
     /// and a merge opening the station after it.
     pub(crate) fn shard<I, O, P>(
         &mut self,
-        copies: Vec<Pipeline<I, O>>,
+        copies: Vec<Box<dyn Deploy<I, O>>>,
         pick: P,
         up: Open<I>,
     ) -> Open<O>
@@ -348,7 +371,7 @@ impl Compile {
         let mut outs = Vec::with_capacity(copies.len());
         for copy in copies {
             let open = self.route_branch::<I, Move>(&mut routes, &up);
-            outs.push(copy.node.deploy(self, open));
+            outs.push(copy.deploy(self, open));
         }
         let m = self.take_unit(UnitKind::Merge);
         let inputs = outs.into_iter().map(|o| self.join_input(o, m)).collect();

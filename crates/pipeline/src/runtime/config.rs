@@ -3,8 +3,12 @@
 
 use std::time::Duration;
 
-use super::plan::{Plan, UnitInfo};
-use super::{DeployError, WORKERS_ENV};
+use super::error::DeployError;
+use super::plan::Plan;
+use crate::unit::UnitInfo;
+
+/// The environment variable that overrides the number of workers.
+pub const WORKERS_ENV: &str = "STATEPIPE_WORKERS";
 
 /// How long an idle worker spins (watching its rings) before it yields and
 /// then sleeps on its doorbell.
@@ -131,8 +135,8 @@ impl Config {
         self
     }
 
-    /// One unpinned thread per unit, the layout of the seed's prototype and
-    /// of most hand-written pipelines: for comparison.
+    /// One unpinned thread per unit, the layout of most hand-written
+    /// pipelines: for comparison.
     pub fn thread_per_stage(mut self) -> Config {
         self.layout = Layout::ThreadPerStage;
         self.pin = false;

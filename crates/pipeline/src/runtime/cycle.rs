@@ -25,13 +25,17 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::compile::{Open, INPUT, OUTPUT};
+use super::compile::Open;
+use super::config::Config;
+use super::deploy::Running;
+use super::edge::UnitStates;
 use super::edge::{inner_edge, probe, DepthProbe, RingSource, Sink, Source, SourceEnd};
-use super::metrics::EdgeInfo;
+use super::error::DeployError;
+use super::graph::{EdgeInfo, INPUT, OUTPUT};
 use super::ring_sink::RingSink;
-use super::station::{panic_message, StagePanic, UnitStates};
-use super::{Config, DeployError, Running};
-use crate::{Failure, Pipeline};
+use super::station::{panic_message, StagePanic};
+use crate::failure::Failure;
+use crate::pipeline::Pipeline;
 
 /// The name a panic in a cycle's `step` is reported under.
 pub const STEP_NAME: &str = "(cycle step)";

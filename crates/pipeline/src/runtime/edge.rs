@@ -28,8 +28,10 @@ use statepipe_ring::wait::{BusySpin, WaitStrategy};
 use statepipe_ring::{EventPollerMut, Monitor, PollError, Producer, Ring, RingBuilder, Single};
 use sync_wrapper::SyncWrapper;
 
-use super::station::UnitStates;
-use crate::Failure;
+use crate::failure::{Failure, StageState};
+
+/// Final stage states by unit number, as a worker hands them back.
+pub(crate) type UnitStates = Vec<(usize, Vec<StageState>)>;
 
 /// One message on an edge.
 pub(crate) struct Msg<T> {

@@ -217,7 +217,7 @@ where
 
     fn emit(&mut self, f: &mut dyn FnMut((C, D))) -> usize {
         let n = self.left.len() * self.right.len();
-        crate::node::pairs(&mut self.left, &mut self.right, f);
+        crate::branch::pairs(&mut self.left, &mut self.right, f);
         n
     }
 
@@ -249,7 +249,7 @@ impl<O: Clone + Send + 'static> Gather for VecGather<O> {
 
     fn emit(&mut self, f: &mut dyn FnMut(Vec<O>)) -> usize {
         let mut n = 0;
-        crate::node::combinations(&mut self.bufs, &mut |v| {
+        crate::branch::combinations(&mut self.bufs, &mut |v| {
             n += 1;
             f(v);
         });

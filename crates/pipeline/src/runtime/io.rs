@@ -9,9 +9,9 @@ use crossbeam_channel::Receiver;
 use statepipe_ring::wait::Adaptive;
 use statepipe_ring::{PublishError, TryPublishError};
 
+use super::edge::UnitStates;
 use super::edge::{DepthProbe, Doorbell, EdgePoller, EdgeProducer, Msg, Sink, Source, SourceEnd};
-use super::station::UnitStates;
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Where items enter a deployed pipeline. Dropping it (or
 /// [`close`](Self::close)) closes the pipeline's input: every item sent

@@ -9,25 +9,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::compile::{Compile, INPUT, OUTPUT};
-use super::edge::DepthProbe;
-use super::plan::{UnitInfo, UnitKind};
-use super::station::{ErrorCounts, StationCounters, UnitCounters};
+use super::compile::Compile;
+use super::graph::{EdgeInfo, StationInfo, INPUT, OUTPUT};
 
-/// Where a ring edge of the deployed graph runs, for metrics and drawing.
-pub(crate) struct EdgeInfo {
-    pub(crate) from: usize,
-    pub(crate) to: usize,
-    /// How many messages wait on the edge's ring, if it is one.
-    pub(crate) depth: Option<DepthProbe>,
-}
-
-/// One station, for metrics.
-pub(crate) struct StationInfo {
-    pub(crate) units: Vec<usize>,
-    pub(crate) counters: Arc<StationCounters>,
-    pub(crate) depth: DepthProbe,
-}
+use super::station::{ErrorCounts, UnitCounters};
+use crate::unit::{UnitInfo, UnitKind};
 
 /// The counters of one unit.
 #[derive(Debug, Clone, PartialEq)]

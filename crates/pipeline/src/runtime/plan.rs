@@ -11,42 +11,11 @@
 
 use std::fmt;
 
-/// What a unit is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnitKind {
-    /// A stage (its machine may be fused combinators).
-    Stage,
-    /// Where a shard's copies meet again, in input order.
-    Merge,
-    /// Where the branches of a fan-out, par, choice, merge or choose meet:
-    /// a fork's outputs for each item are paired, a choice's leave in input
-    /// order. When every unit of the construct sits on one worker with the
-    /// stage before it, the construct runs whole as this unit.
-    Join,
-}
-
-/// One unit of a pipeline, as a plan sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UnitInfo {
-    /// The stage's name; for a construct run whole, its stages' names.
-    pub name: String,
-    /// The names of the stages (and routers) inside, which failures carry.
-    pub stages: Vec<String>,
-    /// The estimated cost of one item, in nanoseconds (declared with
-    /// [`Pipeline::cost`](crate::Pipeline::cost); 1000 when not declared).
-    pub cost_ns: f64,
-    /// Whether the cost was declared or measured rather than assumed.
-    pub cost_known: bool,
-    /// Stage or merge.
-    pub kind: UnitKind,
-}
+use crate::unit::UnitInfo;
 
 /// The least estimated work per item (ns) that is worth a station of its
 /// own: below it, the ring hop costs more than the parallelism gains.
 pub const MIN_STATION_NS: f64 = 200.0;
-
-/// The cost assumed for a stage whose cost nobody declared or measured.
-pub const DEFAULT_COST_NS: f64 = 1000.0;
 
 /// Which worker runs each unit (index = unit number).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +126,7 @@ impl fmt::Display for Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unit::UnitKind;
 
     fn unit(cost: f64) -> UnitInfo {
         UnitInfo {

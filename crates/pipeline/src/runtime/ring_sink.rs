@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use statepipe_ring::wait::WaitStrategy;
 use statepipe_ring::TryPublishError;
 
+use super::edge::UnitStates;
 use super::edge::{max_batch, Doorbell, EdgeProducer, Msg, Sink};
-use super::station::UnitStates;
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The producing end of an edge.
 ///

@@ -21,11 +21,13 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
+use super::edge::UnitStates;
 use super::edge::{DepthProbe, RingSource, Sink, Source, SourceEnd, Take};
 use super::ring_sink::RingSink;
-use super::station::{as_unit, UnitCounters, UnitStates};
-use crate::node::{no_such_branch, shard_of};
-use crate::{Either, Failure};
+use super::station::{as_unit, UnitCounters};
+use crate::branch::{no_such_branch, shard_of};
+use crate::either::Either;
+use crate::failure::Failure;
 
 /// How a router picks the copy (or branch) of an item.
 pub(crate) trait Pick<T>: Send {

@@ -18,9 +18,11 @@
 
 use std::fmt;
 
-use super::plan::{Plan, UnitInfo, UnitKind};
-use super::{Config, DeployError};
-use crate::Pipeline;
+use super::config::Config;
+use super::error::DeployError;
+use super::plan::Plan;
+use crate::pipeline::Pipeline;
+use crate::unit::{UnitInfo, UnitKind};
 
 /// What one message costs to pass through a ring, each side, in ns: a slot
 /// write or read and, once per batch, a cursor store and a wake-up check.

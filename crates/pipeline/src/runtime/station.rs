@@ -19,11 +19,9 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use super::edge::{Sink, Source, SourceEnd};
-use crate::{Failure, Pipeline, StageState};
-
-/// Final stage states by unit number, as a worker hands them back.
-pub(crate) type UnitStates = Vec<(usize, Vec<StageState>)>;
+use super::edge::{Sink, Source, SourceEnd, UnitStates};
+use crate::failure::{Failure, StageState};
+use crate::node::common::Node;
 
 /// What one [`Task::run`] achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +133,7 @@ pub(crate) trait Piece<A, B>: Send + 'static {
     fn states(self, out: &mut Vec<StageState>);
 }
 
-impl<A: Send + 'static, B: Send + 'static> Piece<A, B> for Pipeline<A, B> {
+impl<A: Send + 'static, B: Send + 'static> Piece<A, B> for Box<dyn Node<A, B>> {
     #[inline]
     fn run<E: FnMut(B, &mut Vec<Failure>)>(
         &mut self,
@@ -148,7 +146,7 @@ impl<A: Send + 'static, B: Send + 'static> Piece<A, B> for Pipeline<A, B> {
     }
 
     fn states(self, out: &mut Vec<StageState>) {
-        Pipeline::states(self, out);
+        Node::states(self, out);
     }
 }
 

@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::edge::UnitStates;
 use super::edge::{Doorbell, Halt};
-use super::station::{panic_message, running_unit, StagePanic, Step, Task, UnitStates};
-use super::DeployError;
+use super::error::DeployError;
+use super::station::{panic_message, running_unit, StagePanic, Step, Task};
 
 /// The longest a worker sleeps without checking its stations.
 pub(crate) const PARK: Duration = Duration::from_millis(1);

@@ -226,7 +226,7 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
                 }
             }
             Some((i, n)) => {
-                let last = super::last_handled(next, end, partition);
+                let last = last_handled(next, end, partition);
                 let first = next + (i + n - next % n) % n;
                 let mut s = first;
                 while s < end {
@@ -247,4 +247,43 @@ fn run<T, W: WaitStrategy, K: ProducerKind, A: Access<T>>(
         }
     }
     access.shutdown();
+}
+
+/// The last sequence in `[from, end)` that a consumer with `partition`
+/// handles, if any.
+#[inline(always)]
+fn last_handled(from: u64, end: u64, partition: Option<(u64, u64)>) -> Option<u64> {
+    if end <= from {
+        return None;
+    }
+    match partition {
+        None => Some(end - 1),
+        Some((i, n)) => {
+            let last = end - 1;
+            // The largest s <= last with s % n == i.
+            let back = (last % n + n - i) % n;
+            (last >= from + back).then(|| last - back)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_handled;
+
+    #[test]
+    fn last_handled_matches_a_scan() {
+        for n in 1..5u64 {
+            for i in 0..n {
+                for from in 0..12u64 {
+                    for end in 0..14u64 {
+                        let scan = (from..end).rev().find(|s| s % n == i);
+                        assert_eq!(last_handled(from, end, Some((i, n))), scan);
+                    }
+                }
+            }
+        }
+        assert_eq!(last_handled(3, 7, None), Some(6));
+        assert_eq!(last_handled(3, 3, None), None);
+    }
 }

@@ -9,7 +9,8 @@
 //! yields its core: with more producers than cores, producers that keep
 //! bouncing the cursor's cache line between cores were the bottleneck.
 
-use super::{ClaimError, ProducerKind, Until};
+use super::claim::{ClaimError, Until};
+use super::kind::ProducerKind;
 use crate::shared::{Shared, HALTED};
 use crate::sync::{spin_loop, yield_now, Ordering};
 use crate::wait::WaitStrategy;

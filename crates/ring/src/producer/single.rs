@@ -1,7 +1,8 @@
 //! The single producer's claim when its cached gate says full (the claim
 //! itself is a local counter in `mod.rs`, no atomic read-modify-write).
 
-use super::{ClaimError, ProducerKind, Until};
+use super::claim::{ClaimError, Until};
+use super::kind::ProducerKind;
 use crate::shared::{Shared, HALTED};
 use crate::wait::WaitStrategy;
 

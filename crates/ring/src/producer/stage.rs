@@ -19,7 +19,9 @@
 
 use std::ops::Range;
 
-use super::{Producer, SoleProducer, Until};
+use super::claim::Until;
+use super::kind::SoleProducer;
+use super::Producer;
 use crate::error::{PublishError, TryPublishError};
 use crate::wait::WaitStrategy;
 

@@ -28,7 +28,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use statepipe_pipeline::runtime::Spin;
+use statepipe_pipeline::Spin;
 use statepipe_pipeline::{machine, Config, DeployError, Deployment, Finished, Pipeline};
 
 use crate::pipeline::peers::HANG_LIMIT;
@@ -604,7 +604,7 @@ mod tests {
         let case = Scaling::new(200, 4, 10);
         sizing(&case, None, Spin::Auto, true).unwrap();
         sizing(&case, Some(4), Spin::For(Duration::from_micros(100)), true).unwrap();
-        if std::env::var_os(statepipe_pipeline::runtime::WORKERS_ENV).is_none() {
+        if std::env::var_os(statepipe_pipeline::WORKERS_ENV).is_none() {
             assert_eq!(sizing_auto_workers(), Some(1));
         }
     }
