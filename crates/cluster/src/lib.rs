@@ -57,6 +57,8 @@ mod auth;
 mod engine;
 mod error;
 mod evolve;
+#[cfg(any(test, feature = "fuzzing"))]
+mod fuzz;
 mod listen;
 mod master;
 pub mod pf;
@@ -86,7 +88,7 @@ pub use stats::{Stats, WorkerStats};
 /// How the master schedules: batches, placement, stealing, deadlines
 /// (the fields of [`MasterConfig::sched`]).
 pub mod config {
-    pub use crate::master::sched::{Batch, Deadlines, Placement, SchedConfig, StealVia};
+    pub use crate::master::sched::config::{Batch, Deadlines, Placement, SchedConfig, StealVia};
 }
 
 /// Fuzzing entry points (the `fuzzing` feature).
@@ -97,6 +99,6 @@ pub mod fuzzing {
     /// answering whatever decodes. Nothing may panic, and no decoder may
     /// allocate more than its input's size.
     pub fn frames(bytes: &[u8], registry: &crate::Registry) {
-        crate::protocol::decode_all(bytes, registry);
+        crate::fuzz::decode_all(bytes, registry);
     }
 }

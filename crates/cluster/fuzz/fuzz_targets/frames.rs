@@ -10,13 +10,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde::{Deserialize, Serialize};
-use statepipe_cluster::evolve::{Evolve, Rng};
-use statepipe_cluster::protocol::{self, msg};
-use statepipe_cluster::registry::Registry;
-use statepipe_cluster::Registry;
+use statepipe_cluster::{Evolve, Registry, Rng};
 
-/// A model whose every call is cheap and bounded, whatever the input (the
-/// built-in ones sleep or branch as long as their input says).
+/// A model whose every call is cheap and bounded, whatever the input.
 #[derive(Serialize, Deserialize)]
 struct Echo;
 
@@ -32,11 +28,5 @@ impl Evolve for Echo {
 }
 
 fuzz_target!(|bytes: &[u8]| {
-    let mut core = WorkerCore::new(Registry::new().with::<Echo>());
-    let mut pos = 0;
-    while let Ok(Some((kind, payload, used))) = protocol::decode(&bytes[pos..], 1 << 16) {
-        msg::decode_with_every_decoder(payload);
-        let _ = core.handle(kind, payload, &mut Vec::new());
-        pos += used;
-    }
+    statepipe_cluster::fuzzing::frames(bytes, &Registry::new().with::<Echo>());
 });

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use super::driver::Driver;
 use super::sched::{Scheduler, WorkerId, CHECK_EVERY};
-use super::Driver;
 use crate::protocol::{self, HEADER_LEN};
 
 /// Initial read buffer per connection; grows to the largest frame seen.

@@ -5,6 +5,7 @@
 //! baseline), and deserialises outputs. It never deserialises a state
 //! except in `fetch_states`, where the caller asks for it.
 
+mod driver;
 mod event_loop;
 pub(crate) mod sched;
 mod threaded;
@@ -21,19 +22,8 @@ use crate::protocol::DEFAULT_MAX_FRAME;
 use crate::registry::Registry;
 use crate::registry::{decode, encode};
 use crate::stats::Stats;
+use driver::Driver;
 use sched::{SchedConfig, Scheduler};
-
-/// Moves frames between the scheduler and the sockets.
-pub(crate) trait Driver: Send {
-    /// Sends `sched.out` and feeds responses to `sched` until every live
-    /// worker has answered, or until the failure grace period has passed
-    /// (then calls [`Scheduler::abandon`]).
-    fn run(&mut self, sched: &mut Scheduler);
-    /// Time spent handling events rather than waiting, if known.
-    fn busy(&self) -> Option<Duration>;
-    /// Tells workers to exit and closes the connections.
-    fn close(&mut self, sched: &mut Scheduler);
-}
 
 /// Which master drives the sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@ use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 use crate::stats::WorkerStats;
 
+pub(crate) mod config;
 mod deadline;
 mod finish;
 mod ops;
@@ -31,82 +32,10 @@ mod plan;
 mod tests;
 mod transfer;
 
-pub use deadline::Deadlines;
-pub(crate) use deadline::CHECK_EVERY;
-use transfer::Transfer;
+pub(crate) use config::{Batch, Placement, SchedConfig, StealVia, CHECK_EVERY};
 
 /// Index of a worker connection.
 pub(crate) type WorkerId = usize;
-
-/// Evolve batch size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Batch {
-    /// Always this many states per request (at least 1).
-    Fixed(usize),
-    /// `ceil(2 × rtt / per-state evolve time)`, both measured per worker,
-    /// within `1..=max`, and at most half the worker's queued states.
-    Adaptive {
-        /// The largest batch.
-        max: usize,
-    },
-}
-
-/// Where `reset_states` puts states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    /// Contiguous equal chunks, one per worker.
-    Spread,
-    /// Everything on the first worker (forces steals; for tests).
-    First,
-}
-
-/// The path stolen states take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StealVia {
-    /// Victim → master → thief (`Remove`, `Removed`, then `Add`).
-    Master,
-    /// Victim → thief directly (`Give`, `Handoff`, `Arrived`); falls back
-    /// to the master for a thief without a peer address.
-    Peer,
-}
-
-/// Scheduling knobs.
-#[derive(Debug, Clone)]
-pub struct SchedConfig {
-    /// How many states one evolve request carries.
-    pub batch: Batch,
-    /// Evolve requests in flight per worker (2 hides one round trip).
-    pub pipeline: usize,
-    /// Move queued states to idle workers.
-    pub steal: bool,
-    /// Where `reset_states` puts states.
-    pub placement: Placement,
-    /// At the start of each step, move states so that every worker's
-    /// expected work is even (longest first; see `plan.rs`).
-    pub rebalance: bool,
-    /// Use [`Evolve::expected_cost`](crate::evolve::Evolve::expected_cost);
-    /// otherwise every state counts 1.
-    pub cost_hints: bool,
-    /// The path stolen states take.
-    pub steal_via: StealVia,
-    /// When a worker that owes answers is declared lost.
-    pub deadlines: Deadlines,
-}
-
-impl Default for SchedConfig {
-    fn default() -> Self {
-        SchedConfig {
-            batch: Batch::Adaptive { max: 64 },
-            pipeline: 2,
-            steal: true,
-            placement: Placement::Spread,
-            rebalance: true,
-            cost_hints: true,
-            steal_via: StealVia::Master,
-            deadlines: Deadlines::default(),
-        }
-    }
-}
 
 enum Req {
     Setup,
@@ -158,6 +87,19 @@ struct Slot {
     /// When its last `Evolved` came.
     last_evolved: Instant,
     stats: WorkerStats,
+}
+
+/// A `Give` in progress.
+struct Transfer {
+    victim: WorkerId,
+    thief: WorkerId,
+    ids: Vec<StateId>,
+    step: u64,
+    sent: Instant,
+    /// The victim said `Given n` with n > 0.
+    given: bool,
+    /// The master stopped waiting for it (its victim died first).
+    cancelled: bool,
 }
 
 /// Outcome of an evolve: children and outputs per parent.

@@ -12,8 +12,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::driver::Driver;
 use super::sched::{SchedConfig, Scheduler, WorkerId, CHECK_EVERY};
-use super::Driver;
 use crate::protocol::Kind;
 use crate::wire;
 

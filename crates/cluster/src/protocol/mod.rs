@@ -186,18 +186,3 @@ pub(crate) fn finish(out: &mut [u8], start: usize) {
     let len = u32::try_from(len).expect("frame payload over 4 GiB");
     out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
 }
-
-/// Runs every decoder a master or worker may run on `bytes` read as a
-/// stream of frames, and a worker core (without peers, so a `Give` never
-/// connects anywhere) answering whatever decodes: for the fuzzer and the
-/// tests, which check that nothing panics.
-#[cfg(any(test, feature = "fuzzing"))]
-pub(crate) fn decode_all(bytes: &[u8], registry: &crate::Registry) {
-    let mut core = crate::worker::WorkerCore::new(registry.clone());
-    let mut pos = 0;
-    while let Ok(Some((kind, payload, used))) = decode(&bytes[pos..], 1 << 16) {
-        msg::decode_with_every_decoder(payload);
-        let _ = core.handle(kind, payload, &mut Vec::new());
-        pos += used;
-    }
-}

@@ -8,7 +8,7 @@ use crate::protocol::{self, msg, FrameError, Kind, DEFAULT_MAX_FRAME, HEADER_LEN
 
 /// Every decoder a master or worker may run on a payload.
 fn decode_everything(bytes: &[u8]) {
-    protocol::decode_all(bytes, &super::registry());
+    crate::fuzz::decode_all(bytes, &super::registry());
 }
 
 fn sample_frames() -> Vec<Vec<u8>> {

@@ -1,27 +1,28 @@
-//! The worker: its states in a hash map; a reader thread that answers
-//! control requests at once and a compute thread that evolves batches.
+//! A worker: the process (or thread) that holds states and evolves them
+//! for a master.
 //!
-//! [`WorkerCore`] is the request/response state machine. Run sequentially
-//! (tests, the fuzzing) it answers every request in order. [`run`] splits
-//! it over two threads so that a `Remove`, `Give`, `Fetch` or `Drop`
-//! overtakes the evolve batches queued behind a long call: the master
+//! A worker program registers the models it can run and serves: started by
+//! [`LocalCluster`](crate::LocalCluster) or a launcher that sets
+//! [`CONNECT_ENV`] and the secret, it calls [`serve`]; given an address and
+//! a secret, [`run`]. Either returns when the master shuts it down or goes
+//! away, so a worker never outlives its master.
+//!
+//! Inside, a reader thread answers control requests at once and a compute
+//! thread evolves batches in order, so that a `Remove`, `Give`, `Fetch` or
+//! `Drop` overtakes the evolve batches queued behind a long call: the master
 //! matches `Evolved` frames against its evolve requests and every other
 //! answer against its other requests, each lane in order. That is safe
 //! because the master only ever moves or drops states that no queued evolve
-//! names. A third thread (see [`peer`]) takes states handed over by other
-//! workers.
-//!
-//! A worker exits when the master sends `Shutdown` or closes the
-//! connection, so it never outlives its master.
+//! names. A third thread takes states handed over by other workers.
 
+mod conn;
 mod peer;
 
 use std::collections::HashMap;
-use std::io::Write as _;
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
@@ -30,6 +31,7 @@ use crate::evolve::{call_rng, child_id, StateId};
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
 use crate::registry::{ByteEvolve, Registry};
 use crate::wire;
+use conn::{fail, lock, Conn, Store};
 
 /// What the loop does after a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,15 +40,6 @@ pub(crate) enum Next {
     Continue,
     /// The master said `Shutdown`.
     Exit,
-}
-
-/// A worker's states, serialised, shared by its threads.
-pub(crate) type Store = Arc<Mutex<HashMap<StateId, Vec<u8>>>>;
-
-/// Locks, ignoring poisoning (a panicking evolve is caught before it could
-/// poison anything, and the worker exits after it anyway).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A worker's states and model; answers one request at a time.
@@ -445,37 +438,6 @@ pub fn run(
 enum Job {
     Model(Box<dyn ByteEvolve>, u64),
     Evolve(Vec<u8>),
-}
-
-/// Records a fatal error, tells the master, and closes the connection so
-/// that the reader thread stops too.
-fn fail(conn: &Conn, msg: &str) {
-    tracing::error!("{msg}");
-    let mut slot = lock(&conn.failed);
-    if slot.is_none() {
-        *slot = Some(msg.to_string());
-        let mut w = lock(&conn.writer);
-        let _ = wire::write_frame(&mut *w, Kind::Failed, msg.as_bytes());
-        let _ = w.shutdown(Shutdown::Both);
-    }
-}
-
-/// The master connection as the worker's threads share it.
-#[derive(Clone)]
-pub(crate) struct Conn {
-    writer: Arc<Mutex<TcpStream>>,
-    failed: Arc<Mutex<Option<String>>>,
-}
-
-impl Conn {
-    /// Writes whole frames; an error means the master is gone.
-    pub(crate) fn send(&self, frames: &[u8]) -> std::io::Result<()> {
-        lock(&self.writer).write_all(frames)
-    }
-
-    pub(crate) fn fail(&self, msg: &str) {
-        fail(self, msg);
-    }
 }
 
 fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> Result<(), Error> {

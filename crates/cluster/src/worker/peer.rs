@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{lock, Conn, Store};
+use super::conn::{lock, Conn, Store};
 use crate::auth::Secret;
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};

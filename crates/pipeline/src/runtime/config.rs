@@ -145,14 +145,14 @@ impl Config {
 
     /// Every unit a station of its own, all on one worker, so that each
     /// unit's time can be read from the metrics without units competing
-    /// for cores: the layout of [`Pipeline::calibrate`].
+    /// for cores: the layout of [`Pipeline::calibrate`](crate::Pipeline::calibrate).
     pub fn isolated(mut self) -> Config {
         self.layout = Layout::Isolated;
         self.workers = Some(1);
         self
     }
 
-    /// Places unit `u` on worker `workers[u]` (see [`Pipeline::units`]).
+    /// Places unit `u` on worker `workers[u]` (see [`Pipeline::units`](crate::Pipeline::units)).
     pub fn plan(mut self, workers: Vec<usize>) -> Config {
         self.layout = Layout::Fixed(workers);
         self

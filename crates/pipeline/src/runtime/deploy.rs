@@ -25,7 +25,7 @@ use crate::unit::UnitInfo;
 const USER_THREADS_AT_ENDS: usize = 2;
 
 /// A running pipeline: feed [`input`](Self::input), read
-/// [`output`](Self::output), then [`join`](Self::join).
+/// [`output`](Self::output), then [`join`](crate::Running::join).
 pub struct Deployment<I, O> {
     /// Where items go in.
     pub input: Input<I>,

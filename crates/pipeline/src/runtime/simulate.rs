@@ -145,7 +145,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     /// build a fresh one to deploy.
     ///
     /// # Errors
-    /// As [`Pipeline::deploy`] and [`Running::join`](super::Running::join).
+    /// As [`Pipeline::deploy`] and [`Running::join`](crate::Running::join).
     pub fn calibrate(
         self,
         inputs: impl IntoIterator<Item = I>,
@@ -186,7 +186,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     /// them. See [`fit_fused`].
     ///
     /// # Errors
-    /// As [`Pipeline::deploy`] and [`Running::join`](super::Running::join).
+    /// As [`Pipeline::deploy`] and [`Running::join`](crate::Running::join).
     pub fn fused_cost(self, inputs: impl IntoIterator<Item = I>) -> Result<f64, DeployError> {
         let inputs: Vec<I> = inputs.into_iter().collect();
         let sent = inputs.len().max(1) as f64;

@@ -15,7 +15,7 @@
 //! - anything else (answered at once by the worker's reader thread): `floor`;
 //! - `fixed`, when set, replaces all of these.
 //!
-//! Drivers call [`Scheduler::overdue`] every [`CHECK_EVERY`] while an
+//! Drivers call [`Scheduler::overdue`] every [`CHECK_EVERY`](super::CHECK_EVERY) while an
 //! operation runs, so a hung worker is caught within its allowance plus
 //! that period.
 
@@ -23,35 +23,8 @@ use std::time::{Duration, Instant};
 
 use super::{Req, Scheduler, WorkerId};
 
-/// How often drivers look for overdue workers.
-pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
-
 /// Recent batches kept for the percentile.
 const SAMPLES: usize = 1024;
-
-/// How long a worker that owes answers may stay silent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Deadlines {
-    /// One allowance for every request, replacing the measured ones.
-    pub fixed: Option<Duration>,
-    /// Multiple of the expected (p99) evolve time of a batch.
-    pub factor: f64,
-    /// The least allowance.
-    pub floor: Duration,
-    /// Before anything was measured, and for `Setup`.
-    pub unmeasured: Duration,
-}
-
-impl Default for Deadlines {
-    fn default() -> Self {
-        Deadlines {
-            fixed: None,
-            factor: 10.0,
-            floor: Duration::from_secs(1),
-            unmeasured: Duration::from_secs(60),
-        }
-    }
-}
 
 impl Scheduler {
     /// Remembers one batch's time per state.

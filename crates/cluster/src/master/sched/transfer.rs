@@ -20,22 +20,9 @@
 
 use std::time::Instant;
 
-use super::{nanos, Req, Scheduler, StealVia, WorkerId};
+use super::{nanos, Req, Scheduler, StealVia, Transfer, WorkerId};
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
-
-/// A `Give` in progress.
-pub(super) struct Transfer {
-    victim: WorkerId,
-    thief: WorkerId,
-    ids: Vec<StateId>,
-    step: u64,
-    sent: Instant,
-    /// The victim said `Given n` with n > 0.
-    given: bool,
-    /// The master stopped waiting for it (its victim died first).
-    cancelled: bool,
-}
 
 impl Scheduler {
     /// Sends `ids` (already out of the victim's `pending`) to `thief`.

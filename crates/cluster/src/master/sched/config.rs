@@ -1,0 +1,101 @@
+//! The scheduler's knobs: plain data, set by the caller through
+//! [`MasterConfig::sched`](crate::MasterConfig::sched).
+
+use std::time::Duration;
+
+/// How often drivers look for overdue workers.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// Evolve batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    /// Always this many states per request (at least 1).
+    Fixed(usize),
+    /// `ceil(2 × rtt / per-state evolve time)`, both measured per worker,
+    /// within `1..=max`, and at most half the worker's queued states.
+    Adaptive {
+        /// The largest batch.
+        max: usize,
+    },
+}
+
+/// Where `reset_states` puts states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Contiguous equal chunks, one per worker.
+    Spread,
+    /// Everything on the first worker (forces steals; for tests).
+    First,
+}
+
+/// The path stolen states take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StealVia {
+    /// Victim → master → thief (`Remove`, `Removed`, then `Add`).
+    Master,
+    /// Victim → thief directly (`Give`, `Handoff`, `Arrived`); falls back
+    /// to the master for a thief without a peer address.
+    Peer,
+}
+
+/// Scheduling knobs.
+#[derive(Debug, Clone)]
+pub struct SchedConfig {
+    /// How many states one evolve request carries.
+    pub batch: Batch,
+    /// Evolve requests in flight per worker (2 hides one round trip).
+    pub pipeline: usize,
+    /// Move queued states to idle workers.
+    pub steal: bool,
+    /// Where `reset_states` puts states.
+    pub placement: Placement,
+    /// At the start of each step, move states so that every worker's
+    /// expected work is even (longest first; see `plan.rs`).
+    pub rebalance: bool,
+    /// Use [`Evolve::expected_cost`](crate::evolve::Evolve::expected_cost);
+    /// otherwise every state counts 1.
+    pub cost_hints: bool,
+    /// The path stolen states take.
+    pub steal_via: StealVia,
+    /// When a worker that owes answers is declared lost.
+    pub deadlines: Deadlines,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            batch: Batch::Adaptive { max: 64 },
+            pipeline: 2,
+            steal: true,
+            placement: Placement::Spread,
+            rebalance: true,
+            cost_hints: true,
+            steal_via: StealVia::Master,
+            deadlines: Deadlines::default(),
+        }
+    }
+}
+
+/// How long a worker that owes answers may stay silent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deadlines {
+    /// One allowance for every request, replacing the measured ones.
+    pub fixed: Option<Duration>,
+    /// Multiple of the expected (p99) evolve time of a batch.
+    pub factor: f64,
+    /// The least allowance.
+    pub floor: Duration,
+    /// Before anything was measured, and for `Setup`.
+    pub unmeasured: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            fixed: None,
+            factor: 10.0,
+            floor: Duration::from_secs(1),
+            unmeasured: Duration::from_secs(60),
+        }
+    }
+}
