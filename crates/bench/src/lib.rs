@@ -11,7 +11,9 @@
 //! - [`ring`] is the first user: the Disruptor ring against the `disruptor` crate,
 //!   rtrb, crossbeam-channel and `std::sync::mpsc`;
 //! - [`pipeline`] holds the workloads of pipelines of state machines and their peers
-//!   (threads and channels, tokio, `tracing-appender`).
+//!   (threads and channels, tokio, `tracing-appender`);
+//! - [`sizing`] runs one pipeline inside a real cgroup CPU quota ([`cgroup`]), each
+//!   contender in a child process, to show what sizing workers to the quota is worth.
 //!
 //! A benchmark that gives a wrong answer is worse than none: every workload checks its
 //! result (the sums the consumers saw) and fails with a [`BenchError`] when it is wrong,
@@ -20,12 +22,14 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod cgroup;
 mod error;
 pub mod harness;
 pub mod host;
 pub mod pipeline;
 pub mod report;
 pub mod ring;
+pub mod sizing;
 pub mod stats;
 pub mod watchdog;
 
