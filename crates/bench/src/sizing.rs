@@ -535,7 +535,7 @@ pub fn summary(report: &Report) -> String {
     if let (Some(auto), Some(forced)) = (row(P99_CASE, NAME, 0), row(P99_CASE, NAME, 1)) {
         let ratio = auto / forced;
         lines.push(format!(
-            "target: p99 auto/forced = {ratio:.3} (at most 0.5): {}",
+            "target: p99 auto/forced = {ratio:.5} (at most 0.5): {}",
             if ratio <= 0.5 { "met" } else { "missed" }
         ));
     }
