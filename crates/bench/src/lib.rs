@@ -12,6 +12,8 @@
 //!   rtrb, crossbeam-channel and `std::sync::mpsc`;
 //! - [`pipeline`] holds the workloads of pipelines of state machines and their peers
 //!   (threads and channels, tokio, `tracing-appender`);
+//! - [`sizing`] runs one pipeline inside a real cgroup CPU quota ([`cgroup`]), each
+//!   contender in a child process, to show what sizing workers to the quota is worth;
 //! - [`cluster`] measures the distributed evolve engine's masters with workers that
 //!   sleep for their cost, so hundreds of worker processes fit on a small machine.
 //!
@@ -22,6 +24,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod cgroup;
 pub mod cluster;
 mod error;
 pub mod harness;
@@ -29,6 +32,7 @@ pub mod host;
 pub mod pipeline;
 pub mod report;
 pub mod ring;
+pub mod sizing;
 pub mod stats;
 pub mod watchdog;
 

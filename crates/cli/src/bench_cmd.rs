@@ -16,6 +16,7 @@ use statepipe_bench::host::{self, Host};
 use statepipe_bench::pipeline::{self, PipelineOptions, Setup};
 use statepipe_bench::report::{svg, table, Report};
 use statepipe_bench::ring::{self, RingOptions};
+use statepipe_bench::sizing::{self, SizingOptions};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -32,6 +33,17 @@ pub enum BenchWhich {
     /// tracing-appender: laundry, thread-ring, message-ring, trivial3, scaling, fan-out,
     /// logger, sizing (the Go thread-ring runs separately: bench/go/run.sh).
     Pipeline(PipelineArgs),
+    /// One CPU-bound pipeline inside a real cgroup with a 1-CPU quota: statepipe sized
+    /// by the quota, statepipe forced to the host's CPUs, workers that spin, tokio
+    /// (needs permission to create a cgroup; skips, saying why, without it).
+    Sizing(SizingArgs),
+    /// Runs one `bench sizing` contender and prints its result as JSON (the child
+    /// process `bench sizing` starts inside the cgroup).
+    #[command(hide = true)]
+    SizingChild {
+        /// The request, as JSON.
+        request: String,
+    },
     /// The distributed evolve engine's two masters: efficiency against workers (workers
     /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
     Cluster(ClusterArgs),
@@ -120,10 +132,21 @@ pub struct ClusterArgs {
     pub svg: Option<PathBuf>,
 }
 
+#[derive(Args, Debug)]
+pub struct SizingArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         BenchWhich::Ring(args) => run_ring(args),
         BenchWhich::Pipeline(args) => run_pipeline(args),
+        BenchWhich::Sizing(args) => run_sizing(args),
+        BenchWhich::SizingChild { request } => {
+            println!("{}", sizing::child_main(&request)?);
+            Ok(())
+        }
         BenchWhich::Cluster(args) => run_cluster(&args),
     }
 }
@@ -199,6 +222,42 @@ fn run_pipeline(args: PipelineArgs) -> anyhow::Result<()> {
         started,
         &pipeline::targets::summary(&report),
     )
+}
+
+fn run_sizing(args: SizingArgs) -> anyhow::Result<()> {
+    let host = measure_host(&args.common);
+    let options = SizingOptions {
+        quick: args.common.quick,
+        samples: args.common.samples.into(),
+        child: vec![
+            std::env::current_exe()
+                .context("finding this executable")?
+                .into(),
+            "bench".into(),
+            "sizing-child".into(),
+        ],
+    };
+    let started = Instant::now();
+    let setup = match sizing::Setup::new(&options) {
+        Ok(setup) => setup,
+        Err(e) => {
+            println!("sizing: skipped: cannot create a cgroup with a CPU quota here: {e}");
+            return Ok(());
+        }
+    };
+    println!("{}", setup.describe());
+    let probes = setup.probe().context("bench sizing failed")?;
+    for (runner, probe) in &probes {
+        println!(
+            "sizing: in the cgroup, {runner:?} ran {} worker(s); it saw: {}",
+            probe.workers, probe.cpus
+        );
+    }
+    println!();
+    let report = setup
+        .run(&host, &probes, &mut print_progress)
+        .context("bench sizing failed")?;
+    finish(&report, &args.common, started, &sizing::summary(&report))
 }
 
 /// Measures the host and prints it first, so the reader knows what kind of run follows.

@@ -190,6 +190,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 );
                 return Ok(worker::serve(registry())?);
             };
+            // A worker started by hand says what it found (one started by
+            // `pf` leaves that to its master).
+            eprintln!("cpus: {}", statepipe_sys::cpus::usable_cpus());
             let opts = WorkerOptions {
                 pin: a.pin,
                 ..WorkerOptions::default()
@@ -215,6 +218,10 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Pf(a) => {
             let cpus = statepipe_sys::cpus::usable_cpus();
             let n = a.workers.unwrap_or(cpus.count).max(1);
+            match a.workers {
+                Some(w) => eprintln!("cpus: {cpus}; --workers {w} overrides it"),
+                None => eprintln!("cpus: {cpus}"),
+            }
             crate::kill_workers_on_signal();
             // One worker per CPU the quota leaves, on the first `count` ids.
             let pins = if a.no_pin {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use statepipe_bench::pipeline::workload::calibrate_iters_for;
+use statepipe_pipeline::WORKERS_ENV;
 use statepipe_pipeline::{
     fit_fused, simulate, Config, Finished, Pipeline, Plan, Running, UnitInfo,
 };
@@ -98,7 +99,23 @@ fn items_for(name: &str, items: u64) -> u64 {
     }
 }
 
+/// Prints to stderr the CPUs this process may use and the worker count they
+/// give (see [`statepipe_sys::cpus::Cpus`]'s `Display`), and what overrides
+/// that count.
+fn print_cpus(workers: Option<usize>, thread_per_stage: bool) {
+    let cpus = statepipe_sys::cpus::usable_cpus();
+    let from_env = statepipe_sys::cpus::workers_from_env(WORKERS_ENV);
+    let overridden = match (thread_per_stage, workers, from_env) {
+        (true, _, _) => "; --thread-per-stage starts one worker per stage instead".to_string(),
+        (false, Some(n), _) => format!("; --workers {n} overrides it"),
+        (false, None, Ok(Some(n))) => format!("; {WORKERS_ENV}={n} overrides it"),
+        (false, None, _) => String::new(),
+    };
+    eprintln!("cpus: {cpus}{overridden}");
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    print_cpus(args.workers, args.thread_per_stage);
     let iters = calibrate_iters_for(1000);
     let p = build(&args.pipeline, iters)?;
     let mut cfg = config(args.workers, args.no_pin);
@@ -261,6 +278,7 @@ pub fn render_svg(dot: &str, path: &Path) -> anyhow::Result<()> {
 }
 
 pub fn plan(args: PlanArgs) -> anyhow::Result<()> {
+    print_cpus(args.workers, false);
     let iters = calibrate_iters_for(1000);
     let names: Vec<&str> = if args.pipeline == "all" {
         demos::NAMES.to_vec()

@@ -8,7 +8,9 @@
 //! size themselves differently. This crate answers them once:
 //!
 //! - [`cpus`] has [`usable_cpus`](cpus::usable_cpus) — the affinity mask, the
-//!   cgroup v2 `cpu.max` quota and the count of CPUs they leave — and
+//!   cgroup CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`, found through
+//!   `/proc/self/cgroup` and `/proc/self/mountinfo`), the count of CPUs they
+//!   leave and a one-line explanation of it — and
 //!   [`workers_from_env`](cpus::workers_from_env) for a count the user set;
 //! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread).
 //!
@@ -19,10 +21,12 @@
 //! ```
 //! let cpus = statepipe_sys::cpus::usable_cpus();
 //! assert!(cpus.count >= 1 && cpus.count <= cpus.ids.len());
+//! eprintln!("cpus: {cpus}");
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, unreachable_pub)]
 
+mod cgroup;
 pub mod cpus;
 pub mod pin;

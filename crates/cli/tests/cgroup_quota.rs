@@ -1,0 +1,51 @@
+//! `statepipe run` inside a real cgroup with a 1-CPU quota plans one worker,
+//! and says why at start (`sharded` plans one worker per CPU where it has
+//! them).
+//!
+//! Needs permission to create a cgroup (root, a writable `cpu` hierarchy);
+//! where that is missing the test prints why and passes without running.
+
+use std::process::Command;
+
+use statepipe_bench::cgroup::QuotaCgroup;
+
+#[test]
+fn run_under_a_one_cpu_quota_plans_one_worker() {
+    let name = format!("statepipe-cli-test-{}", std::process::id());
+    // Removed when dropped, whether the assertions below pass or not.
+    let cgroup = match QuotaCgroup::create(&name, 1.0) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipped: cannot create a cgroup with a CPU quota here: {e}");
+            return;
+        }
+    };
+    let procs = cgroup.dir().join("cgroup.procs");
+    // The shell moves itself into the cgroup, then becomes statepipe.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$1" && exec "$2" run sharded --items 2000"#)
+        .arg("sh")
+        .arg(&procs)
+        .arg(env!("CARGO_BIN_EXE_statepipe"))
+        .env_remove("STATEPIPE_WORKERS")
+        .output()
+        .expect("sh runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let cpus = stderr
+        .lines()
+        .find(|l| l.starts_with("cpus: "))
+        .unwrap_or_else(|| panic!("no cpus line in:\n{stderr}"));
+    assert!(cpus.contains("quota 1.0 CPU ("), "{cpus}");
+    assert!(
+        cpus.contains(&cgroup.dir().display().to_string()),
+        "names the cgroup: {cpus}"
+    );
+    assert!(cpus.ends_with("→ 1 worker"), "{cpus}");
+    let plan = stderr
+        .lines()
+        .find(|l| l.starts_with("run: "))
+        .unwrap_or_else(|| panic!("no plan line in:\n{stderr}"));
+    assert!(plan.contains("plan: 1 worker(s)"), "{plan}");
+}
