@@ -6,7 +6,7 @@
 //! - [`statepipe`] runs them as statepipe pipelines (and the logger on the ring);
 //! - [`peers`] runs them on OS threads with crossbeam or std channels, on tokio tasks,
 //!   and through `tracing-appender` or a mutexed `BufWriter`;
-//! - [`targets`] reads a finished report against the targets of the issue.
+//! - [`targets`] reads a finished report against the pipeline's targets.
 //!
 //! Cases, each a [`Group`] of contenders sampled round-robin by [`crate::harness`]:
 //!
