@@ -14,7 +14,8 @@ use crossbeam_utils::CachePadded;
 
 use crate::stats;
 
-/// A round trip below this many nanoseconds marks a quiet host (issue 2's definition).
+/// A round trip below this many nanoseconds marks a quiet host: no other load
+/// slows the cross-core hand-off that every benchmark here depends on.
 pub const QUIET_PINGPONG_NS: f64 = 200.0;
 
 /// The CPUs this process may run on (its scheduler affinity), in id order: the

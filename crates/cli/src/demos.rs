@@ -18,7 +18,8 @@ fn spin(name: &str, iters_per_us: u32, ns: u64) -> Pipeline<u64, u64> {
     Pipeline::map(name, move |x: u64| spin_work(x, iters)).cost(ns as f64)
 }
 
-/// A stage that sleeps `ms` per item (the seed's SlowIO).
+/// A stage that sleeps `ms` per item (`SlowIO` in stevana's
+/// pipelined-state-machines, https://github.com/stevana/pipelined-state-machines).
 fn slow(name: &str, ms: u64) -> Pipeline<u64, u64> {
     Pipeline::map(name, move |x: u64| {
         std::thread::sleep(Duration::from_millis(ms));
@@ -65,7 +66,7 @@ pub fn build(name: &str, iters_per_us: u32) -> Option<Pipeline<u64, u64>> {
             .cost(10.0)
             .then(Pipeline::stage("b", 0u64, machine::step(trivial_b)).cost(10.0))
             .then(Pipeline::stage("c", 0u64, machine::step(trivial_c)).cost(10.0)),
-        // The seed's laundry, 20 ms per stage instead of 200.
+        // The laundry of stevana's pipelined-state-machines, 20 ms per stage instead of 200.
         "laundry" => slow("wash", 20)
             .then(slow("dry", 20))
             .then(slow("fold", 20)),

@@ -9,8 +9,9 @@ use crate::evolve::{call_rng, child_id, root_id, Evolve, StateId};
 /// returned them.
 pub type Outputs<E> = HashMap<StateId, Vec<(StateId, <E as Evolve>::Output)>>;
 
-/// States held somewhere, evolved by `E`: the seed's `resetStates` and
-/// `evolveMany`, plus fetch and drop.
+/// States held somewhere, evolved by `E`: `resetStates` and `evolveMany` of
+/// "Speeding up a distributed computation in Haskell" (FP Complete, 2017),
+/// plus fetch and drop.
 pub trait Engine<E: Evolve> {
     /// Forgets every state and holds `states`; returns their ids in order.
     ///

@@ -180,8 +180,8 @@ proptest! {
     }
 
     #[test]
-    fn the_seeds_swap_is_a_swap(xs in pairs()) {
-        // swap = Snd *** Fst . (Id &&& Id), from the seed.
+    fn swap_is_a_swap(xs in pairs()) {
+        // swap = Snd *** Fst . (Id &&& Id), as in stevana's pipelined-state-machines.
         let swap = || machine::id().fanout(machine::id()).then(machine::snd().split(machine::fst()));
         let out = run(swap().then(swap()).then(swap()), 0, xs.clone()).0;
         prop_assert_eq!(out, xs.iter().map(|&(x, y)| (y, x)).collect::<Vec<_>>());

@@ -259,8 +259,9 @@ fn pipelines_can_move_to_other_threads() {
 }
 
 #[test]
-fn the_seeds_three_swaps_mean_the_same_fused_or_pipelined() {
-    // swap = Snd *** Fst . (Id &&& Id), as in the seed.
+fn three_swaps_mean_the_same_fused_or_pipelined() {
+    // swap = Snd *** Fst . (Id &&& Id), as in stevana's pipelined-state-machines
+    // (https://github.com/stevana/pipelined-state-machines).
     let swap = || {
         machine::id()
             .fanout(machine::id())

@@ -1,9 +1,9 @@
-//! Issue 3 item 6 at the sequential level: random pipelines built from every
-//! combinator (depth ≤ 4, random shard counts, keys and failing items) give
-//! exactly the outputs, failures and final states of a reference written in
-//! plain Rust from the same random description; and (item 6 proper) the
-//! same pipelines deployed on 1–4 workers by random plans, with rings small
-//! enough to fill, give exactly what the sequential interpreter gives.
+//! At the sequential level, random pipelines built from every combinator
+//! (depth ≤ 4, random shard counts, keys and failing items) give exactly the
+//! outputs, failures and final states of a reference written in plain Rust
+//! from the same random description; and the same pipelines deployed on
+//! 1–4 workers by random plans, with rings small enough to fill, give
+//! exactly what the sequential interpreter gives.
 
 mod common;
 

@@ -462,10 +462,10 @@ fn svg_series(rows: &[ResultRow]) -> Vec<Series> {
 mod tests {
     use super::*;
 
-    /// The issue's workload cannot reach 90% at 450 workers: one 300 ms call
+    /// The default workload cannot reach 90% at 450 workers: one 300 ms call
     /// outlasts a step's even share of the work (about 190 ms).
     #[test]
-    fn caps_of_the_issue_workload() {
+    fn caps_of_the_default_workload() {
         let plan = workload(2000, 10, 30_000);
         assert_eq!(plan.len(), 10);
         for w in [17, 50, 100, 200, 450] {

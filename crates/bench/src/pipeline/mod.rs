@@ -6,7 +6,7 @@
 //! - [`statepipe`] runs them as statepipe pipelines (and the logger on the ring);
 //! - [`peers`] runs them on OS threads with crossbeam or std channels, on tokio tasks,
 //!   and through `tracing-appender` or a mutexed `BufWriter`;
-//! - [`targets`] reads a finished report against the targets of the issue.
+//! - [`targets`] reads a finished report against the pipeline's targets.
 //!
 //! Cases, each a [`Group`] of contenders sampled round-robin by [`crate::harness`]:
 //!
@@ -78,7 +78,7 @@ impl Default for PipelineOptions {
 /// The size of every workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizes {
-    /// How long each laundry stage sleeps (200 ms in the seed).
+    /// How long each laundry stage sleeps (200 ms in stevana's pipelined-state-machines).
     pub laundry_stage: Duration,
     /// Hops of statepipe's and tokio's thread-ring.
     pub thread_ring_hops: u64,
@@ -251,7 +251,7 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
         if s.laundry_stage == Sizes::FULL.laundry_stage {
             String::new()
         } else {
-            " (--quick: the seed's 200 ms scaled down, ideal scaled alike)".to_string()
+            " (--quick: 200 ms scaled down, ideal scaled alike)".to_string()
         }
     ));
     lines.push(format!(
@@ -263,7 +263,7 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
     ));
     lines.push(format!(
         "pipeline: message-ring: {RING_STAGES} stages x {RING_IN_FLIGHT} messages x {} laps = \
-         {} sends (seed 003: 1M messages, 4.39 M msg/s)",
+         {} sends (Holk's Rust pipes, 2012: 1M messages, 4.39 M msg/s)",
         s.ring_laps,
         message_ring_sends(RING_STAGES, RING_IN_FLIGHT, s.ring_laps)
     ));

@@ -30,7 +30,7 @@ use sched::{SchedConfig, Scheduler};
 pub enum MasterImpl {
     /// One thread, one `mio` event loop (the default).
     EventLoop,
-    /// A thread per worker around a shared lock (the seed's first design).
+    /// A thread per worker around a shared lock (the baseline).
     Threaded,
 }
 

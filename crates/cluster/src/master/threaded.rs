@@ -1,4 +1,7 @@
-//! The baseline master, the seed's first design: a reader thread per worker,
+//! The baseline master, the first design of "Speeding up a distributed
+//! computation in Haskell" (FP Complete, 2017,
+//! <https://www.fpcomplete.com/blog/2017/01/speeding-up-distributed-computation>):
+//! a reader thread per worker,
 //! each taking a shared lock around the [`Scheduler`] for every response.
 //! A writer thread per worker sends what the scheduler decided, in the
 //! order it decided it (frames are queued under the lock), so no thread

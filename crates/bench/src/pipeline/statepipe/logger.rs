@@ -1,5 +1,6 @@
-//! Ours on seed 002's logging test: the `statepipe-ring` ring used directly, many
-//! producers and one file-writing handler.
+//! Ours on the logging test of stevana's pipelined-state-machines
+//! (<https://github.com/stevana/pipelined-state-machines>): the `statepipe-ring`
+//! ring used directly, many producers and one file-writing handler.
 //!
 //! Each producer formats a line with [`format_line`] and publishes it into a slot of a
 //! multi-producer ring (one `publish_with` per line, as a logging call would). The one

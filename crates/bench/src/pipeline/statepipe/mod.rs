@@ -76,7 +76,7 @@ pub enum Laundry {
 }
 
 impl Laundry {
-    /// Every layout of the case, in the seed's order.
+    /// Every layout of the case, in the order of stevana's pipelined-state-machines.
     pub const ALL: [Laundry; 4] = [
         Laundry::Sequential,
         Laundry::Pipelined,
@@ -135,8 +135,9 @@ fn laundry_line(suffix: &str, stage: Duration) -> Pipeline<u64, u64> {
     rest.into_iter().fold(first, Pipeline::then)
 }
 
-/// Runs the seed's laundry, [`LAUNDRY_LOADS`] loads through three stages that each
-/// sleep `stage`, deployed as `layout`; returns the time until the last load was out.
+/// Runs the laundry of stevana's pipelined-state-machines, [`LAUNDRY_LOADS`] loads
+/// through three stages that each sleep `stage`, deployed as `layout`; returns the
+/// time until the last load was out.
 ///
 /// # Errors
 ///

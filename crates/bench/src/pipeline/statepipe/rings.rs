@@ -1,6 +1,8 @@
-//! Ours on the two ring workloads: the Benchmarks Game's thread-ring and seed 003's
-//! message ring. In both, the calling thread closes the ring: it sends what comes out of
-//! the pipeline's last stage back into its first.
+//! Ours on the two ring workloads: the Benchmarks Game's thread-ring and the message
+//! ring of Eric Holk's "Rust Pipes Performance" (2012,
+//! <http://theincredibleholk.wordpress.com/2012/07/10/rust-pipes-performance/>). In
+//! both, the calling thread closes the ring: it sends what comes out of the
+//! pipeline's last stage back into its first.
 //!
 //! **thread-ring.** The 503 stages are fused on one worker: a hop is a direct call from
 //! one state machine to the next, with no scheduler, queue or atomic between them (the
