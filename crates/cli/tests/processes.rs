@@ -103,20 +103,50 @@ fn ctrl_c_leaves_no_worker_behind() {
     }
 }
 
+/// What happens to the first worker while `pf` runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// SIGKILL after this long.
+    Kill(Duration),
+    /// SIGSTOP after this long (a partition without a reset), SIGCONT 4 s
+    /// later.
+    Stop(Duration),
+}
+
 /// `statepipe pf`'s JSON result, run to the end.
-fn pf_json(args: &[&str], kill_one_after: Option<Duration>) -> serde_json::Value {
+fn pf_json(args: &[&str], fault: Fault) -> serde_json::Value {
     let json = std::env::temp_dir().join(format!(
         "statepipe-pf-{}-{}.json",
         std::process::id(),
-        kill_one_after.is_some()
+        match fault {
+            Fault::None => "clean",
+            Fault::Kill(_) => "kill",
+            Fault::Stop(_) => "stop",
+        }
     ));
     let mut a: Vec<&str> = args.to_vec();
     let path = json.to_str().unwrap().to_string();
     a.extend(["--json", &path]);
     let (mut pf, pids) = start_pf(&a);
-    if let Some(d) = kill_one_after {
-        std::thread::sleep(d);
-        kill(Pid::from_raw(pids[0] as i32), Signal::SIGKILL).unwrap();
+    let victim = Pid::from_raw(pids[0] as i32);
+    match fault {
+        Fault::None => {}
+        Fault::Kill(d) => {
+            std::thread::sleep(d);
+            kill(victim, Signal::SIGKILL).unwrap();
+        }
+        Fault::Stop(d) => {
+            std::thread::sleep(d);
+            kill(victim, Signal::SIGSTOP).unwrap();
+            // Woken well after its deadline (while the run may still go
+            // on): the master closed its connection, so whatever it sends
+            // now is never read.
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(4));
+                let _ = kill(victim, Signal::SIGCONT);
+            });
+        }
     }
     let status = pf.wait().unwrap();
     assert!(status.success(), "pf failed: {status}");
@@ -134,14 +164,39 @@ fn a_killed_worker_costs_time_not_the_result() {
     // the other from its copies and runs its unfinished evolves again; the
     // filter ends with the same bits as a run without the loss.
     let args = ["--workers", "2", "--particles", "1000", "--islands", "10"];
-    let clean = pf_json(&args, None);
-    let hurt = pf_json(&args, Some(Duration::from_millis(400)));
+    let clean = pf_json(&args, Fault::None);
+    let hurt = pf_json(&args, Fault::Kill(Duration::from_millis(400)));
     assert_eq!(clean["lost_workers"].as_u64(), Some(0));
     for key in ["loglik", "loglik_se", "filtered_means"] {
         assert_eq!(clean[key], hurt[key], "{key} differs after a lost worker");
     }
     // The run takes seconds here, so the kill lands mid-run: recovered.
     assert_eq!(hurt["lost_workers"].as_u64(), Some(1), "{hurt}");
+}
+
+#[test]
+fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
+    // SIGSTOP one of two workers mid-run: no reset, just silence. After the
+    // deadline (2 s here) the master declares it lost, closes its
+    // connection and reruns its share on the other; the result is the
+    // clean run's. The stopped worker is woken later: nothing it sends is
+    // read, and it leaves no process behind.
+    let args = [
+        "--workers",
+        "2",
+        "--particles",
+        "1000",
+        "--islands",
+        "10",
+        "--deadline-s",
+        "2",
+    ];
+    let clean = pf_json(&args, Fault::None);
+    let stopped = pf_json(&args, Fault::Stop(Duration::from_millis(400)));
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(clean[key], stopped[key], "{key} differs after a silent worker");
+    }
+    assert_eq!(stopped["lost_workers"].as_u64(), Some(1), "{stopped}");
 }
 
 #[test]
