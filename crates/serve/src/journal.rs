@@ -202,6 +202,21 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A failed [`Writer::commit`].
+#[derive(Debug)]
+pub struct CommitError {
+    /// The write or fsync error.
+    pub source: io::Error,
+    /// Whether the segment could not be cut back to its durable prefix.
+    pub broken: bool,
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.source)
+    }
+}
+
 /// Appends records to the current segment; one write and one fsync per
 /// [`commit`](Writer::commit).
 #[derive(Debug)]
@@ -278,8 +293,9 @@ impl Writer {
     ///
     /// # Errors
     ///
-    /// The write or fsync error (or, worse, the error cutting back).
-    pub fn commit(&mut self) -> io::Result<()> {
+    /// [`CommitError`]: the write or fsync error, and whether cutting back
+    /// failed too (the journal can then take no more records).
+    pub fn commit(&mut self) -> Result<(), CommitError> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -294,10 +310,15 @@ impl Writer {
                 self.durable_len += written;
                 Ok(())
             }
-            Err(e) => {
-                self.file.set_len(self.durable_len)?;
-                self.file.seek(SeekFrom::Start(self.durable_len))?;
-                Err(e)
+            Err(source) => {
+                let cut = self
+                    .file
+                    .set_len(self.durable_len)
+                    .and_then(|()| self.file.seek(SeekFrom::Start(self.durable_len)));
+                Err(CommitError {
+                    source,
+                    broken: cut.is_err(),
+                })
             }
         }
     }
@@ -310,7 +331,7 @@ impl Writer {
     ///
     /// Any I/O error; the journal stays usable on the segment it had.
     pub fn rotate_and_compact(&mut self, covered: u64) -> io::Result<()> {
-        self.commit()?;
+        self.commit().map_err(|e| e.source)?;
         if self.durable_len > 0 {
             let path = self.dir.join(segment_name(self.next_lsn));
             let file = create_segment(&self.dir, &path)?;
