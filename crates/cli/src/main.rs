@@ -6,6 +6,7 @@ mod bench_cmd;
 mod cluster_cmd;
 mod demos;
 mod pipeline_cmd;
+mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,8 @@ enum Command {
     /// Calibrate example pipelines, predict each plan's throughput and
     /// bottleneck with the cost simulator, then measure it.
     Plan(pipeline_cmd::PlanArgs),
+    /// Serve items over HTTP, durably, on the ring.
+    Serve(serve_cmd::ServeArgs),
     #[command(flatten)]
     Cluster(cluster_cmd::Command),
 }
@@ -39,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => pipeline_cmd::run(args),
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
+        Command::Serve(args) => serve_cmd::run(args),
     }
 }
 
