@@ -335,7 +335,7 @@ mod tests {
         assert_eq!(
             p,
             Parsed::Request {
-                consumed: 42,
+                consumed: 44,
                 route: Route::Create(b"{}".to_vec()),
                 close: false
             }
