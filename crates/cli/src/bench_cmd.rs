@@ -124,6 +124,10 @@ pub struct ClusterArgs {
     /// Skip the `roundtrips/200` case.
     #[arg(long)]
     pub no_roundtrips: bool,
+    /// Also run the `faults` case: kill 5% of this many workers once each
+    /// at random moments, against the same run with none killed.
+    #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "200")]
+    pub faults: Option<usize>,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -169,6 +173,7 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         steal_workers: a.steal_workers,
         state_kib: a.state_kib,
         no_roundtrips: a.no_roundtrips,
+        fault_workers: a.faults.unwrap_or(0),
         ..ClusterOptions::new(crate::cluster_cmd::worker_command()?)
     };
     println!("{}\n", options.describe());

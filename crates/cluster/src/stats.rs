@@ -50,6 +50,9 @@ pub struct Stats {
     pub steps: u64,
     /// Workers lost and recovered from (their states placed on the others).
     pub lost_workers: usize,
+    /// When each of those recoveries happened (the master noticed the loss
+    /// and placed the states), in order.
+    pub recovered_at: Vec<std::time::Instant>,
 }
 
 impl Stats {

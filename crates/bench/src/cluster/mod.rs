@@ -21,6 +21,11 @@
 //!   efficiency and the mean time of a move (decision to evolvable).
 //! - `roundtrips/200`: batch round trips per second through one master
 //!   core, 200 workers, zero-cost evolve, batches of one state.
+//! - `faults/workers=W` (with `fault_workers`): the workload's wall time
+//!   and the megabytes per step workers send the master, with nothing
+//!   killed, with 5% of the workers SIGKILLed once each at random moments
+//!   (recovered from the master's copies; the kill-to-recovery time is in
+//!   the row's config), and with recovery off (no copies: what they cost).
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -28,7 +33,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, SeedableRng as _};
-use statepipe_cluster::config::{Batch, SchedConfig, StealVia};
+use statepipe_cluster::config::{Batch, Recovery, SchedConfig, StealVia};
 use statepipe_cluster::pf::systematic;
 use statepipe_cluster::{
     Engine, Evolve, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, StateId,
@@ -72,6 +77,11 @@ pub struct ClusterOptions {
     pub state_kib: usize,
     /// Skip the `roundtrips/200` case.
     pub no_roundtrips: bool,
+    /// Workers of the `faults` case (0: skip it): the same workload with
+    /// and without 5% of the workers killed (SIGKILL) once each at random
+    /// moments, under recovery; and without recovery, for the traffic the
+    /// master's copies cost.
+    pub fault_workers: usize,
 }
 
 impl ClusterOptions {
@@ -89,6 +99,7 @@ impl ClusterOptions {
             steal_workers: 100,
             state_kib: 0,
             no_roundtrips: false,
+            fault_workers: 0,
         }
     }
 
@@ -180,6 +191,13 @@ struct Sample {
     master_busy: Option<f64>,
     mean_move: Option<Duration>,
     roundtrips_per_s: f64,
+    /// Wall time of the steps, seconds.
+    wall_s: f64,
+    /// Megabytes the workers sent the master, per step.
+    mb_in_per_step: f64,
+    /// Kill to recovery, per killed worker, microseconds.
+    reassign_us: Vec<f64>,
+    lost_workers: usize,
 }
 
 /// What a sample's failure says.
@@ -216,23 +234,62 @@ fn sample(
 ) -> Result<Sample, Failure> {
     if state_bytes == 0 {
         let (m, c) = cluster(worker, &Sleep, w, imp, sched)?;
-        run_plan(m, c, plan, (0..states as u64).collect())
+        run_plan(m, c, plan, (0..states as u64).collect(), &[])
     } else {
         let (m, c) = cluster(worker, &Ballast, w, imp, sched)?;
         let init = (0..states).map(|i| vec![i as u8; state_bytes]).collect();
-        run_plan(m, c, plan, init)
+        run_plan(m, c, plan, init, &[])
     }
+}
+
+/// A worker to kill: (worker index, step, delay into the step).
+type Kill = (usize, usize, Duration);
+
+/// `count` kills of distinct workers of `w`, at random steps of `steps` and
+/// random moments within a step of about `step_time` (drawn from `seed`).
+fn kills(w: usize, count: usize, steps: usize, step_time: Duration, seed: u64) -> Vec<Kill> {
+    let mut rng = Rng::seed_from_u64(seed);
+    let mut who: Vec<usize> = (0..w).collect();
+    for i in 0..count.min(w.saturating_sub(1)) {
+        let j = rng.random_range(i..w);
+        who.swap(i, j);
+    }
+    who.into_iter()
+        .take(count.min(w.saturating_sub(1)))
+        .map(|k| {
+            let step = rng.random_range(0..steps.max(1));
+            (k, step, step_time.mul_f64(rng.random::<f64>()))
+        })
+        .collect()
 }
 
 fn run_plan<E: Evolve<Input = SleepInput>>(
     mut m: Master<E>,
-    _cluster: LocalCluster,
+    cluster: LocalCluster,
     plan: &Workload,
     init: Vec<E::State>,
+    kill: &[Kill],
 ) -> Result<Sample, Failure> {
+    let pids = cluster.pids();
     let mut ids: Vec<StateId> = m.reset_states(init)?;
+    let in0: u64 = m.stats().workers.iter().map(|w| w.bytes_in).sum();
     let t0 = Instant::now();
-    for step in plan {
+    let killed_at = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    for (k, step) in plan.iter().enumerate() {
+        for &(who, _, delay) in kill.iter().filter(|x| x.1 == k) {
+            let (pid, killed_at) = (pids[who], killed_at.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let t = Instant::now();
+                if let Ok(pid) = i32::try_from(pid) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                killed_at.lock().unwrap_or_else(|p| p.into_inner()).push(t);
+            });
+        }
         if ids.len() != step.len() {
             return Err("the population drifted".into());
         }
@@ -247,11 +304,24 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     }
     let wall = t0.elapsed().as_secs_f64();
     let st = m.stats();
+    let in1: u64 = st.workers.iter().map(|w| w.bytes_in).sum();
+    let mut killed = killed_at.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    killed.sort_unstable();
+    let reassign_us = killed
+        .iter()
+        .zip(&st.recovered_at)
+        .map(|(k, r)| r.saturating_duration_since(*k).as_secs_f64() * 1e6)
+        .collect();
+    drop(cluster);
     Ok(Sample {
         efficiency: st.efficiency(),
         master_busy: st.master_busy_share(),
         mean_move: st.mean_transfer(),
         roundtrips_per_s: st.workers.iter().map(|w| w.batches).sum::<u64>() as f64 / wall,
+        wall_s: wall,
+        mb_in_per_step: (in1 - in0) as f64 / 1e6 / plan.len().max(1) as f64,
+        reassign_us,
+        lost_workers: st.lost_workers,
     })
 }
 
@@ -281,6 +351,7 @@ pub fn run(
     let plan = workload(a.states, a.steps, cost_us);
     let rt = workload(200 * 25, 4, 0);
     let busy: RefCell<Seen> = RefCell::default();
+    let reassign: RefCell<Vec<f64>> = RefCell::default();
     let moves: RefCell<Vec<f64>> = RefCell::default();
     let mut groups = Vec::new();
     let mut cap_series = Series {
@@ -404,7 +475,72 @@ pub fn run(
             contenders,
         });
     }
+    if a.fault_workers > 0 {
+        let w = a.fault_workers;
+        let case = format!("faults/workers={w}");
+        let n_kill = (w / 20).max(1);
+        let step_time = Duration::from_secs_f64(a.cost_ms / 1e3 * a.states as f64 / w as f64);
+        let reassign: &RefCell<Vec<f64>> = &reassign;
+        let mut contenders = Vec::new();
+        for (name, recovery, kill) in [
+            ("no-faults", Recovery::MasterCopy, false),
+            ("5%-killed", Recovery::MasterCopy, true),
+            ("recovery-off", Recovery::Off, false),
+        ] {
+            let (plan, case2) = (&plan, case.clone());
+            let states = a.states;
+            let config = format!(
+                "{shape}; {}",
+                if kill {
+                    format!("{n_kill} of {w} workers SIGKILLed once each, at random steps")
+                } else {
+                    "nothing killed".to_string()
+                }
+            );
+            let seed = std::cell::Cell::new(0u64);
+            contenders.push(Contender::new(name, config, move || {
+                let sched = SchedConfig {
+                    recovery,
+                    ..SchedConfig::default()
+                };
+                seed.set(seed.get() + 1);
+                let schedule = if kill {
+                    kills(w, n_kill, plan.len(), step_time, seed.get())
+                } else {
+                    Vec::new()
+                };
+                let (m, c) = cluster(worker, &Sleep, w, MasterImpl::EventLoop, sched)
+                    .map_err(|e| failed(&case2, &e))?;
+                let s = run_plan(m, c, plan, (0..states as u64).collect(), &schedule)
+                    .map_err(|e| failed(&case2, &e))?;
+                if kill && s.lost_workers != schedule.len() {
+                    return Err(BenchError::failed(
+                        &case2,
+                        format!("{} workers recovered of {} killed", s.lost_workers, schedule.len()),
+                    ));
+                }
+                reassign.borrow_mut().extend(s.reassign_us.iter().copied());
+                Ok(vec![s.wall_s, s.mb_in_per_step])
+            }));
+        }
+        groups.push(Group {
+            name: case.clone(),
+            metrics: vec![
+                metric(format!("{case}/wall"), "s", false),
+                metric(format!("{case}/from-workers"), "MB/step", false),
+            ],
+            contenders,
+        });
+    }
     let mut rows = harness::run(groups, a.samples, progress)?;
+    let r = reassign.into_inner();
+    if !r.is_empty() {
+        let max = r.iter().copied().fold(0.0, f64::max);
+        let p50 = crate::stats::Summary::of(&r).map_or(0.0, |s| s.median);
+        for row in rows.iter_mut().filter(|x| x.imp == "5%-killed") {
+            row.config += &format!("; kill to recovery p50 {p50:.0} us, max {max:.0} us");
+        }
+    }
     let busy = busy.into_inner();
     annotate_busy(&mut rows, &busy, a.samples);
     let mut series = svg_series(&rows);

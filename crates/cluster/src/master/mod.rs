@@ -152,7 +152,8 @@ impl<E: Evolve> Master<E> {
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
         s.workers = self.sched.worker_stats();
-        s.lost_workers = self.sched.lost_workers();
+        s.recovered_at = self.sched.recovered_at().to_vec();
+        s.lost_workers = s.recovered_at.len();
         s
     }
 

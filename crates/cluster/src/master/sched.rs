@@ -145,8 +145,8 @@ pub(crate) struct Scheduler {
     sent_inputs: HashMap<StateId, (Vec<u8>, f64)>,
     /// A worker reported a failed request: its loss is not recovered from.
     worker_failed: bool,
-    /// Workers lost and recovered from so far.
-    lost_workers: usize,
+    /// When each lost worker was recovered from.
+    recovered_at: Vec<Instant>,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
 }
@@ -203,7 +203,7 @@ impl Scheduler {
             copies: HashMap::new(),
             sent_inputs: HashMap::new(),
             worker_failed: false,
-            lost_workers: 0,
+            recovered_at: Vec::new(),
             out: Vec::new(),
         }
     }
@@ -218,9 +218,9 @@ impl Scheduler {
         self.cfg.recovery == Recovery::MasterCopy
     }
 
-    /// Workers lost and recovered from so far.
-    pub(crate) fn lost_workers(&self) -> usize {
-        self.lost_workers
+    /// When each lost worker was recovered from, in order.
+    pub(crate) fn recovered_at(&self) -> &[Instant] {
+        &self.recovered_at
     }
 
     /// Whether every live worker has answered every request.

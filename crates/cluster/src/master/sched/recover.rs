@@ -115,7 +115,7 @@ impl Scheduler {
                 self.push_pending(dest, again);
             }
         }
-        self.lost_workers += 1;
+        self.recovered_at.push(std::time::Instant::now());
         for v in live {
             self.refill(v);
         }
