@@ -194,7 +194,10 @@ fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
     let clean = pf_json(&args, Fault::None);
     let stopped = pf_json(&args, Fault::Stop(Duration::from_millis(400)));
     for key in ["loglik", "loglik_se", "filtered_means"] {
-        assert_eq!(clean[key], stopped[key], "{key} differs after a silent worker");
+        assert_eq!(
+            clean[key], stopped[key],
+            "{key} differs after a silent worker"
+        );
     }
     assert_eq!(stopped["lost_workers"].as_u64(), Some(1), "{stopped}");
 }
@@ -250,4 +253,71 @@ fn real_processes_match_local_and_recover_from_a_killed_worker() {
     assert_eq!(m.stats().lost_workers, 1);
     drop(m);
     cluster.kill_all();
+}
+
+/// Starts `statepipe master` on a free loopback port; returns it and its
+/// address (read from its first line on stderr).
+fn start_master(secret: &str, workers: &str, wait_s: &str) -> (std::process::Child, String) {
+    let mut m = Command::new(EXE)
+        .args(["master", "--listen", "127.0.0.1:0", "--workers", workers])
+        .args([
+            "--wait-s",
+            wait_s,
+            "--particles",
+            "100",
+            "--islands",
+            "2",
+            "--quiet",
+        ])
+        .env("STATEPIPE_SECRET", secret)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(m.stderr.take().unwrap()).lines();
+    let line = lines
+        .find_map(|l| l.ok().filter(|l| l.starts_with("listening on ")))
+        .unwrap();
+    let addr = line["listening on ".len()..]
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    std::thread::spawn(move || lines.for_each(drop));
+    (m, addr)
+}
+
+#[test]
+fn a_refused_worker_says_why_and_fails() {
+    // A worker with the wrong secret: the master refuses it (and logs the
+    // refusal); the worker prints why and exits non-zero, not 0.
+    let (mut master, addr) = start_master("right", "1", "20");
+    let out = Command::new(EXE)
+        .args(["worker", "--connect", &addr])
+        .env("STATEPIPE_SECRET", "wrong")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a refused worker exited 0: {err}");
+    assert!(err.contains("wrong secret"), "{err}");
+    // A worker with the right secret runs the filter; the master ends well.
+    let ok = Command::new(EXE)
+        .args(["worker", "--connect", &addr])
+        .env("STATEPIPE_SECRET", "right")
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(master.wait().unwrap().success());
+}
+
+#[test]
+fn a_master_that_gives_up_waiting_says_why_and_fails() {
+    let (mut master, _addr) = start_master("s", "2", "1");
+    // Nobody joins within its 1 s: it gives up with an error, not 0.
+    let status = master.wait().unwrap();
+    assert!(!status.success(), "a master with no workers exited 0");
 }

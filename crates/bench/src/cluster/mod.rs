@@ -516,7 +516,11 @@ pub fn run(
                 if kill && s.lost_workers != schedule.len() {
                     return Err(BenchError::failed(
                         &case2,
-                        format!("{} workers recovered of {} killed", s.lost_workers, schedule.len()),
+                        format!(
+                            "{} workers recovered of {} killed",
+                            s.lost_workers,
+                            schedule.len()
+                        ),
                     ));
                 }
                 reassign.borrow_mut().extend(s.reassign_us.iter().copied());
