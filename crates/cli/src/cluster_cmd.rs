@@ -359,19 +359,39 @@ fn report(
         println!();
         println!("{}", run.stats.table());
     }
+    // One island gives no spread to measure the error by.
+    let se = if r.loglik_se.is_finite() {
+        format!(" ± {:.3}", r.loglik_se)
+    } else {
+        String::new()
+    };
     println!(
-        "log-likelihood {:.3} ± {:.3} (particle filter, {} particles in {} islands, {} workers)",
+        "log-likelihood {:.3}{se} (particle filter, {} particles in {} islands, {} workers)",
         r.loglik,
-        r.loglik_se,
         r.particles,
         r.island_logliks.len(),
         run.stats.workers.len()
     );
     if let Some((ll, _)) = &exact {
+        if r.loglik_se.is_finite() {
+            println!(
+                "log-likelihood {:.3} (exact, Kalman filter): difference {:.2} standard errors",
+                ll,
+                (r.loglik - ll) / r.loglik_se
+            );
+        } else {
+            println!(
+                "log-likelihood {:.3} (exact, Kalman filter): difference {:.3} (a standard \
+                 error needs --islands 2 or more)",
+                ll,
+                r.loglik - ll
+            );
+        }
+    }
+    if run.stats.lost_workers > 0 {
         println!(
-            "log-likelihood {:.3} (exact, Kalman filter): difference {:.2} standard errors",
-            ll,
-            (r.loglik - ll) / r.loglik_se
+            "{} worker(s) lost and recovered from; the result is what a run without the loss gives",
+            run.stats.lost_workers
         );
     }
     println!(
