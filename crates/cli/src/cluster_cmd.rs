@@ -3,17 +3,18 @@
 //! `statepipe-models` and the benchmark's.
 
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
 use statepipe_cluster::config::{Batch, Deadlines, Recovery, SchedConfig, StealVia};
-use statepipe_cluster::pf::{self, Bootstrap, PfConfig, SsModel};
+use statepipe_cluster::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    Joined, Listener, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Secret, Stats,
-    WorkerCommand,
+    Joined, Listener, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Secret, Snapshot,
+    Stats, WorkerCommand,
 };
 use statepipe_models::{Nile, Pk};
 
@@ -144,6 +145,19 @@ pub struct FilterArgs {
     /// owes (default: 10 × the p99 batch time, at least 1 s).
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub deadline_s: Option<Duration>,
+    /// Write the run's state (every particle, the filter's accumulators)
+    /// to FILE every `--every` steps, atomically, to resume from if the
+    /// master dies.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Steps between checkpoints.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub every: u64,
+    /// Go on from a checkpoint written by `--checkpoint` (the same model,
+    /// particles, islands and seed; any number of workers). The result is
+    /// what the run would have given had it never stopped.
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
     /// Write the result as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -228,6 +242,10 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             )?)
         }
         Command::Master(a) => {
+            if let Some(path) = &a.filter.resume {
+                // Refuse a wrong checkpoint before waiting for anyone.
+                read_checkpoint(path, &a.filter)?;
+            }
             let l = Listener::bind(&a.listen, Secret::from_env()?)
                 .with_context(|| format!("binding {}", a.listen))?;
             eprintln!(
@@ -239,6 +257,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             filter(joined, &a.filter)
         }
         Command::Pf(a) => {
+            if let Some(path) = &a.filter.resume {
+                read_checkpoint(path, &a.filter)?;
+            }
             let cpus = statepipe_sys::cpus::usable_cpus();
             let n = a.workers.unwrap_or(cpus.count).max(1);
             match a.workers {
@@ -309,9 +330,74 @@ struct Run {
     wall: Duration,
 }
 
+/// What `--checkpoint` writes: the run's identity, the master's snapshot
+/// and the filter's state after the same step.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Checkpoint {
+    run: String,
+    snapshot: Snapshot,
+    filter: PfState,
+}
+
+/// What must match for a checkpoint to be resumed by this run.
+fn run_key(a: &FilterArgs) -> String {
+    format!(
+        "model {:?} (pk {}h x {} substeps), {} particles in {} islands, seed {}",
+        a.model, a.pk_hours, a.pk_substeps, a.particles, a.islands, a.seed
+    )
+}
+
+/// Writes `c` to `path` so that a reader sees the old file or the new one,
+/// never a part: a temporary file beside it, fsynced, renamed over it, and
+/// the folder fsynced.
+fn write_checkpoint(path: &Path, c: &Checkpoint) -> anyhow::Result<()> {
+    let bytes = postcard::to_allocvec(c)?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)
+            .with_context(|| format!("writing the checkpoint {}", tmp.display()))?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming the checkpoint to {}", path.display()))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Ok(d) = std::fs::File::open(dir.unwrap_or(Path::new("."))) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn read_checkpoint(path: &Path, a: &FilterArgs) -> anyhow::Result<Checkpoint> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("reading the checkpoint {}", path.display()))?;
+    let c: Checkpoint = postcard::from_bytes(&bytes)
+        .with_context(|| format!("{} is not a statepipe checkpoint", path.display()))?;
+    anyhow::ensure!(
+        c.run == run_key(a),
+        "the checkpoint {} is of another run: {}; this run: {} (give the same options)",
+        path.display(),
+        c.run,
+        run_key(a)
+    );
+    Ok(c)
+}
+
 fn run_model<M: SsModel + Clone>(m: M, joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<Run> {
+    anyhow::ensure!(
+        a.islands > 0 && a.particles % a.islands == 0,
+        "--islands must divide --particles"
+    );
     let model = Bootstrap(m.clone());
-    let mut master = Master::new(&model, joined, master_config(a))?;
+    let (mut master, start) = match &a.resume {
+        Some(path) => {
+            let c = read_checkpoint(path, a)?;
+            eprintln!("resuming after step {} from {}", c.filter.t, path.display());
+            let master = Master::resume(&model, joined, master_config(a), c.snapshot)?;
+            (master, Some(c.filter))
+        }
+        None => (Master::new(&model, joined, master_config(a))?, None),
+    };
     let bar = indicatif::ProgressBar::new(m.steps() as u64);
     if a.quiet || !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -321,12 +407,29 @@ fn run_model<M: SsModel + Clone>(m: M, joined: Vec<Joined>, a: &FilterArgs) -> a
         islands: a.islands,
         seed: a.seed,
     };
-    anyhow::ensure!(
-        a.islands > 0 && a.particles % a.islands == 0,
-        "--islands must divide --particles"
-    );
+    let mut failed = None;
     let t0 = Instant::now();
-    let result = pf::run(&mut master, &m, cfg, |t| bar.set_position(t as u64))?;
+    let result = pf::run_from(&mut master, &m, cfg, start, |master, st| {
+        bar.set_position(st.t as u64);
+        if let Some(path) = &a.checkpoint {
+            if st.t as u64 % a.every == 0 && st.t < m.steps() {
+                let c = Checkpoint {
+                    run: run_key(a),
+                    snapshot: master.snapshot()?,
+                    filter: st.clone(),
+                };
+                if let Err(e) = write_checkpoint(path, &c) {
+                    failed = Some(e);
+                    return Err(statepipe_cluster::Error::Config("checkpoint failed".into()));
+                }
+            }
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let result = result?;
     let wall = t0.elapsed();
     bar.finish_and_clear();
     let stats = master.stats();

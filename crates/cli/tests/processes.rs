@@ -258,17 +258,24 @@ fn real_processes_match_local_and_recover_from_a_killed_worker() {
 /// Starts `statepipe master` on a free loopback port; returns it and its
 /// address (read from its first line on stderr).
 fn start_master(secret: &str, workers: &str, wait_s: &str) -> (std::process::Child, String) {
+    start_master_with(
+        secret,
+        workers,
+        &["--wait-s", wait_s, "--particles", "100", "--islands", "2"],
+    )
+}
+
+fn start_master_with(secret: &str, workers: &str, args: &[&str]) -> (std::process::Child, String) {
     let mut m = Command::new(EXE)
-        .args(["master", "--listen", "127.0.0.1:0", "--workers", workers])
         .args([
-            "--wait-s",
-            wait_s,
-            "--particles",
-            "100",
-            "--islands",
-            "2",
+            "master",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            workers,
             "--quiet",
         ])
+        .args(args)
         .env("STATEPIPE_SECRET", secret)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -320,4 +327,76 @@ fn a_master_that_gives_up_waiting_says_why_and_fails() {
     // Nobody joins within its 1 s: it gives up with an error, not 0.
     let status = master.wait().unwrap();
     assert!(!status.success(), "a master with no workers exited 0");
+}
+
+/// `n` `statepipe worker` processes for the master at `addr`.
+fn start_workers(addr: &str, secret: &str, n: usize) -> Vec<std::process::Child> {
+    (0..n)
+        .map(|_| {
+            Command::new(EXE)
+                .args(["worker", "--connect", addr])
+                .env("STATEPIPE_SECRET", secret)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_master_resumes_from_its_checkpoint_with_the_same_result() {
+    let dir = std::env::temp_dir().join(format!("statepipe-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ckpt, out) = (dir.join("run.ckpt"), dir.join("resumed.json"));
+    let filter = ["--particles", "1000", "--islands", "10"];
+    let clean = pf_json(
+        &["--workers", "2", filter[0], filter[1], filter[2], filter[3]],
+        Fault::None,
+    );
+    // The first master checkpoints every 20 steps and is SIGKILLed once a
+    // checkpoint exists; its workers end with its connections.
+    let mut args: Vec<&str> = filter.to_vec();
+    let c = ckpt.to_str().unwrap().to_string();
+    args.extend(["--checkpoint", &c, "--every", "20"]);
+    let (mut first, addr) = start_master_with("k", "2", &args);
+    let mut ws = start_workers(&addr, "k", 2);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ckpt.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(ckpt.exists(), "no checkpoint was written");
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = first.wait();
+    for w in &mut ws {
+        let _ = w.wait();
+    }
+    // A new master, three new workers, the same options: it goes on.
+    let o = out.to_str().unwrap().to_string();
+    let mut args: Vec<&str> = filter.to_vec();
+    args.extend(["--resume", &c, "--json", &o]);
+    let (mut second, addr) = start_master_with("k", "3", &args);
+    let mut ws = start_workers(&addr, "k", 3);
+    assert!(
+        second.wait().unwrap().success(),
+        "the resumed master failed"
+    );
+    for w in &mut ws {
+        let _ = w.wait();
+    }
+    let resumed: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(clean[key], resumed[key], "{key} differs after a resume");
+    }
+    // A checkpoint of another run is refused at once, saying why.
+    let other = Command::new(EXE)
+        .args(["master", "--listen", "127.0.0.1:0", "--workers", "1"])
+        .args(["--particles", "500", "--resume", &c])
+        .env("STATEPIPE_SECRET", "k")
+        .output()
+        .unwrap();
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("of another run"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -80,7 +80,7 @@ pub use engine::{Engine, Local, Outputs};
 pub use error::{Error, WorkerLost};
 pub use evolve::{call_rng, Evolve, Rng, StateId};
 pub use listen::{Joined, Listener};
-pub use master::{Master, MasterConfig, MasterImpl};
+pub use master::{Master, MasterConfig, MasterImpl, Snapshot};
 pub use registry::Registry;
 pub use spawn::{kill_spawned_workers, LocalCluster, WorkerCommand};
 pub use stats::{Stats, WorkerStats};

@@ -155,6 +155,24 @@ pub fn systematic(log_w: &[f64], n: usize, u: f64) -> Vec<u32> {
     counts
 }
 
+/// Where a filter run stands after a step: with a [`Master::snapshot`]
+/// taken at the same moment, what a run resumes from ([`run_from`]).
+///
+/// [`Master::snapshot`]: crate::Master::snapshot
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PfState {
+    /// Steps done.
+    pub t: usize,
+    /// Each island's particles, in order.
+    pub islands: Vec<Vec<StateId>>,
+    /// Each island's particles' last log-weights.
+    pub log_w: Vec<Vec<f64>>,
+    /// log Ẑ_r so far, per island.
+    pub log_z: Vec<f64>,
+    /// Filtered means so far.
+    pub means: Vec<f64>,
+}
+
 /// Runs the filter on `engine`, calling `progress` after each step.
 ///
 /// # Errors
@@ -168,19 +186,61 @@ pub fn run<M: SsModel, G: Engine<Bootstrap<M>>>(
     cfg: PfConfig,
     mut progress: impl FnMut(usize),
 ) -> Result<PfResult, Error> {
+    run_from(engine, model, cfg, None, |_, s| {
+        progress(s.t);
+        Ok(())
+    })
+}
+
+/// Runs the filter on `engine` from the start, or from `start` (a state an
+/// earlier run's `after_step` saw, with the engine resumed from a snapshot
+/// taken at that moment), calling `after_step` after each step: the place
+/// to record progress, or to take a snapshot for a later resume. A resumed
+/// run gives the same result, bit for bit, as one that never stopped.
+///
+/// # Errors
+/// Whatever the engine or `after_step` returns.
+///
+/// # Panics
+/// If `islands` is 0 or does not divide `particles`, or `start` does not
+/// fit `cfg`.
+pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
+    engine: &mut G,
+    model: &M,
+    cfg: PfConfig,
+    start: Option<PfState>,
+    mut after_step: impl FnMut(&mut G, &PfState) -> Result<(), Error>,
+) -> Result<PfResult, Error> {
     assert!(
         cfg.islands > 0 && cfg.particles % cfg.islands == 0,
         "islands must divide particles"
     );
     let m = cfg.particles / cfg.islands;
-    let ids = engine.reset_states(vec![None; cfg.particles])?;
-    let mut islands: Vec<Vec<StateId>> = ids.chunks(m).map(<[StateId]>::to_vec).collect();
-    let mut log_w: Vec<Vec<f64>> = vec![vec![0.0; m]; cfg.islands];
-    let mut log_z = vec![0.0f64; cfg.islands];
-    let mut means = Vec::with_capacity(model.steps());
-    for t in 0..model.steps() {
+    let mut st = match start {
+        Some(s) => {
+            assert!(
+                s.islands.len() == cfg.islands && s.log_z.len() == cfg.islands,
+                "the filter state has {} islands, the run {}",
+                s.islands.len(),
+                cfg.islands
+            );
+            s
+        }
+        None => {
+            let ids = engine.reset_states(vec![None; cfg.particles])?;
+            PfState {
+                t: 0,
+                islands: ids.chunks(m).map(<[StateId]>::to_vec).collect(),
+                log_w: vec![vec![0.0; m]; cfg.islands],
+                log_z: vec![0.0f64; cfg.islands],
+                means: Vec::with_capacity(model.steps()),
+            }
+        }
+    };
+    while st.t < model.steps() {
+        let t = st.t;
         let mut inputs = HashMap::with_capacity(cfg.particles);
-        for (r, (ids, lw)) in islands.iter().zip(&log_w).enumerate() {
+        for (r, (ids, lw)) in st.islands.iter().zip(&st.log_w).enumerate() {
             let counts = if t == 0 {
                 vec![1; m]
             } else {
@@ -201,24 +261,27 @@ pub fn run<M: SsModel, G: Engine<Bootstrap<M>>>(
         let mut all = Vec::with_capacity(cfg.particles);
         for r in 0..cfg.islands {
             let (mut next, mut lw) = (Vec::with_capacity(m), Vec::with_capacity(m));
-            for parent in &islands[r] {
+            for parent in &st.islands[r] {
                 for (c, o) in &out[parent] {
                     next.push(*c);
                     lw.push(o.log_w);
                     all.push((o.log_w, o.summary));
                 }
             }
-            log_z[r] += log_sum_exp(lw.iter().copied()) - (m as f64).ln();
-            islands[r] = next;
-            log_w[r] = lw;
+            st.log_z[r] += log_sum_exp(lw.iter().copied()) - (m as f64).ln();
+            st.islands[r] = next;
+            st.log_w[r] = lw;
         }
         let lse = log_sum_exp(all.iter().map(|a| a.0));
-        means.push(all.iter().map(|(l, s)| (l - lse).exp() * s).sum());
-        progress(t + 1);
+        st.means
+            .push(all.iter().map(|(l, s)| (l - lse).exp() * s).sum());
+        st.t = t + 1;
+        after_step(engine, &st)?;
     }
-    let all_ids: Vec<StateId> = islands.concat();
+    let all_ids: Vec<StateId> = st.islands.concat();
     engine.drop_states(&all_ids)?;
     let r = cfg.islands as f64;
+    let log_z = st.log_z;
     let loglik = log_sum_exp(log_z.iter().copied()) - r.ln();
     // Ẑ_r / mean(Ẑ), in a stable scale.
     let rel: Vec<f64> = log_z.iter().map(|l| (l - loglik).exp()).collect();
@@ -230,7 +293,7 @@ pub fn run<M: SsModel, G: Engine<Bootstrap<M>>>(
     Ok(PfResult {
         loglik,
         loglik_se: (var / r).sqrt(),
-        filtered_means: means,
+        filtered_means: st.means,
         island_logliks: log_z,
         particles: cfg.particles,
     })

@@ -8,6 +8,9 @@
 mod driver;
 mod event_loop;
 pub(crate) mod sched;
+mod snapshot;
+
+pub use snapshot::Snapshot;
 mod threaded;
 
 use std::collections::HashMap;
@@ -146,6 +149,48 @@ impl<E: Evolve> Master<E> {
         }
         let joined = l.accept(n, Duration::from_secs(30))?;
         Master::new(model, joined, cfg)
+    }
+
+    /// The run as it stands between operations: the seed, the step and
+    /// reset counters, and every live state's bytes. [`Master::resume`]
+    /// takes it up again, with any number of workers, and the rest of the
+    /// run gives the same bits as if it had never stopped. Write it where
+    /// it survives the master (the caller's choice of file, atomically).
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the master keeps no copies of the states
+    /// (`Recovery::Off`).
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        self.sched.snapshot().ok_or_else(|| {
+            Error::Config("a snapshot needs the master's copies (Recovery::MasterCopy)".into())
+        })
+    }
+
+    /// Takes over joined workers, loads `model` on each, and places the
+    /// states of `snapshot` on them, so that the run goes on where the
+    /// snapshot was taken.
+    ///
+    /// # Errors
+    /// As [`Master::new`]; [`Error::Config`] if `cfg.seed` is not the
+    /// snapshot's (the rest of the run would not be the same run).
+    pub fn resume(
+        model: &E,
+        workers: Vec<Joined>,
+        cfg: MasterConfig,
+        snapshot: Snapshot,
+    ) -> Result<Self, Error> {
+        if cfg.seed != snapshot.seed {
+            return Err(Error::Config(format!(
+                "the snapshot was taken with seed {}, the master has seed {}",
+                snapshot.seed, cfg.seed
+            )));
+        }
+        let mut m = Master::new(model, workers, cfg)?;
+        m.sched
+            .begin_restore(snapshot.step, snapshot.epoch, snapshot.states)?;
+        m.driver.run(&mut m.sched);
+        m.sched.finish()?;
+        Ok(m)
     }
 
     /// Counters so far.

@@ -9,3 +9,4 @@ pub(crate) use common::*;
 
 mod failures;
 mod protocol;
+mod resume;

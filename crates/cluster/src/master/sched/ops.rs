@@ -3,6 +3,7 @@
 use super::{Placement, Req, Scheduler, WorkerId};
 use crate::error::Error;
 use crate::evolve::{root_id, StateId};
+use crate::master::snapshot::Snapshot;
 use crate::protocol::{self, msg, Kind};
 
 impl Scheduler {
@@ -76,6 +77,69 @@ impl Scheduler {
             start = end;
         }
         Ok(ids)
+    }
+
+    /// Places `states` under their own ids, as a snapshot of a run at `step`
+    /// and `epoch` recorded them (spread over the live workers), and takes
+    /// up that run's counters, so its next evolve is the snapshot's next.
+    pub(crate) fn begin_restore(
+        &mut self,
+        step: u64,
+        epoch: u64,
+        states: Vec<(StateId, Vec<u8>)>,
+    ) -> Result<(), Error> {
+        self.begin_op()?;
+        self.transfers.clear();
+        self.location.clear();
+        self.copies.clear();
+        self.step = step;
+        self.epoch = epoch;
+        let live: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&w| self.slots[w].alive)
+            .collect();
+        let n = states.len();
+        let mut start = 0;
+        for (k, &w) in live.iter().enumerate() {
+            let end = n * (k + 1) / live.len();
+            if end > start {
+                let mut f = Vec::new();
+                let st = protocol::begin(&mut f, Kind::Add);
+                msg::put_states(
+                    &mut f,
+                    states[start..end].iter().map(|(id, b)| (*id, b.as_slice())),
+                );
+                protocol::finish(&mut f, st);
+                for (id, _) in &states[start..end] {
+                    if self.location.insert(*id, w).is_some() {
+                        self.collision = Some(*id);
+                    }
+                }
+                self.send(w, f, Req::Add((end - start) as u32));
+            }
+            start = end;
+        }
+        if self.recovering() {
+            self.copies.extend(states);
+        }
+        Ok(())
+    }
+
+    /// The run's seed and counters and every live state's bytes
+    /// (recovery's copies): what `begin_restore` takes up again. `None`
+    /// without copies.
+    pub(crate) fn snapshot(&self) -> Option<Snapshot> {
+        if !self.recovering() {
+            return None;
+        }
+        let mut states: Vec<(StateId, Vec<u8>)> =
+            self.copies.iter().map(|(id, b)| (*id, b.clone())).collect();
+        states.sort_unstable_by_key(|s| s.0);
+        Some(Snapshot {
+            seed: self.seed,
+            step: self.step,
+            epoch: self.epoch,
+            states,
+        })
     }
 
     pub(super) fn send_ids(&mut self, w: WorkerId, kind: Kind, ids: &[StateId], req: Req) {
