@@ -249,12 +249,13 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             let l = Listener::bind(&a.listen, Secret::from_env()?)
                 .with_context(|| format!("binding {}", a.listen))?;
             eprintln!(
-                "listening on {}; waiting for {} workers",
+                "listening on {}; waiting for {} workers (more may join later)",
                 l.local_addr()?,
                 a.workers
             );
             let joined = l.accept(a.workers, Duration::from_secs(a.wait_s))?;
-            filter(joined, &a.filter)
+            // Workers that join later are admitted at the next step.
+            filter(joined, Some(l), &a.filter)
         }
         Command::Pf(a) => {
             if let Some(path) = &a.filter.resume {
@@ -279,7 +280,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 eprintln!("statepipe pf: {n} worker processes {:?}", cluster.pids());
             }
             let joined = cluster.accept(Duration::from_secs(60))?;
-            let r = filter(joined, &a.filter);
+            let r = filter(joined, None, &a.filter);
             drop(cluster);
             r
         }
@@ -305,20 +306,20 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
     }
 }
 
-fn filter(joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<()> {
+fn filter(joined: Vec<Joined>, late: Option<Listener>, a: &FilterArgs) -> anyhow::Result<()> {
     match a.model {
         Model::Nile => {
             let m = Nile::bundled();
             let exact = m.exact();
             let labels = m.years.iter().map(u32::to_string).collect();
             let obs = m.y.clone();
-            report(run_model(m, joined, a)?, a, Some(exact), labels, &obs)
+            report(run_model(m, joined, late, a)?, a, Some(exact), labels, &obs)
         }
         Model::Pk => {
             let m = Pk::simulated(a.pk_hours, a.pk_substeps, a.seed);
             let labels = (1..=m.y.len()).map(|h| format!("{h}h")).collect();
             let obs = m.y.clone();
-            report(run_model(m, joined, a)?, a, None, labels, &obs)
+            report(run_model(m, joined, late, a)?, a, None, labels, &obs)
         }
     }
 }
@@ -383,7 +384,12 @@ fn read_checkpoint(path: &Path, a: &FilterArgs) -> anyhow::Result<Checkpoint> {
     Ok(c)
 }
 
-fn run_model<M: SsModel + Clone>(m: M, joined: Vec<Joined>, a: &FilterArgs) -> anyhow::Result<Run> {
+fn run_model<M: SsModel + Clone>(
+    m: M,
+    joined: Vec<Joined>,
+    late: Option<Listener>,
+    a: &FilterArgs,
+) -> anyhow::Result<Run> {
     anyhow::ensure!(
         a.islands > 0 && a.particles % a.islands == 0,
         "--islands must divide --particles"
@@ -398,6 +404,9 @@ fn run_model<M: SsModel + Clone>(m: M, joined: Vec<Joined>, a: &FilterArgs) -> a
         }
         None => (Master::new(&model, joined, master_config(a))?, None),
     };
+    if let Some(l) = late.filter(|_| a.master == MasterArg::EventLoop) {
+        master.admit_from(l);
+    }
     let bar = indicatif::ProgressBar::new(m.steps() as u64);
     if a.quiet || !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());

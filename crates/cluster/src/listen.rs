@@ -122,6 +122,26 @@ impl Listener {
         Ok(joined)
     }
 
+    /// The workers whose connections are waiting now, authenticated (those
+    /// that fail the challenge are dropped with a logged reason); does not
+    /// wait for more.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the listening socket fails.
+    pub fn accept_ready(&self) -> Result<Vec<Joined>, Error> {
+        let mut joined = Vec::new();
+        loop {
+            match self.inner.accept() {
+                Ok((stream, addr)) => match self.authenticate(&stream) {
+                    Ok(()) => joined.push(Joined { stream, addr }),
+                    Err(e) => tracing::warn!(%addr, "refusing a peer: {e}"),
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(joined),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     fn authenticate(&self, s: &TcpStream) -> io::Result<()> {
         s.set_nonblocking(false)?;
         s.set_nodelay(true)?;

@@ -14,4 +14,10 @@ pub(crate) trait Driver: Send {
     fn busy(&self) -> Option<Duration>;
     /// Tells workers to exit and closes the connections.
     fn close(&mut self, sched: &mut Scheduler);
+    /// Takes over more authenticated connections, numbered after the
+    /// existing ones.
+    ///
+    /// # Errors
+    /// If the driver cannot take workers mid-run, or a socket fails.
+    fn add(&mut self, streams: Vec<std::net::TcpStream>) -> std::io::Result<()>;
 }

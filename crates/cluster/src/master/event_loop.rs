@@ -52,14 +52,30 @@ impl EventLoop {
         max_frame: u32,
         grace: Duration,
     ) -> io::Result<Self> {
-        let poll = Poll::new()?;
-        let mut conns = Vec::with_capacity(streams.len());
-        for (w, s) in streams.into_iter().enumerate() {
+        let mut el = EventLoop {
+            poll: Poll::new()?,
+            events: Events::with_capacity(1024),
+            ready: Vec::with_capacity(1024),
+            dirty: Vec::new(),
+            conns: Vec::with_capacity(streams.len()),
+            max_frame,
+            grace,
+            busy: Duration::ZERO,
+        };
+        el.register(streams)?;
+        Ok(el)
+    }
+
+    /// Registers connections under the next worker numbers.
+    fn register(&mut self, streams: Vec<std::net::TcpStream>) -> io::Result<()> {
+        for s in streams {
+            let w = self.conns.len();
             s.set_nonblocking(true)?;
             let mut stream = TcpStream::from_std(s);
-            poll.registry()
+            self.poll
+                .registry()
                 .register(&mut stream, Token(w), Interest::READABLE)?;
-            conns.push(Some(Conn {
+            self.conns.push(Some(Conn {
                 stream,
                 io_at: Instant::now(),
                 rbuf: vec![0; READ_BUF],
@@ -69,16 +85,7 @@ impl EventLoop {
                 want_write: false,
             }));
         }
-        Ok(EventLoop {
-            poll,
-            events: Events::with_capacity(1024),
-            ready: Vec::with_capacity(1024),
-            dirty: Vec::new(),
-            conns,
-            max_frame,
-            grace,
-            busy: Duration::ZERO,
-        })
+        Ok(())
     }
 
     fn drop_conn(&mut self, w: WorkerId, sched: &mut Scheduler, reason: &str) {
@@ -191,6 +198,10 @@ impl EventLoop {
 }
 
 impl Driver for EventLoop {
+    fn add(&mut self, streams: Vec<std::net::TcpStream>) -> io::Result<()> {
+        self.register(streams)
+    }
+
     fn run(&mut self, sched: &mut Scheduler) {
         let start = Instant::now();
         let mut waited = Duration::ZERO;

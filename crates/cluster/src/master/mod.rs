@@ -77,6 +77,10 @@ impl Default for MasterConfig {
 
 /// States on workers, evolved by `E`: the [`Engine`] of a cluster.
 pub struct Master<E: Evolve> {
+    /// The model as workers get it, for workers admitted later.
+    params: Vec<u8>,
+    /// Where workers that join mid-run connect ([`Master::admit_from`]).
+    listener: Option<Listener>,
     /// A copy of the model (decoded from what the workers got), for its
     /// cost hints.
     model: E,
@@ -112,6 +116,8 @@ impl<E: Evolve> Master<E> {
         };
         let params = encode(model)?;
         let mut m = Master {
+            params: params.clone(),
+            listener: None,
             model: decode(&params)?,
             stats: Stats {
                 workers: vec![Default::default(); addrs.len()],
@@ -193,6 +199,43 @@ impl<E: Evolve> Master<E> {
         Ok(m)
     }
 
+    /// Admits more workers between operations: they get the model now and
+    /// work from the next step on (the rebalance at a step's start and
+    /// steals give it to them). Results do not change: they never depend
+    /// on where a state is evolved.
+    ///
+    /// # Errors
+    /// If a socket fails, a worker cannot build the model, or the driver
+    /// takes no workers mid-run (the threaded master).
+    pub fn admit(&mut self, workers: Vec<Joined>) -> Result<(), Error> {
+        if workers.is_empty() {
+            return Ok(());
+        }
+        let addrs: Vec<_> = workers.iter().map(|j| j.addr).collect();
+        self.driver
+            .add(workers.into_iter().map(|j| j.stream).collect())?;
+        self.sched.begin_admit(&addrs, E::NAME, &self.params)?;
+        self.driver.run(&mut self.sched);
+        self.sched.finish()?;
+        tracing::info!(joined = addrs.len(), "workers admitted");
+        Ok(())
+    }
+
+    /// Keeps `listener` and, at the start of every `evolve_many`, admits
+    /// the workers that joined it since (elastic workers).
+    pub fn admit_from(&mut self, listener: Listener) {
+        self.listener = Some(listener);
+    }
+
+    /// Admits whoever joined the listener since the last step.
+    fn admit_joined(&mut self) -> Result<(), Error> {
+        let joined = match &self.listener {
+            Some(l) => l.accept_ready()?,
+            None => return Ok(()),
+        };
+        self.admit(joined)
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
@@ -231,6 +274,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
     }
 
     fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
+        self.admit_joined()?;
         let inputs = inputs
             .into_iter()
             .map(|(id, i)| Ok((id, encode(&i)?, self.model.expected_cost(&i))))

@@ -103,6 +103,28 @@ struct Transfer {
     cancelled: bool,
 }
 
+impl Slot {
+    fn new(addr: SocketAddr, now: Instant) -> Self {
+        Slot {
+            addr,
+            alive: true,
+            pending: Vec::new(),
+            pending_cost: 0.0,
+            in_flight: VecDeque::new(),
+            evolving: 0,
+            incoming: 0,
+            queued_idle: false,
+            peer: None,
+            per_state_ns: None,
+            rtt_ns: None,
+            owing_since: now,
+            last_heard: now,
+            last_evolved: now,
+            stats: WorkerStats::default(),
+        }
+    }
+}
+
 /// Outcome of an evolve: children and outputs per parent.
 pub(crate) type RawResults = HashMap<StateId, Vec<(StateId, Vec<u8>)>>;
 
@@ -158,26 +180,7 @@ impl Scheduler {
             cfg.steal_via = StealVia::Master;
         }
         let now = Instant::now();
-        let slots = addrs
-            .iter()
-            .map(|&addr| Slot {
-                addr,
-                alive: true,
-                pending: Vec::new(),
-                pending_cost: 0.0,
-                in_flight: VecDeque::new(),
-                evolving: 0,
-                incoming: 0,
-                queued_idle: false,
-                peer: None,
-                per_state_ns: None,
-                rtt_ns: None,
-                owing_since: now,
-                last_heard: now,
-                last_evolved: now,
-                stats: WorkerStats::default(),
-            })
-            .collect();
+        let slots = addrs.iter().map(|&addr| Slot::new(addr, now)).collect();
         Scheduler {
             slots,
             location: HashMap::new(),

@@ -205,6 +205,13 @@ impl Threaded {
 }
 
 impl Driver for Threaded {
+    fn add(&mut self, _streams: Vec<TcpStream>) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "the threaded master takes no workers mid-run (use the event-loop master)",
+        ))
+    }
+
     fn run(&mut self, sched: &mut Scheduler) {
         let placeholder = Scheduler::new(&[], 0, SchedConfig::default());
         let mut g = lock(&self.shared);

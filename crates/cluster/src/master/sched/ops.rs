@@ -10,7 +10,31 @@ impl Scheduler {
     /// Sends the model to every worker.
     pub(crate) fn begin_setup(&mut self, model: &str, params: &[u8]) -> Result<(), Error> {
         self.begin_op()?;
-        for w in 0..self.slots.len() {
+        self.setup_from(0, model, params);
+        Ok(())
+    }
+
+    /// Adds workers at `addrs` (between operations) and sends them the
+    /// model: they hold nothing yet; the next step's rebalance and steals
+    /// give them work.
+    pub(crate) fn begin_admit(
+        &mut self,
+        addrs: &[std::net::SocketAddr],
+        model: &str,
+        params: &[u8],
+    ) -> Result<(), Error> {
+        self.begin_op()?;
+        let first = self.slots.len();
+        let now = std::time::Instant::now();
+        self.slots
+            .extend(addrs.iter().map(|&a| super::Slot::new(a, now)));
+        self.setup_from(first, model, params);
+        Ok(())
+    }
+
+    /// Sends `Setup` to workers `first..`.
+    fn setup_from(&mut self, first: WorkerId, model: &str, params: &[u8]) {
+        for w in first..self.slots.len() {
             let mut f = Vec::new();
             let st = protocol::begin(&mut f, Kind::Setup);
             msg::put_setup(
@@ -25,7 +49,6 @@ impl Scheduler {
             protocol::finish(&mut f, st);
             self.send(w, f, Req::Setup);
         }
-        Ok(())
     }
 
     /// Drops every state and places `states` (serialised); returns their ids.

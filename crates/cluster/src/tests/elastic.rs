@@ -1,0 +1,75 @@
+//! Workers that join mid-run are admitted at the next step and get work;
+//! the results are the single-process engine's all the same.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::{registry, Branchy};
+use crate::auth::Secret;
+use crate::listen::Listener;
+use crate::{worker, Engine, Local, Master, MasterConfig, MasterImpl, StateId};
+
+#[test]
+fn workers_joining_mid_run_are_admitted_and_change_nothing() {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let _ = worker::spawn_thread(addr, secret.clone(), registry());
+    let joined = l.accept(1, Duration::from_secs(30)).unwrap();
+    let cfg = MasterConfig {
+        seed: 3,
+        ..MasterConfig::default()
+    };
+    let model = Branchy { max: 2 };
+    let mut m = Master::new(&model, joined, cfg).unwrap();
+    m.admit_from(l);
+    let mut local = Local::new(model, 3);
+    let init: Vec<(u64, Vec<u8>)> = (0..60).map(|i| (i, vec![i as u8])).collect();
+    let mut ids = m.reset_states(init.clone()).unwrap();
+    assert_eq!(local.reset_states(init).unwrap(), ids);
+    for step in 0..12 {
+        if step == 2 {
+            for _ in 0..2 {
+                let _ = worker::spawn_thread(addr, secret.clone(), registry());
+            }
+        }
+        if ids.is_empty() {
+            break;
+        }
+        // Steady inputs (one child each) keep the population alive.
+        let inputs: HashMap<StateId, u32> = ids.iter().map(|&i| (i, 1)).collect();
+        let got = m.evolve_many(inputs.clone()).unwrap();
+        assert_eq!(got, local.evolve_many(inputs).unwrap(), "step {step}");
+        ids = got.values().flatten().map(|c| c.0).collect();
+        ids.sort_unstable();
+        if m.stats().workers.len() < 3 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let st = m.stats();
+    assert_eq!(st.workers.len(), 3, "the joiners were not admitted");
+    assert!(
+        st.workers[1..].iter().any(|w| w.evolved > 0),
+        "the joiners got no work: {:?}",
+        st.workers
+    );
+}
+
+#[test]
+fn the_threaded_master_refuses_workers_mid_run_with_an_error() {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    for _ in 0..2 {
+        let _ = worker::spawn_thread(addr, secret.clone(), registry());
+    }
+    let mut joined = l.accept(2, Duration::from_secs(30)).unwrap();
+    let late = joined.split_off(1);
+    let cfg = MasterConfig {
+        imp: MasterImpl::Threaded,
+        ..MasterConfig::default()
+    };
+    let mut m = Master::new(&Branchy { max: 1 }, joined, cfg).unwrap();
+    let err = m.admit(late).unwrap_err();
+    assert!(err.to_string().contains("event-loop"), "{err}");
+}
