@@ -2,6 +2,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod apps_cmd;
 mod bench_cmd;
 mod cluster_cmd;
 mod demos;
@@ -29,6 +30,11 @@ enum Command {
     Plan(pipeline_cmd::PlanArgs),
     #[command(flatten)]
     Cluster(cluster_cmd::Command),
+    /// Write the Benchmarks Game's fasta output for N to stdout.
+    Fasta(apps_cmd::FastaArgs),
+    /// Benchmarks Game k-nucleotide: FASTA on stdin, the `>THREE` sequence's
+    /// 1- and 2-mer frequencies and five k-mer counts on stdout.
+    Knucleotide(apps_cmd::KnucleotideArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,6 +45,8 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => pipeline_cmd::run(args),
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
+        Command::Fasta(args) => apps_cmd::run_fasta(&args),
+        Command::Knucleotide(args) => apps_cmd::run_knucleotide(&args),
     }
 }
 
