@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod fasta;
+pub mod graph500;
 pub mod kmer;
 
 /// The number of workers to start: one per CPU this process may use.

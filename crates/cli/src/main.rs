@@ -35,6 +35,9 @@ enum Command {
     /// Benchmarks Game k-nucleotide: FASTA on stdin, the `>THREE` sequence's
     /// 1- and 2-mer frequencies and five k-mer counts on stdout.
     Knucleotide(apps_cmd::KnucleotideArgs),
+    /// Graph500 BFS: Kronecker graph, CSR (kernel 1), validated searches
+    /// (kernel 2), the specification's output block.
+    Graph500(apps_cmd::Graph500Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,6 +50,7 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
         Command::Fasta(args) => apps_cmd::run_fasta(&args),
         Command::Knucleotide(args) => apps_cmd::run_knucleotide(&args),
+        Command::Graph500(args) => apps_cmd::run_graph500(&args),
     }
 }
 

@@ -48,3 +48,25 @@ fn knucleotide_rejects_bad_input_with_exit_code_2() {
         assert!(out.stdout.is_empty());
     }
 }
+
+#[test]
+fn graph500_prints_the_output_block_and_refuses_huge_scales() {
+    let out = statepipe(&["graph500", "--scale", "8", "--roots", "4"], b"");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("NBFS:                           4"),
+        "{stdout}"
+    );
+    let out = statepipe(&["graph500", "--scale", "31", "--edgefactor", "1024"], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("needs about") && stderr.contains("MemAvailable"),
+        "{stderr}"
+    );
+}
