@@ -10,9 +10,10 @@
 //! a k-mer of up to 32 bases is one integer: the last `k` bases of a rolling
 //! 36-bit code. The sequence is cut into one contiguous range of k-mer start
 //! positions per worker; each worker, pinned to a CPU of its own, counts
-//! every k-mer length needed in one pass over its range — into arrays
+//! every k-mer length needed, one pass over its range per length (so one
+//! table at a time is hot in the cache) — into arrays
 //! indexed by the code for short k-mers ([`DIRECT_MAX_K`]) and into
-//! `hashbrown` tables with the Fx hash for long ones — and the per-worker
+//! `hashbrown` tables with a folded-multiply hash ([`KmerHasher`]) for long ones — and the per-worker
 //! tables are summed at the end.
 //!
 //! ```
@@ -24,8 +25,9 @@
 
 use std::fmt::Write as _;
 
+use std::hash::{BuildHasherDefault, Hasher};
+
 use hashbrown::HashMap;
-use rustc_hash::FxBuildHasher;
 
 /// k-mers of at most this many bases are counted in arrays indexed by
 /// their code (`4^k` counters); longer ones in hash tables.
@@ -160,7 +162,7 @@ pub enum Table {
     /// `4^k` counters indexed by the code.
     Direct(Vec<u64>),
     /// A hash table from code to count.
-    Hashed(HashMap<u64, u64, FxBuildHasher>),
+    Hashed(HashMap<u64, u64, BuildHasherDefault<KmerHasher>>),
 }
 
 impl Table {
@@ -168,7 +170,10 @@ impl Table {
         if k <= DIRECT_MAX_K {
             Table::Direct(vec![0; 1 << (2 * k)])
         } else {
-            Table::Hashed(HashMap::with_capacity_and_hasher(1 << 12, FxBuildHasher))
+            Table::Hashed(HashMap::with_capacity_and_hasher(
+                1 << 12,
+                BuildHasherDefault::default(),
+            ))
         }
     }
 
@@ -205,6 +210,32 @@ impl Table {
             }
             _ => unreachable!("tables of one k are of one kind"),
         }
+    }
+}
+
+/// The hasher of the k-mer tables: one folded 64×64→128-bit multiply.
+///
+/// A k-mer code is at most 36 bits and highly structured; `hashbrown` takes
+/// the bucket from the hash's low bits and a tag from its top 7, so both
+/// ends must depend on every bit of the key; folding the high half of the
+/// 128-bit product into the low half mixes every key bit into both ends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KmerHasher(u64);
+
+impl Hasher for KmerHasher {
+    fn finish(&self) -> u64 {
+        let p = u128::from(self.0 ^ 0x243f_6a88_85a3_08d3) * 0x9e37_79b9_7f4a_7c15;
+        (p as u64) ^ ((p >> 64) as u64)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8)) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
     }
 }
 
@@ -288,39 +319,41 @@ pub fn count(codes: &[u8], ks: &[usize], workers: usize) -> Result<Counts, KmerE
 
 /// Counts the k-mers that start in `start..end` (they may end past `end`).
 fn count_range(codes: &[u8], start: usize, end: usize, ks: &[usize]) -> Vec<Table> {
-    let mut tables: Vec<Table> = ks.iter().map(|&k| Table::new(k)).collect();
-    let kmax = ks.iter().copied().max().unwrap_or(1);
-    let masks: Vec<u64> = ks
-        .iter()
+    // One pass per k, so that only one table is hot in the cache at a time.
+    ks.iter()
         .map(|&k| {
-            if k == 32 {
+            let mut table = Table::new(k);
+            // Start positions start..last; the k-mer at p ends at p + k - 1.
+            let last = (codes.len() + 1).saturating_sub(k).min(end);
+            if start >= last {
+                return table;
+            }
+            let mask = if k == 32 {
                 u64::MAX
             } else {
                 (1 << (2 * k)) - 1
+            };
+            let mut code = codes[start..start + k - 1]
+                .iter()
+                .fold(0u64, |c, &b| (c << 2) | u64::from(b));
+            let window = &codes[start + k - 1..last + k - 1];
+            match &mut table {
+                Table::Direct(v) => {
+                    for &b in window {
+                        code = ((code << 2) | u64::from(b)) & mask;
+                        v[code as usize] += 1;
+                    }
+                }
+                Table::Hashed(m) => {
+                    for &b in window {
+                        code = ((code << 2) | u64::from(b)) & mask;
+                        *m.entry(code).or_insert(0) += 1;
+                    }
+                }
             }
+            table
         })
-        .collect();
-    // `code` holds the bases up to position `i`, the newest in the low bits;
-    // the k-mer ending at `i` starts at `i + 1 - k`.
-    let mut code = 0u64;
-    let stop = (end + kmax - 1).min(codes.len());
-    let from = start;
-    for (i, &c) in codes.iter().enumerate().take(stop).skip(from) {
-        code = (code << 2) | u64::from(c);
-        let seen = i + 1 - from;
-        for ((table, &k), &mask) in tables.iter_mut().zip(ks).zip(&masks) {
-            // Start position i + 1 - k must be in start..end.
-            if seen < k || i + 1 - k >= end {
-                continue;
-            }
-            let key = code & mask;
-            match table {
-                Table::Direct(v) => v[key as usize] += 1,
-                Table::Hashed(m) => *m.entry(key).or_insert(0) += 1,
-            }
-        }
-    }
-    tables
+        .collect()
 }
 
 /// The k-nucleotide report of a FASTA text, on `workers` threads.
