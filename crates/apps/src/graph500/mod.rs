@@ -277,10 +277,10 @@ impl fmt::Display for Report {
         line(f, "bfs  stddev_time", g(t.stddev))?;
         let e = self.nedge_stats();
         for (key, v) in e.quantiles("nedge") {
-            line(f, &key, g(v))?;
+            line(f, &key, g_digits(v, 11))?;
         }
-        line(f, "mean_nedge", g(e.mean))?;
-        line(f, "stddev_nedge", g(e.stddev))?;
+        line(f, "mean_nedge", g_digits(e.mean, 11))?;
+        line(f, "stddev_nedge", g_digits(e.stddev, 11))?;
         let p = self.teps_stats();
         for (key, v) in p.quantiles("TEPS") {
             line(f, &format!("bfs  {key}"), g(v))?;
@@ -292,12 +292,17 @@ impl fmt::Display for Report {
 
 /// A number as C's `%g` prints it (six significant digits).
 fn g(x: f64) -> String {
+    g_digits(x, 6)
+}
+
+/// A number as C's `%.{digits}g` prints it.
+fn g_digits(x: f64, digits: i32) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
     let exp = x.abs().log10().floor() as i32;
-    if (-4..6).contains(&exp) {
-        let s = format!("{:.*}", (5 - exp).max(0) as usize, x);
+    if (-4..digits).contains(&exp) {
+        let s = format!("{:.*}", (digits - 1 - exp).max(0) as usize, x);
         let s = if s.contains('.') {
             s.trim_end_matches('0').trim_end_matches('.').to_string()
         } else {
@@ -305,7 +310,7 @@ fn g(x: f64) -> String {
         };
         s
     } else {
-        let s = format!("{x:.5e}");
+        let s = format!("{:.*e}", (digits - 1) as usize, x);
         let (mantissa, e) = s.split_once('e').expect("exponent form");
         let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
         let e: i32 = e.parse().expect("an exponent");
@@ -325,6 +330,7 @@ mod tests {
         assert_eq!(g(7.5e8), "7.5e+08");
         assert_eq!(g(0.000012345), "1.2345e-05");
         assert_eq!(g(0.0123), "0.0123");
+        assert_eq!(g_digits(16_777_216.0, 11), "16777216");
     }
 
     #[test]
