@@ -213,7 +213,7 @@ const PREFETCH_AHEAD: usize = 16;
 /// at most half full, a folded 64×64→128-bit multiply as the hash.
 ///
 /// The counting loop knows every k-mer long before it counts it, so it
-/// prefetches the slot of the k-mer [`PREFETCH_AHEAD`] positions on: with
+/// prefetches the slot of the k-mer `PREFETCH_AHEAD` (16) positions on: with
 /// the table larger than the core's cache (the benchmark's 12- and 18-mers
 /// fill about 140,000 slots), the misses then overlap instead of stalling
 /// one by one. A general-purpose table (`hashbrown`) hides where a key's
