@@ -14,6 +14,7 @@
 //!   (threads and channels, tokio, `tracing-appender`);
 //! - [`sizing`] runs one pipeline inside a real cgroup CPU quota ([`cgroup`]), each
 //!   contender in a child process, to show what sizing workers to the quota is worth;
+//! - [`apps`] runs Graph500 BFS and k-nucleotide against rayon and plain-threads peers;
 //! - [`cluster`] measures the distributed evolve engine's masters with workers that
 //!   sleep for their cost, so hundreds of worker processes fit on a small machine.
 //!
@@ -24,6 +25,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod apps;
 pub mod cgroup;
 pub mod cluster;
 mod error;

@@ -47,6 +47,15 @@ pub enum BenchWhich {
     /// The distributed evolve engine's two masters: efficiency against workers (workers
     /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
     Cluster(ClusterArgs),
+    /// Graph500 BFS and k-nucleotide against rayon and plain-threads peers.
+    Apps(AppsArgs),
+}
+
+/// Options of `statepipe bench apps`.
+#[derive(Args, Debug)]
+pub struct AppsArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// Options every `statepipe bench` subcommand takes.
@@ -152,6 +161,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(())
         }
         BenchWhich::Cluster(args) => run_cluster(&args),
+        BenchWhich::Apps(args) => run_apps(&args),
     }
 }
 
@@ -190,6 +200,16 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         write(p, &cluster::efficiency_svg(title, &series))?;
     }
     Ok(())
+}
+
+fn run_apps(args: &AppsArgs) -> anyhow::Result<()> {
+    use statepipe_bench::apps;
+    let host = measure_host(&args.common);
+    let options = apps::AppsOptions::new(args.common.quick, args.common.samples.into());
+    println!("{}\n", apps::describe(&options));
+    let started = Instant::now();
+    let report = apps::run(&options, &host, &mut print_progress).context("bench apps failed")?;
+    finish(&report, &args.common, started, "")
 }
 
 fn run_ring(args: RingArgs) -> anyhow::Result<()> {

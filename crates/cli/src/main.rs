@@ -2,6 +2,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod apps_cmd;
 mod bench_cmd;
 mod cluster_cmd;
 mod demos;
@@ -32,6 +33,14 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     #[command(flatten)]
     Cluster(cluster_cmd::Command),
+    /// Write the Benchmarks Game's fasta output for N to stdout.
+    Fasta(apps_cmd::FastaArgs),
+    /// Benchmarks Game k-nucleotide: FASTA on stdin, the `>THREE` sequence's
+    /// 1- and 2-mer frequencies and five k-mer counts on stdout.
+    Knucleotide(apps_cmd::KnucleotideArgs),
+    /// Graph500 BFS: Kronecker graph, CSR (kernel 1), validated searches
+    /// (kernel 2), the specification's output block.
+    Graph500(apps_cmd::Graph500Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,6 +52,9 @@ fn main() -> anyhow::Result<()> {
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Fasta(args) => apps_cmd::run_fasta(&args),
+        Command::Knucleotide(args) => apps_cmd::run_knucleotide(&args),
+        Command::Graph500(args) => apps_cmd::run_graph500(&args),
     }
 }
 

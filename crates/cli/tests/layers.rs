@@ -1,9 +1,11 @@
 //! The layering rules, checked on the sources: libraries below, applications
 //! above.
 //!
-//! - No library (`sys`, `ring`, `pipeline`, `cluster`, `models`) depends on a
-//!   command-line, progress-bar, signal, logging-setup or benchmark crate.
-//! - No library has an import cycle between its modules. A module is a file
+//! - No library (`sys`, `ring`, `pipeline`, `cluster`, `models`), nor the
+//!   workload and service crates the binary calls (`apps`, `serve`), depends
+//!   on a command-line, progress-bar, signal, logging-setup or benchmark
+//!   crate.
+//! - None of them has an import cycle between its modules. A module is a file
 //!   or an inline `mod`; module A depends on B when A names an item of B, in
 //!   a `use` or in a path (`crate::`, `super::`, `self::`, or a child
 //!   module's name). A name re-exported at the crate root counts as its
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
-const LIBRARIES: [&str; 5] = ["sys", "ring", "pipeline", "cluster", "models"];
+const LIBRARIES: [&str; 7] = ["sys", "ring", "pipeline", "cluster", "models", "apps", "serve"];
 
 const FORBIDDEN: [&str; 7] = [
     "clap",

@@ -1,0 +1,34 @@
+//! Pinned worker threads.
+
+/// Runs `f(worker)` on `workers` scoped threads, each pinned to a CPU this
+/// process may use when there are enough of them, and returns the results
+/// in worker order.
+pub(crate) fn on_workers<T: Send>(workers: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let workers = workers.max(1);
+    let cpus = statepipe_sys::cpus::usable_cpus();
+    let pin = workers <= cpus.count && !cpus.ids.is_empty();
+    std::thread::scope(|s| {
+        let f = &f;
+        let cpus = &cpus;
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                s.spawn(move || {
+                    if pin {
+                        statepipe_sys::pin::pin_current_thread(cpus.ids[w % cpus.ids.len()]);
+                    }
+                    f(w)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a graph500 worker panicked"))
+            .collect()
+    })
+}
+
+/// Splits `0..len` into `parts` contiguous ranges of nearly equal size.
+pub(crate) fn split(len: usize, parts: usize, part: usize) -> std::ops::Range<usize> {
+    let chunk = len.div_ceil(parts.max(1));
+    (part * chunk).min(len)..((part + 1) * chunk).min(len)
+}

@@ -1,0 +1,394 @@
+//! `statepipe bench apps`: Graph500 BFS and k-nucleotide against rayon and
+//! plain-threads peers, on the same input in the same run.
+//!
+//! - `graph500/scale{S}`: harmonic-mean TEPS over the sampled roots (the
+//!   same roots, the same graph, traversed edges counted once by validating
+//!   statepipe's tree) for statepipe (all workers, and one worker), a rayon
+//!   top-down BFS and a rayon direction-optimizing BFS (Beamer's α = 15,
+//!   β = 18, as statepipe). A peer must reach as many vertices as statepipe.
+//! - `knucleotide/{N}`: seconds from the FASTA text to the report, for
+//!   statepipe (all workers, one worker), `std` `HashMap` with one rayon
+//!   task per k, and `hashbrown` + Fx hash with one std thread per k. Every
+//!   contender parses with [`kmer::three_codes`] and prints with
+//!   [`kmer::report`]'s format; each output must equal statepipe's.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use rustc_hash::FxBuildHasher;
+use statepipe_apps::graph500::bfs::{self, NONE};
+use statepipe_apps::graph500::csr::Csr;
+use statepipe_apps::graph500::{generator, sample_roots, validate};
+use statepipe_apps::{fasta, kmer};
+
+use crate::harness::{self, Contender, Group, Metric, SampleDone};
+use crate::host::Host;
+use crate::report::Report;
+use crate::BenchError;
+
+/// What `statepipe bench apps` runs.
+#[derive(Debug, Clone)]
+pub struct AppsOptions {
+    /// Graph500 scale.
+    pub scale: u32,
+    /// Graph500 roots per sample.
+    pub roots: usize,
+    /// The fasta N of the k-nucleotide input.
+    pub fasta_n: usize,
+    /// Samples per contender.
+    pub samples: usize,
+}
+
+impl AppsOptions {
+    /// The defaults: scale 20, 16 roots, fasta 25,000,000; `quick`: scale 16, 2,500,000.
+    pub fn new(quick: bool, samples: usize) -> Self {
+        AppsOptions {
+            scale: if quick { 16 } else { 20 },
+            roots: if quick { 8 } else { 16 },
+            fasta_n: if quick { 2_500_000 } else { 25_000_000 },
+            samples,
+        }
+    }
+}
+
+/// Runs both groups and returns the report.
+///
+/// # Errors
+///
+/// A peer that disagrees with statepipe, or a failed validation.
+pub fn run(
+    options: &AppsOptions,
+    host: &Host,
+    progress: &mut dyn FnMut(&SampleDone<'_>),
+) -> Result<Report, BenchError> {
+    let workers = statepipe_apps::default_workers();
+    let n = 1usize << options.scale;
+    let edges = generator::generate(options.scale, 16, 1, workers);
+    let g = Csr::build(n, &edges, workers);
+    let roots = sample_roots(&g, options.roots, 1);
+    let mut expected = Vec::new();
+    for &root in &roots {
+        let tree = bfs::bfs(&g, root, workers);
+        let nedge = validate::validate(&edges, &tree, workers)
+            .map_err(|e| BenchError::failed("graph500 statepipe", e))?;
+        let reached = tree.parent.iter().filter(|&&p| p != NONE).count();
+        expected.push((root, nedge, reached));
+    }
+    drop(edges);
+    let input = fasta::generate(options.fasta_n);
+    let report_expected =
+        kmer::knucleotide(&input, workers).map_err(|e| BenchError::failed("knucleotide", e))?;
+
+    let bfs_contender = |imp: &str, config: String, f: fn(&Csr, u32, usize) -> Vec<u32>, w| {
+        let (g, expected) = (&g, &expected);
+        Contender::new(imp, config, move || {
+            let mut inverse = 0.0;
+            for &(root, nedge, reached) in expected {
+                let started = Instant::now();
+                let parent = f(g, root, w);
+                let seconds = started.elapsed().as_secs_f64();
+                let got = parent.iter().filter(|&&p| p != NONE).count();
+                if got != reached {
+                    return Err(BenchError::failed(
+                        "graph500",
+                        format!("from root {root}: reached {got} vertices, not {reached}"),
+                    ));
+                }
+                inverse += seconds / nedge as f64;
+            }
+            Ok(vec![expected.len() as f64 / inverse / 1e9])
+        })
+    };
+    let statepipe_bfs: fn(&Csr, u32, usize) -> Vec<u32> = |g, r, w| bfs::bfs(g, r, w).parent;
+    let kn_contender = |imp: &str, config: String, f: fn(&[u8], usize) -> String, w| {
+        let (input, expected) = (&input, &report_expected);
+        Contender::new(imp, config, move || {
+            let started = Instant::now();
+            let out = f(input, w);
+            let seconds = started.elapsed().as_secs_f64();
+            if out != *expected {
+                return Err(BenchError::failed("knucleotide", "a different report"));
+            }
+            Ok(vec![seconds])
+        })
+    };
+    let statepipe_kn: fn(&[u8], usize) -> String =
+        |input, w| kmer::knucleotide(input, w).expect("valid input");
+    let groups = vec![
+        Group {
+            name: format!("graph500/scale{}", options.scale),
+            metrics: vec![Metric {
+                case: format!("graph500/scale{} hmean", options.scale),
+                unit: "GTEPS".into(),
+                higher_is_better: true,
+            }],
+            contenders: vec![
+                bfs_contender(
+                    "statepipe",
+                    format!("workers={workers}"),
+                    statepipe_bfs,
+                    workers,
+                ),
+                bfs_contender("statepipe", "workers=1".into(), statepipe_bfs, 1),
+                bfs_contender("rayon-top-down", String::new(), rayon_top_down, workers),
+                bfs_contender(
+                    "rayon-dir-opt",
+                    String::new(),
+                    rayon_direction_optimizing,
+                    workers,
+                ),
+            ],
+        },
+        Group {
+            name: format!("knucleotide/{}", options.fasta_n),
+            metrics: vec![Metric {
+                case: format!("knucleotide/{}", options.fasta_n),
+                unit: "s".into(),
+                higher_is_better: false,
+            }],
+            contenders: vec![
+                kn_contender(
+                    "statepipe",
+                    format!("workers={workers}"),
+                    statepipe_kn,
+                    workers,
+                ),
+                kn_contender("statepipe", "workers=1".into(), statepipe_kn, 1),
+                kn_contender("hashmap-rayon", String::new(), hashmap_rayon, workers),
+                kn_contender(
+                    "hashbrown-fx-threads",
+                    String::new(),
+                    hashbrown_threads,
+                    workers,
+                ),
+            ],
+        },
+    ];
+    let rows = harness::run(groups, options.samples, progress)?;
+    Ok(Report::new("apps", host, rows))
+}
+
+/// What the run measures, in one paragraph.
+pub fn describe(options: &AppsOptions) -> String {
+    format!(
+        "apps: Graph500 scale {} (edgefactor 16, {} roots, seed 1) and k-nucleotide on fasta {}; \
+         {} samples per contender, interleaved",
+        options.scale, options.roots, options.fasta_n, options.samples
+    )
+}
+
+fn atomics(n: usize) -> Vec<AtomicU32> {
+    (0..n).map(|_| AtomicU32::new(NONE)).collect()
+}
+
+fn into_plain(parent: Vec<AtomicU32>) -> Vec<u32> {
+    parent.into_iter().map(AtomicU32::into_inner).collect()
+}
+
+/// One top-down level: claim every unvisited neighbour of the frontier.
+fn rayon_step(g: &Csr, parent: &[AtomicU32], frontier: &[u32]) -> Vec<u32> {
+    frontier
+        .par_iter()
+        .flat_map_iter(|&u| {
+            g.neighbours(u).iter().filter_map(move |&v| {
+                parent[v as usize]
+                    .compare_exchange(NONE, u, Ordering::Relaxed, Ordering::Relaxed)
+                    .ok()
+                    .map(|_| v)
+            })
+        })
+        .collect()
+}
+
+/// A level-synchronous top-down BFS with rayon.
+fn rayon_top_down(g: &Csr, root: u32, _workers: usize) -> Vec<u32> {
+    let parent = atomics(g.vertices());
+    parent[root as usize].store(root, Ordering::Relaxed);
+    let mut frontier = vec![root];
+    while !frontier.is_empty() {
+        frontier = rayon_step(g, &parent, &frontier);
+    }
+    into_plain(parent)
+}
+
+/// A direction-optimizing BFS with rayon (Beamer's heuristic, α = 15, β = 18).
+fn rayon_direction_optimizing(g: &Csr, root: u32, _workers: usize) -> Vec<u32> {
+    let n = g.vertices();
+    let parent = atomics(n);
+    parent[root as usize].store(root, Ordering::Relaxed);
+    let mut frontier = vec![root];
+    let mut unexplored = g.adjacency.len() as u64;
+    let mut previous_edges = 0;
+    let mut bottom_up = false;
+    while !frontier.is_empty() {
+        let m_f: u64 = frontier.par_iter().map(|&v| g.degree(v) as u64).sum();
+        unexplored = unexplored.saturating_sub(m_f);
+        bottom_up = if bottom_up {
+            frontier.len() >= n / bfs::BETA
+        } else {
+            m_f > previous_edges && m_f > unexplored / bfs::ALPHA
+        };
+        previous_edges = m_f;
+        frontier = if bottom_up {
+            let bitmap: Vec<AtomicU64> = (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+            frontier.par_iter().for_each(|&v| {
+                bitmap[v as usize / 64].fetch_or(1 << (v % 64), Ordering::Relaxed);
+            });
+            (0..n as u32)
+                .into_par_iter()
+                .filter(|&v| parent[v as usize].load(Ordering::Relaxed) == NONE)
+                .filter_map(|v| {
+                    let u = g.neighbours(v).iter().copied().find(|&u| {
+                        bitmap[u as usize / 64].load(Ordering::Relaxed) & (1 << (u % 64)) != 0
+                    })?;
+                    parent[v as usize].store(u, Ordering::Relaxed);
+                    Some(v)
+                })
+                .collect()
+        } else {
+            rayon_step(g, &parent, &frontier)
+        };
+    }
+    into_plain(parent)
+}
+
+/// k-nucleotide with `std` `HashMap`s, one rayon task per k.
+fn hashmap_rayon(input: &[u8], _workers: usize) -> String {
+    let codes = kmer::three_codes(input).expect("valid input");
+    let tables: Vec<HashMap<u64, u64>> = kmer::REPORT_K
+        .par_iter()
+        .map(|&k| {
+            let mut m = HashMap::new();
+            let mask = (1u64 << (2 * k)) - 1;
+            let mut code = 0u64;
+            for (i, &c) in codes.iter().enumerate() {
+                code = ((code << 2) | u64::from(c)) & mask;
+                if i + 1 >= k {
+                    *m.entry(code).or_insert(0) += 1;
+                }
+            }
+            m
+        })
+        .collect();
+    print_report(
+        codes.len(),
+        |k, code| {
+            let i = kmer::REPORT_K
+                .iter()
+                .position(|&x| x == k)
+                .expect("a report k");
+            tables[i].get(&code).copied().unwrap_or(0)
+        },
+        |k| {
+            let i = kmer::REPORT_K
+                .iter()
+                .position(|&x| x == k)
+                .expect("a report k");
+            tables[i].iter().map(|(&c, &n)| (c, n)).collect()
+        },
+    )
+}
+
+/// k-nucleotide with `hashbrown` and the Fx hash, one std thread per k.
+fn hashbrown_threads(input: &[u8], _workers: usize) -> String {
+    let codes = kmer::three_codes(input).expect("valid input");
+    let codes = &codes;
+    let tables: Vec<hashbrown::HashMap<u64, u64, FxBuildHasher>> = std::thread::scope(|s| {
+        let handles: Vec<_> = kmer::REPORT_K
+            .iter()
+            .map(|&k| {
+                s.spawn(move || {
+                    let mut m = hashbrown::HashMap::with_hasher(FxBuildHasher);
+                    let mask = (1u64 << (2 * k)) - 1;
+                    let mut code = 0u64;
+                    for (i, &c) in codes.iter().enumerate() {
+                        code = ((code << 2) | u64::from(c)) & mask;
+                        if i + 1 >= k {
+                            *m.entry(code).or_insert(0) += 1;
+                        }
+                    }
+                    m
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a counting thread"))
+            .collect()
+    });
+    print_report(
+        codes.len(),
+        |k, code| {
+            let i = kmer::REPORT_K
+                .iter()
+                .position(|&x| x == k)
+                .expect("a report k");
+            tables[i].get(&code).copied().unwrap_or(0)
+        },
+        |k| {
+            let i = kmer::REPORT_K
+                .iter()
+                .position(|&x| x == k)
+                .expect("a report k");
+            tables[i].iter().map(|(&c, &n)| (c, n)).collect()
+        },
+    )
+}
+
+/// The k-nucleotide report from any table, in the same format as [`kmer::report`].
+fn print_report(
+    len: usize,
+    count: impl Fn(usize, u64) -> u64,
+    entries: impl Fn(usize) -> Vec<(u64, u64)>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for k in [1, 2] {
+        let total = (len + 1 - k) as f64;
+        let mut e = entries(k);
+        e.sort_by(|a, b| {
+            b.1.cmp(&a.1)
+                .then(kmer::decode(a.0, k).cmp(&kmer::decode(b.0, k)))
+        });
+        for (code, n) in e {
+            let _ = writeln!(
+                out,
+                "{} {:.3}",
+                kmer::decode(code, k),
+                100.0 * n as f64 / total
+            );
+        }
+        out.push('\n');
+    }
+    for s in kmer::REPORT_KMERS {
+        let code = kmer::encode(s).expect("a valid k-mer");
+        let _ = writeln!(out, "{}\t{s}", count(s.len(), code));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_agree_with_statepipe() {
+        let input = fasta::generate(2_000);
+        let ours = kmer::knucleotide(&input, 2).unwrap();
+        assert_eq!(hashmap_rayon(&input, 2), ours);
+        assert_eq!(hashbrown_threads(&input, 2), ours);
+        let edges = generator::generate(10, 16, 2, 2);
+        let g = Csr::build(1024, &edges, 2);
+        for root in sample_roots(&g, 4, 2) {
+            let levels = bfs::levels_sequential(&g, root);
+            for f in [rayon_top_down, rayon_direction_optimizing] {
+                let parent = f(&g, root, 2);
+                let reached: Vec<bool> = parent.iter().map(|&p| p != NONE).collect();
+                let expected: Vec<bool> = levels.iter().map(|&l| l != NONE).collect();
+                assert_eq!(reached, expected);
+            }
+        }
+    }
+}

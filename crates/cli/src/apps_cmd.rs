@@ -1,0 +1,110 @@
+//! `statepipe fasta`, `statepipe knucleotide`, `statepipe graph500`: classic
+//! workloads from `statepipe-apps`.
+
+use std::io::{Read as _, Write as _};
+
+use anyhow::Context as _;
+use clap::Args;
+use statepipe_apps::{fasta, kmer};
+
+/// Options of `statepipe fasta`.
+#[derive(Args, Debug)]
+pub struct FastaArgs {
+    /// The size: sequences of 2N, 3N and 5N bases.
+    pub n: usize,
+}
+
+/// Options of `statepipe knucleotide`.
+#[derive(Args, Debug)]
+pub struct KnucleotideArgs {
+    /// Workers (default: one per CPU this process may use).
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// Writes the fasta output for N to stdout.
+pub fn run_fasta(args: &FastaArgs) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    match fasta::write(args.n, &mut lock) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+/// Reads FASTA on stdin and prints the k-nucleotide report; bad input
+/// exits with code 2 and says why on stderr.
+pub fn run_knucleotide(args: &KnucleotideArgs) -> anyhow::Result<()> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut input)
+        .context("reading stdin")?;
+    let workers = args.workers.unwrap_or_else(statepipe_apps::default_workers);
+    match kmer::knucleotide(&input, workers) {
+        Ok(report) => {
+            std::io::stdout()
+                .lock()
+                .write_all(report.as_bytes())
+                .context("writing to stdout")?;
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("statepipe knucleotide: bad input: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Options of `statepipe graph500`.
+#[derive(Args, Debug)]
+pub struct Graph500Args {
+    /// log2 of the number of vertices.
+    #[arg(long)]
+    pub scale: u32,
+    /// Edge tuples per vertex.
+    #[arg(long, default_value_t = 16)]
+    pub edgefactor: u32,
+    /// Searches, from distinct sampled roots of non-zero degree.
+    #[arg(long, default_value_t = 64)]
+    pub roots: usize,
+    /// The seed of the generator and of the root sample.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workers (default: one per CPU this process may use).
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// Runs Graph500 and prints the specification's output block; progress on stderr.
+pub fn run_graph500(args: &Graph500Args) -> anyhow::Result<()> {
+    use statepipe_apps::graph500::{self, Progress};
+    let config = graph500::Config {
+        scale: args.scale,
+        edgefactor: args.edgefactor,
+        roots: args.roots,
+        seed: args.seed,
+        workers: args.workers.unwrap_or_else(statepipe_apps::default_workers),
+    };
+    eprintln!(
+        "graph500: scale {}, edgefactor {}, {} workers ({})",
+        config.scale,
+        config.edgefactor,
+        config.workers,
+        statepipe_sys::cpus::usable_cpus()
+    );
+    let report = graph500::run(&config, &mut |p| match p {
+        Progress::Generated { seconds } => eprintln!("generated the edge list in {seconds:.3} s"),
+        Progress::Built { seconds } => eprintln!("kernel 1 (CSR) in {seconds:.3} s"),
+        Progress::Searched(s) => eprintln!(
+            "bfs from {:>10}: {:.4} s, {} edges, {:.3} GTEPS, {} levels bottom-up",
+            s.root,
+            s.seconds,
+            s.nedge,
+            s.teps() / 1e9,
+            s.bottom_up_levels
+        ),
+    })?;
+    print!("{report}");
+    Ok(())
+}
