@@ -80,10 +80,9 @@ fn the_image_is_built_with_a_pinned_toolchain_and_runs_statepipe_as_non_root() {
         entry.starts_with('[') && entry.contains("statepipe\""),
         "statepipe, in exec form (no shell at run time): {entry}"
     );
+    let needs_shell = |(c, r): &(String, String)| c == "RUN" || (c == "CMD" && !r.starts_with('['));
     assert!(
-        run_stage
-            .iter()
-            .all(|(c, r)| c != "RUN" && !(c == "CMD" && !r.starts_with('['))),
+        !run_stage.iter().any(needs_shell),
         "nothing in the run stage needs a shell"
     );
 }
