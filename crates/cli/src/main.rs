@@ -5,6 +5,7 @@
 mod bench_cmd;
 mod cluster_cmd;
 mod demos;
+mod netns_cmd;
 mod pipeline_cmd;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ enum Command {
     Plan(pipeline_cmd::PlanArgs),
     #[command(flatten)]
     Cluster(cluster_cmd::Command),
+    /// A master driving the `sleep` model (for measuring a network).
+    #[command(hide = true)]
+    SleepMaster(netns_cmd::SleepArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => pipeline_cmd::run(args),
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
+        Command::SleepMaster(args) => netns_cmd::run(&args),
     }
 }
 
