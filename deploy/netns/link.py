@@ -13,8 +13,9 @@ link whose jitter is queueing). Both directions of every link get the same
 parameters, read from PARAMS_FILE (`delay_ms jitter_ms loss`, e.g.
 `2 1 0.005`) at start and whenever the file's modification time changes.
 
-`tc qdisc ... netem` does this in the kernel where the kernel has netem;
-run.sh uses this where it does not. Exits on SIGTERM or SIGINT.
+On SIGUSR1 it prints `frames: F forwarded, D dropped` (counts since start)
+to stdout. `tc qdisc ... netem` does this in the kernel where the kernel
+has netem; run.sh uses this where it does not. Exits on SIGTERM or SIGINT.
 """
 
 import collections
@@ -22,6 +23,7 @@ import fcntl
 import os
 import random
 import selectors
+import signal
 import struct
 import sys
 import time
@@ -71,6 +73,12 @@ def main():
             q = collections.deque()
             queues.append((dst, q))
             sel.register(src, selectors.EVENT_READ, (dst, q))
+    counts = {"forwarded": 0, "dropped": 0}
+
+    def report(_sig, _frame):
+        print(f"frames: {counts['forwarded']} forwarded, {counts['dropped']} dropped", flush=True)
+
+    signal.signal(signal.SIGUSR1, report)
     print("ready", flush=True)
 
     while True:
@@ -86,10 +94,10 @@ def main():
                     frame = os.read(key.fd, MAX_FRAME)
                 except BlockingIOError:
                     break
-                if params.loss and rng.random() < params.loss:
+                if (params.loss and rng.random() < params.loss) or len(q) >= MAX_QUEUED:
+                    counts["dropped"] += 1
                     continue
-                if len(q) >= MAX_QUEUED:
-                    continue
+                counts["forwarded"] += 1
                 at = time.monotonic() + max(
                     0.0, params.delay + rng.uniform(-params.jitter, params.jitter)
                 )

@@ -123,9 +123,10 @@ if [ "$LINK" = tap ]; then
   echo "0 0 0" >"$OUT/link-params"
   names=()
   for i in $(seq 1 "$WORKERS"); do names+=("l$i"); done
-  ip netns exec "$BR" python3 deploy/netns/link.py "$OUT/link-params" "${names[@]}" \
+  ip netns exec "$BR" python3 -u deploy/netns/link.py "$OUT/link-params" "${names[@]}" \
     >"$OUT/link.log" 2>&1 &
-  PIDS+=("$!")
+  LINK_PID=$!
+  PIDS+=("$LINK_PID")
   for _ in $(seq 100); do grep -q ready "$OUT/link.log" && break; sleep 0.1; done
   grep -q ready "$OUT/link.log" || { cat "$OUT/link.log" >&2; exit 1; }
 fi
@@ -208,6 +209,15 @@ sleep_run() {
 result() { grep -v -e '"efficiency"' -e '"wall_s"' "$1"; }
 field() { sed -n "s/.*\"$1\": \\([-0-9.eE+]*\\).*/\\1/p" "$2" | head -1; }
 
+# The forwarder's frame counts so far (tap links only).
+frames() {
+  if [ "$LINK" = tap ]; then
+    kill -USR1 "$LINK_PID"
+    sleep 0.1
+    echo "  worker links, $(grep '^frames: ' "$OUT/link.log" | tail -1) since the start"
+  fi
+}
+
 # Both directions of every worker link: delay $1 ms ± $2 ms, loss $3 %.
 links() {
   local i
@@ -241,9 +251,11 @@ sleep_run bridge bridge
 links "$DELAY_MS" "$JITTER_MS" 0
 nile delay
 sleep_run delay bridge
+frames
 links "$DELAY_MS" "$JITTER_MS" "$LOSS_PCT"
 nile delay-loss
 sleep_run delay-loss bridge
+frames
 
 if [ "$FAILED" = 0 ]; then
   echo "all results identical"
