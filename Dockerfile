@@ -19,11 +19,14 @@ COPY data data
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p statepipe \
-    && install -D -m 0755 target/release/statepipe /out/statepipe
+    && install -D -m 0755 target/release/statepipe /out/statepipe \
+    && install -d -m 0755 /out/data
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/statepipe /usr/local/bin/statepipe
-# distroless's `nonroot` user; journals and other state go to /data.
+# distroless's `nonroot` user; journals and other state go to /data, which
+# it owns (so a fresh Docker volume mounted there is writable too).
+COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 WORKDIR /data
 EXPOSE 7878 8080
