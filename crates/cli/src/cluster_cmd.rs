@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use statepipe_cluster::config::{Batch, Deadlines, SchedConfig, StealVia};
+use statepipe_cluster::config::{Batch, Deadlines, Recovery, SchedConfig, StealVia};
 use statepipe_cluster::pf::{self, Bootstrap, PfConfig, SsModel};
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
@@ -46,6 +46,24 @@ impl From<MasterArg> for MasterImpl {
         match m {
             MasterArg::EventLoop => MasterImpl::EventLoop,
             MasterArg::Threaded => MasterImpl::Threaded,
+        }
+    }
+}
+
+/// Recovery from lost workers, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecoveryArg {
+    /// Fail the run.
+    Off,
+    /// Keep copies on the master; rerun elsewhere.
+    MasterCopy,
+}
+
+impl From<RecoveryArg> for Recovery {
+    fn from(r: RecoveryArg) -> Self {
+        match r {
+            RecoveryArg::Off => Recovery::Off,
+            RecoveryArg::MasterCopy => Recovery::MasterCopy,
         }
     }
 }
@@ -117,6 +135,11 @@ pub struct FilterArgs {
     /// or worker to worker (the bytes skip the master).
     #[arg(long, value_enum, default_value = "master")]
     pub steal_via: StealViaArg,
+    /// What a lost worker costs: `master-copy` (the master keeps a copy of
+    /// every state and reruns the lost worker's share on the others, with
+    /// the same result) or `off` (the run fails, saying what was lost).
+    #[arg(long, value_enum, default_value = "master-copy")]
+    pub recovery: RecoveryArg,
     /// Declare a worker lost after this many seconds without an answer it
     /// owes (default: 10 × the p99 batch time, at least 1 s).
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
@@ -250,6 +273,7 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
         sched: SchedConfig {
             batch: a.batch.map_or(Batch::Adaptive { max: 64 }, Batch::Fixed),
             steal_via: a.steal_via.into(),
+            recovery: a.recovery.into(),
             deadlines: Deadlines {
                 fixed: a.deadline_s,
                 ..Deadlines::default()
@@ -365,6 +389,7 @@ fn report(
             "workers": run.stats.workers.len(),
             "wall_s": run.wall.as_secs_f64(),
             "efficiency": run.stats.efficiency(),
+            "lost_workers": run.stats.lost_workers,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

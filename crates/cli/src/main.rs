@@ -7,6 +7,7 @@ mod cluster_cmd;
 mod demos;
 mod netns_cmd;
 mod pipeline_cmd;
+mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     /// Calibrate example pipelines, predict each plan's throughput and
     /// bottleneck with the cost simulator, then measure it.
     Plan(pipeline_cmd::PlanArgs),
+    /// Serve items over HTTP, durably, on the ring.
+    Serve(serve_cmd::ServeArgs),
     #[command(flatten)]
     Cluster(cluster_cmd::Command),
     /// A master driving the `sleep` model (for measuring a network).
@@ -43,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => pipeline_cmd::run(args),
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
+        Command::Serve(args) => serve_cmd::run(args),
         Command::SleepMaster(args) => netns_cmd::run(&args),
     }
 }

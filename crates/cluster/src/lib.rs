@@ -88,7 +88,9 @@ pub use stats::{Stats, WorkerStats};
 /// How the master schedules: batches, placement, stealing, deadlines
 /// (the fields of [`MasterConfig::sched`]).
 pub mod config {
-    pub use crate::master::sched::config::{Batch, Deadlines, Placement, SchedConfig, StealVia};
+    pub use crate::master::sched::config::{
+        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia,
+    };
 }
 
 /// Fuzzing entry points (the `fuzzing` feature).

@@ -28,6 +28,8 @@ pub struct WorkerStats {
     pub transfer_ns: u64,
     /// Of those, how many came straight from the victim (`StealVia::Peer`).
     pub direct_transfers: u64,
+    /// A lost worker's states placed on this worker (recovery).
+    pub recovered_states: u64,
     /// Bytes the master sent to this worker.
     pub bytes_out: u64,
     /// Bytes the master received from this worker.
@@ -46,6 +48,8 @@ pub struct Stats {
     pub master_busy: Option<Duration>,
     /// `evolve_many` calls.
     pub steps: u64,
+    /// Workers lost and recovered from (their states placed on the others).
+    pub lost_workers: usize,
 }
 
 impl Stats {

@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{stealing, threads, Branchy, Nap, NapInput};
-use statepipe_cluster::config::StealVia;
+use statepipe_cluster::config::{Recovery, StealVia};
 use statepipe_cluster::{Engine, Error, Local, MasterConfig, MasterImpl, Outputs, StateId};
 
 const STEPS: usize = if cfg!(debug_assertions) { 6 } else { 12 };
@@ -69,6 +69,7 @@ fn worker_to_worker_steals_and_rebalancing_equal_local_too() {
         // Dynamic steals, victim to thief directly.
         let mut cfg = stealing(imp, 11);
         cfg.sched.steal_via = StealVia::Peer;
+        cfg.sched.recovery = Recovery::Off; // recovery moves states through the master
         let mut m = threads(&model, 3, cfg);
         assert_eq!(drive(&mut m), reference, "{imp:?}, peer steals");
         let st = m.stats();
@@ -84,6 +85,7 @@ fn worker_to_worker_steals_and_rebalancing_equal_local_too() {
             let mut cfg = stealing(imp, 11);
             cfg.sched.rebalance = true;
             cfg.sched.steal_via = via;
+            cfg.sched.recovery = Recovery::Off;
             let mut m = threads(&model, 4, cfg);
             assert_eq!(drive(&mut m), reference, "{imp:?}, rebalance via {via:?}");
             let st = m.stats();

@@ -246,7 +246,7 @@ fn v2_quota(root: &Path, dir: &Path, must_exist: bool, probe: &mut Probe) -> Opt
     if text.split_whitespace().next() == Some("max") {
         return None;
     }
-    match crate::cpus::parse_cpu_max(&text) {
+    match parse_cpu_max(&text) {
         Some(q) if q > 0.0 => Some(q),
         _ => malformed(probe, path, &text),
     }
@@ -372,6 +372,25 @@ fn unescape(field: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The quota in a cgroup v2 `cpu.max` file, in CPUs: `"$QUOTA $PERIOD"`
+/// gives quota / period; `"max ..."` (no limit) or a malformed line gives
+/// `None`. The period defaults to 100 000 µs when absent.
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_sys::cpus::parse_cpu_max;
+///
+/// assert_eq!(parse_cpu_max("200000 100000\n"), Some(2.0));
+/// assert_eq!(parse_cpu_max("max 100000\n"), None);
+/// ```
+pub fn parse_cpu_max(s: &str) -> Option<f64> {
+    let mut it = s.split_whitespace();
+    let quota: f64 = it.next()?.parse().ok()?;
+    let period: f64 = it.next().map_or(Some(100_000.0), |p| p.parse().ok())?;
+    (period > 0.0).then_some(quota / period)
 }
 
 #[cfg(test)]

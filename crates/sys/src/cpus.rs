@@ -12,7 +12,7 @@ use std::env::VarError;
 use std::fmt;
 use std::path::Path;
 
-pub use crate::cgroup::{CgroupVersion, Quota, Unread, UnreadReason};
+pub use crate::cgroup::{parse_cpu_max, CgroupVersion, Quota, Unread, UnreadReason};
 
 /// The CPUs this process may use, as [`usable_cpus`] found them.
 ///
@@ -168,25 +168,6 @@ fn affinity() -> Vec<usize> {
         .collect();
     ids.sort_unstable();
     ids
-}
-
-/// The quota in a cgroup v2 `cpu.max` file, in CPUs: `"$QUOTA $PERIOD"`
-/// gives quota / period; `"max ..."` (no limit) or a malformed line gives
-/// `None`. The period defaults to 100 000 µs when absent.
-///
-/// # Examples
-///
-/// ```
-/// use statepipe_sys::cpus::parse_cpu_max;
-///
-/// assert_eq!(parse_cpu_max("200000 100000\n"), Some(2.0));
-/// assert_eq!(parse_cpu_max("max 100000\n"), None);
-/// ```
-pub fn parse_cpu_max(s: &str) -> Option<f64> {
-    let mut it = s.split_whitespace();
-    let quota: f64 = it.next()?.parse().ok()?;
-    let period: f64 = it.next().map_or(Some(100_000.0), |p| p.parse().ok())?;
-    (period > 0.0).then_some(quota / period)
 }
 
 /// The worker count the user set in the environment variable `var` (such

@@ -152,6 +152,7 @@ impl<E: Evolve> Master<E> {
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
         s.workers = self.sched.worker_stats();
+        s.lost_workers = self.sched.lost_workers();
         s
     }
 

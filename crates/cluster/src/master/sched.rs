@@ -28,11 +28,12 @@ mod deadline;
 mod finish;
 mod ops;
 mod plan;
+mod recover;
 #[cfg(test)]
 mod tests;
 mod transfer;
 
-pub(crate) use config::{Batch, Placement, SchedConfig, StealVia, CHECK_EVERY};
+pub(crate) use config::{Batch, Placement, Recovery, SchedConfig, StealVia, CHECK_EVERY};
 
 /// Index of a worker connection.
 pub(crate) type WorkerId = usize;
@@ -136,12 +137,26 @@ pub(crate) struct Scheduler {
     /// first rather than behind everyone's first batch.
     holding: usize,
     cfg: SchedConfig,
+    /// With [`Recovery::MasterCopy`]: the bytes of every live state.
+    copies: HashMap<StateId, Vec<u8>>,
+    /// With [`Recovery::MasterCopy`]: the inputs of this step's states that
+    /// went out in an evolve request and have not come back evolved, to
+    /// run again elsewhere if their worker is lost.
+    sent_inputs: HashMap<StateId, (Vec<u8>, f64)>,
+    /// A worker reported a failed request: its loss is not recovered from.
+    worker_failed: bool,
+    /// Workers lost and recovered from so far.
+    lost_workers: usize,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
 }
 
 impl Scheduler {
-    pub(crate) fn new(addrs: &[SocketAddr], seed: u64, cfg: SchedConfig) -> Self {
+    pub(crate) fn new(addrs: &[SocketAddr], seed: u64, mut cfg: SchedConfig) -> Self {
+        if cfg.recovery == Recovery::MasterCopy {
+            // Only moves through the master keep the copies' books simple.
+            cfg.steal_via = StealVia::Master;
+        }
         let now = Instant::now();
         let slots = addrs
             .iter()
@@ -185,6 +200,10 @@ impl Scheduler {
             move_ns: None,
             holding: 0,
             cfg,
+            copies: HashMap::new(),
+            sent_inputs: HashMap::new(),
+            worker_failed: false,
+            lost_workers: 0,
             out: Vec::new(),
         }
     }
@@ -192,6 +211,16 @@ impl Scheduler {
     /// Per-worker counters.
     pub(crate) fn worker_stats(&self) -> Vec<WorkerStats> {
         self.slots.iter().map(|s| s.stats.clone()).collect()
+    }
+
+    /// Whether the master keeps copies of the states and recovers lost workers.
+    fn recovering(&self) -> bool {
+        self.cfg.recovery == Recovery::MasterCopy
+    }
+
+    /// Workers lost and recovered from so far.
+    pub(crate) fn lost_workers(&self) -> usize {
+        self.lost_workers
     }
 
     /// Whether every live worker has answered every request.
@@ -223,6 +252,7 @@ impl Scheduler {
 
     fn begin_op(&mut self) -> Result<(), Error> {
         self.lost = None;
+        self.worker_failed = false;
         self.failed_at = None;
         self.collision = None;
         self.evolving = false;
@@ -296,6 +326,10 @@ impl Scheduler {
     /// nobody asked for, or a `Failed` frame.
     pub(crate) fn on_frame(&mut self, w: WorkerId, kind: Kind, p: &[u8]) -> Result<(), String> {
         let bad = |e: msg::MsgError| format!("malformed {kind:?}: {e}");
+        let copies = self.recovering();
+        if kind == Kind::Failed {
+            self.worker_failed = true;
+        }
         let s = &mut self.slots[w];
         s.stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;
         s.last_heard = Instant::now();
@@ -348,7 +382,7 @@ impl Scheduler {
                 },
                 Kind::Evolved,
             ) => {
-                let e = msg::evolved(p).map_err(bad)?;
+                let e = msg::evolved(p, copies).map_err(bad)?;
                 if e.parents.len() != ids.len()
                     || e.parents.iter().zip(&ids).any(|(g, i)| g.0 != *i)
                 {
@@ -419,22 +453,31 @@ impl Scheduler {
             self.ns_per_cost = Some(self.ns_per_cost.map_or(t, |o| 0.9 * o + 0.1 * t));
         }
         let mut orphans = Vec::new();
+        let copies = self.recovering();
         for (parent, children) in e.parents {
             self.location.remove(&parent);
-            for &(c, _) in &children {
-                if self.location.insert(c, w).is_some() {
-                    self.collision = Some(c);
+            self.sent_inputs.remove(&parent);
+            self.copies.remove(&parent);
+            for c in &children {
+                if self.location.insert(c.id, w).is_some() {
+                    self.collision = Some(c.id);
+                }
+                if copies && current {
+                    self.copies.insert(c.id, c.state.to_vec());
                 }
             }
             if current {
                 self.remaining -= 1;
                 self.results.insert(
                     parent,
-                    children.into_iter().map(|(c, o)| (c, o.to_vec())).collect(),
+                    children
+                        .into_iter()
+                        .map(|c| (c.id, c.output.to_vec()))
+                        .collect(),
                 );
             } else {
                 // A step abandoned after a failure: nobody knows these ids.
-                orphans.extend(children.into_iter().map(|c| c.0));
+                orphans.extend(children.into_iter().map(|c| c.id));
             }
         }
         if !orphans.is_empty() {

@@ -130,12 +130,15 @@ pub(crate) struct Setup<'a> {
     pub seed: u64,
     pub model: &'a str,
     pub params: &'a [u8],
+    /// Send each child's state bytes with its output (`Recovery::MasterCopy`).
+    pub copies: bool,
 }
 
 pub(crate) fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
     put_u64(out, s.seed);
     put_bytes(out, s.model.as_bytes());
     put_bytes(out, s.params);
+    out.push(u8::from(s.copies));
 }
 
 pub(crate) fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
@@ -143,11 +146,13 @@ pub(crate) fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
     let seed = r.u64()?;
     let model = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
     let params = r.bytes()?;
+    let copies = r.array::<1>()?[0] != 0;
     r.end()?;
     Ok(Setup {
         seed,
         model,
         params,
+        copies,
     })
 }
 
@@ -211,24 +216,39 @@ pub(crate) fn evolve(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
     Ok((step, v))
 }
 
-/// Children of one evolved parent: `(child id, output bytes)`.
-pub(crate) type Children<'a> = IdBytes<'a>;
+/// One child of an evolved parent: its id, its output's bytes, and its
+/// state's bytes when the worker sends copies (empty otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Child<'a> {
+    pub id: StateId,
+    pub output: &'a [u8],
+    pub state: &'a [u8],
+}
 
 /// `Evolved` payload: the worker's busy time and the children per parent.
+/// With copies, each child's output is followed by its state's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Evolved<'a> {
     pub busy_ns: u64,
-    pub parents: Vec<(StateId, Children<'a>)>,
+    pub parents: Vec<(StateId, Vec<Child<'a>>)>,
 }
 
-pub(crate) fn evolved(p: &[u8]) -> Result<Evolved<'_>, MsgError> {
+pub(crate) fn evolved(p: &[u8], copies: bool) -> Result<Evolved<'_>, MsgError> {
     let mut r = Reader::new(p);
     let busy_ns = r.u64()?;
     let n = r.count(12)?;
     let mut parents = Vec::with_capacity(n);
     for _ in 0..n {
         let parent = r.id()?;
-        parents.push((parent, id_bytes_list(&mut r)?));
+        let k = r.count(if copies { 16 } else { 12 })?;
+        let mut kids = Vec::with_capacity(k);
+        for _ in 0..k {
+            let id = r.id()?;
+            let output = r.bytes()?;
+            let state = if copies { r.bytes()? } else { &[] };
+            kids.push(Child { id, output, state });
+        }
+        parents.push((parent, kids));
     }
     r.end()?;
     Ok(Evolved { busy_ns, parents })
@@ -313,7 +333,8 @@ pub(crate) fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
 pub(crate) fn decode_with_every_decoder(payload: &[u8]) {
     let _ = setup(payload);
     let _ = evolve(payload);
-    let _ = evolved(payload);
+    let _ = evolved(payload, false);
+    let _ = evolved(payload, true);
     let _ = states(payload);
     let _ = ids(payload);
     let _ = count(payload);

@@ -48,6 +48,7 @@ fn sample_frames() -> Vec<Vec<u8>> {
             seed: 1,
             model: "sleep",
             params: &[],
+            copies: true,
         },
     );
     protocol::finish(&mut f, st);

@@ -47,6 +47,8 @@ pub(crate) struct WorkerCore {
     registry: Registry,
     model: Option<Box<dyn ByteEvolve>>,
     seed: u64,
+    /// Send each child's state bytes with its output.
+    copies: bool,
     store: Store,
     /// Outgoing handoffs; without them a `Give` is answered `Given 0`.
     peers: Option<peer::Peers>,
@@ -61,6 +63,7 @@ impl WorkerCore {
             registry,
             model: None,
             seed: 0,
+            copies: false,
             store: Store::default(),
             peers: None,
             peer_addr: None,
@@ -81,7 +84,7 @@ impl WorkerCore {
     ) -> Result<Next, String> {
         if kind == Kind::Evolve {
             let model = self.model.as_deref().ok_or("Evolve before Setup")?;
-            evolve_batch(model, self.seed, &self.store, p, out)?;
+            evolve_batch(model, (self.seed, self.copies), &self.store, p, out)?;
             return Ok(Next::Continue);
         }
         self.control(kind, p, out)
@@ -95,6 +98,7 @@ impl WorkerCore {
                 let s = msg::setup(p).map_err(bad)?;
                 self.model = Some(self.registry.build(s.model, s.params)?);
                 self.seed = s.seed;
+                self.copies = s.copies;
                 lock(&self.store).clear();
                 let st = protocol::begin(out, Kind::SetupOk);
                 if let Some(a) = self.peer_addr {
@@ -180,7 +184,7 @@ impl WorkerCore {
 /// A malformed payload, an unknown state, or an evolve that failed or panicked.
 pub(crate) fn evolve_batch(
     model: &dyn ByteEvolve,
-    seed: u64,
+    (seed, copies): (u64, bool),
     store: &Mutex<HashMap<StateId, Vec<u8>>>,
     p: &[u8],
     out: &mut Vec<u8>,
@@ -205,6 +209,9 @@ pub(crate) fn evolve_batch(
             let id = child_id(seed, step, parent, i as u32);
             msg::put_u64(out, id.0);
             msg::put_bytes(out, &output);
+            if copies {
+                msg::put_bytes(out, &child);
+            }
             born.push((id, child));
         }
     }
@@ -436,7 +443,8 @@ pub fn run(
 }
 
 enum Job {
-    Model(Box<dyn ByteEvolve>, u64),
+    /// The model, the run's seed, and whether to send copies.
+    Model(Box<dyn ByteEvolve>, (u64, bool)),
     Evolve(Vec<u8>),
 }
 
@@ -505,7 +513,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
         match core.control(kind, &buf, &mut out) {
             Ok(Next::Continue) => {
                 if let Some(m) = core.model.take() {
-                    let _ = tx.send(Job::Model(m, core.seed));
+                    let _ = tx.send(Job::Model(m, (core.seed, core.copies)));
                 }
                 if conn.send(&out).is_err() {
                     break;
@@ -528,15 +536,15 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
 
 /// The compute thread: evolves batches in the order they came.
 fn compute(rx: &mpsc::Receiver<Job>, store: &Mutex<HashMap<StateId, Vec<u8>>>, conn: &Conn) {
-    let mut model: Option<(Box<dyn ByteEvolve>, u64)> = None;
+    let mut model: Option<(Box<dyn ByteEvolve>, (u64, bool))> = None;
     let mut out = Vec::with_capacity(64 << 10);
     for job in rx {
         match job {
-            Job::Model(m, seed) => model = Some((m, seed)),
+            Job::Model(m, run) => model = Some((m, run)),
             Job::Evolve(p) => {
                 out.clear();
                 let r = match &model {
-                    Some((m, seed)) => evolve_batch(&**m, *seed, store, &p, &mut out),
+                    Some((m, run)) => evolve_batch(&**m, *run, store, &p, &mut out),
                     None => Err("Evolve before Setup".to_string()),
                 };
                 match r {

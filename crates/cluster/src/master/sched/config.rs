@@ -59,6 +59,27 @@ pub struct SchedConfig {
     pub steal_via: StealVia,
     /// When a worker that owes answers is declared lost.
     pub deadlines: Deadlines,
+    /// What happens to a lost worker's states.
+    pub recovery: Recovery,
+}
+
+/// What the master does when a worker is lost (its connection closes, or
+/// it stays silent past its deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// The operation fails with [`Error::WorkerLost`](crate::Error::WorkerLost),
+    /// which says where every state is; the caller decides.
+    Off,
+    /// The master keeps a copy of every live state (workers send each
+    /// child's bytes with its output, so every state crosses the network
+    /// once more). A lost worker's states are placed on the survivors from
+    /// those copies and the step's unfinished evolves run again there: as
+    /// every random number derives from (seed, step, parent), the run ends
+    /// with the same bits as a run without the loss. Stolen states travel
+    /// through the master ([`StealVia::Master`]) in this mode. A worker that
+    /// reports a failed evolve (a panic in the model) is not recovered:
+    /// the same call would fail again.
+    MasterCopy,
 }
 
 impl Default for SchedConfig {
@@ -72,6 +93,7 @@ impl Default for SchedConfig {
             cost_hints: true,
             steal_via: StealVia::Master,
             deadlines: Deadlines::default(),
+            recovery: Recovery::MasterCopy,
         }
     }
 }

@@ -14,6 +14,10 @@ impl Scheduler {
         if !self.slots[w].alive {
             return;
         }
+        if self.can_recover(w) {
+            self.recover(w, reason);
+            return;
+        }
         tracing::warn!(worker = w, addr = %self.slots[w].addr, "dropping worker: {reason}");
         let s = &mut self.slots[w];
         s.alive = false;
@@ -77,6 +81,7 @@ impl Scheduler {
     fn outcome(&mut self) -> Result<(), Error> {
         self.evolving = false;
         self.inputs.clear();
+        self.sent_inputs.clear();
         if let Some(mut l) = self.lost.take() {
             l.completed = std::mem::take(&mut self.results)
                 .into_iter()

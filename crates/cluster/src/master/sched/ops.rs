@@ -18,6 +18,7 @@ impl Scheduler {
                     seed: self.seed,
                     model,
                     params,
+                    copies: self.recovering(),
                 },
             );
             protocol::finish(&mut f, st);
@@ -41,6 +42,7 @@ impl Scheduler {
             }
         }
         self.epoch += 1;
+        self.copies.clear();
         let live: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&w| self.slots[w].alive)
             .collect();
@@ -62,6 +64,11 @@ impl Scheduler {
                 for &id in &ids[start..end] {
                     if self.location.insert(id, w).is_some() {
                         self.collision = Some(id);
+                    }
+                }
+                if self.recovering() {
+                    for (&id, s) in ids[start..end].iter().zip(&states[start..end]) {
+                        self.copies.insert(id, s.clone());
                     }
                 }
                 self.send(w, f, Req::Add((end - start) as u32));
@@ -108,6 +115,7 @@ impl Scheduler {
             if !ids.is_empty() {
                 for id in &ids {
                     self.location.remove(id);
+                    self.copies.remove(id);
                 }
                 self.send_ids(w, Kind::Drop, &ids, Req::Drop);
             }

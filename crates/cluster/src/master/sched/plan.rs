@@ -112,6 +112,7 @@ impl Scheduler {
             msg::put_u64(&mut f, self.step);
             msg::put_u32(&mut f, ids.len() as u32);
             let mut cost = 0.0;
+            let keep = self.recovering();
             for id in &ids {
                 let (input, c) = self
                     .inputs
@@ -120,6 +121,9 @@ impl Scheduler {
                 cost += c;
                 msg::put_u64(&mut f, id.0);
                 msg::put_bytes(&mut f, &input);
+                if keep {
+                    self.sent_inputs.insert(*id, (input, c));
+                }
             }
             protocol::finish(&mut f, st);
             let req = Req::Evolve {

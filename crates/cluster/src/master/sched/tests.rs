@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use proptest::prelude::*;
 
-use super::{Batch, Placement, SchedConfig, Scheduler, StealVia};
+use super::{Batch, Placement, Recovery, SchedConfig, Scheduler, StealVia};
 use crate::engine::{Engine, Local};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
@@ -310,8 +310,12 @@ fn without_stealing_an_idle_worker_stays_idle() {
 }
 
 #[test]
-fn a_lost_worker_leaves_every_state_in_exactly_one_place() {
-    let mut c = Cluster::new(3, cfg(Placement::Spread, false, false));
+fn without_recovery_a_lost_worker_leaves_every_state_in_exactly_one_place() {
+    let cfg = SchedConfig {
+        recovery: Recovery::Off,
+        ..cfg(Placement::Spread, false, false)
+    };
+    let mut c = Cluster::new(3, cfg);
     let ids = c.reset(9);
     let before = c.held();
     let inputs: Vec<_> = ids.iter().map(|&id| (id, 1, 1.0)).collect();
@@ -491,5 +495,88 @@ proptest! {
         let opt = brute_force_makespan(&costs, m);
         prop_assert!(makespan <= opt + longest + 1e-9, "{loads:?} vs optimum {opt}");
         prop_assert!(makespan <= before + 1e-9, "{loads:?} from {before}");
+    }
+
+    /// With recovery, losing any one or two workers at any moment of a
+    /// step (or between steps) changes nothing: the steps give the
+    /// single-process engine's bits, and the lost workers' states live on.
+    #[test]
+    fn lost_workers_are_recovered_with_the_same_bits(
+        n in 2usize..5,
+        states in 1u64..24,
+        first in any::<bool>(),
+        rebalance in any::<bool>(),
+        steal in any::<bool>(),
+        batch in 1usize..4,
+        kills in prop::collection::vec((0usize..4, 0usize..40, 0usize..3), 1..3),
+        picks in prop::collection::vec(any::<usize>(), 256),
+    ) {
+        let cfg = SchedConfig {
+            batch: Batch::Fixed(batch),
+            pipeline: 2,
+            recovery: Recovery::MasterCopy,
+            ..cfg(if first { Placement::First } else { Placement::Spread }, rebalance, steal)
+        };
+        let mut c = Cluster::new(n, cfg);
+        let mut local = Local::new(model(), SEED);
+        let mut ids = c.reset(states);
+        local.reset_states((0..states).map(state).collect()).unwrap();
+        // Kill (worker, after that many deliveries, in that step); at least
+        // one worker always survives.
+        let mut kills: Vec<(usize, usize, usize)> =
+            kills.into_iter().map(|(w, at, step)| (w % n, at, step)).collect();
+        kills.truncate(n - 1);
+        let mut k = 0usize;
+        for step in 0..3 {
+            if ids.is_empty() {
+                break;
+            }
+            let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+            c.begin(&inputs);
+            let mut delivered = 0usize;
+            loop {
+                for &(w, at, s) in &kills {
+                    if s == step && at <= delivered && c.alive[w] {
+                        c.alive[w] = false;
+                        c.queues[w].clear();
+                        c.sched.on_disconnect(w, "test: killed");
+                        c.collect();
+                    }
+                }
+                let ready: Vec<usize> = (0..n).filter(|&w| !c.queues[w].is_empty()).collect();
+                if ready.is_empty() {
+                    break;
+                }
+                k += 1;
+                let w = ready[picks[k % picks.len()] % ready.len()];
+                c.deliver(w);
+                delivered += 1;
+            }
+            let got = decoded(c.sched.finish_evolve().unwrap());
+            let want = local
+                .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+                .unwrap();
+            prop_assert_eq!(&got, &want);
+            let mut next: Vec<StateId> = got.values().flatten().map(|x| x.0).collect();
+            next.sort_unstable();
+            let held = c.held();
+            let mut on: Vec<StateId> = held.keys().copied().collect();
+            on.sort_unstable();
+            prop_assert_eq!(&on, &next);
+            prop_assert!(held.values().all(|&w| c.alive[w]), "a state on a dead worker");
+            ids = next;
+        }
+        // Every state's bytes are where the books say, and right.
+        let want = local.fetch_states(&ids).unwrap();
+        c.sched.begin_fetch(&ids).unwrap();
+        c.pump(&mut |_| 0);
+        let got: HashMap<StateId, <Branchy as Evolve>::State> = c
+            .sched
+            .finish_fetch()
+            .unwrap()
+            .into_iter()
+            .map(|(id, b)| (id, decode(&b).unwrap()))
+            .collect();
+        prop_assert_eq!(got, want);
     }
 }

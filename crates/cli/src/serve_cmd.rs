@@ -1,0 +1,43 @@
+//! `statepipe serve`: the durable HTTP item service (crates/serve).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use statepipe_serve::{Config, Server};
+
+/// `statepipe serve --listen ADDR --data DIR [--max-connections N]`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port; the bound address
+    /// is printed on stdout as `listening on ADDR`).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The data directory: journal and snapshot (created if missing).
+    #[arg(long)]
+    data: PathBuf,
+    /// Open connections at most; newcomers get 503.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Writes between snapshots (each restarts the journal).
+    #[arg(long, default_value_t = 100_000)]
+    snapshot_every: u64,
+}
+
+/// Serves until SIGINT or SIGTERM, then drains, fsyncs and returns.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = Config::new(args.listen, args.data);
+    config.max_connections = args.max_connections;
+    config.snapshot_every = args.snapshot_every;
+    let server = Server::bind(config).context("starting the service")?;
+    let stop = server.shutdown_handle();
+    ctrlc::set_handler(move || stop.shutdown()).context("installing the signal handler")?;
+    println!(
+        "listening on {} ({} items recovered)",
+        server.local_addr()?,
+        server.items()
+    );
+    server.run().context("serving")?;
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! `statepipe serve` killed with SIGKILL at a random moment under
+//! concurrent writes, then restarted on the same data: every acknowledged
+//! item is there with its exact body, and ids are unique.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const TRIALS: usize = 20;
+const WRITERS: usize = 3;
+
+fn start(data: &std::path::Path) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_statepipe"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--snapshot-every",
+            "40",
+            "--data",
+        ])
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start statepipe serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .strip_prefix("listening on ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    (child, addr)
+}
+
+/// One request on a keep-alive connection: (status, body), or `None` once
+/// the server is gone.
+fn request(s: &mut TcpStream, raw: &[u8]) -> Option<(u16, String)> {
+    s.write_all(raw).ok()?;
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).ok()? == 0 {
+            return None;
+        }
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).ok()?;
+    let status = head.get(9..12)?.parse().ok()?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).ok()?;
+    Some((status, String::from_utf8(body).ok()?))
+}
+
+/// A cheap pseudo-random number from the clock (no rand dependency).
+fn jitter(modulo: u64) -> u64 {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    (n.wrapping_mul(6364136223846793005) >> 20) % modulo
+}
+
+#[test]
+fn every_acknowledged_write_survives_sigkill() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    // (id → body) of every 201, over all trials.
+    let acked: Arc<Mutex<HashMap<u64, (String, String)>>> = Arc::default();
+    for trial in 0..TRIALS {
+        let (mut child, addr) = start(dir.path());
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let acked = Arc::clone(&acked);
+                thread::spawn(move || {
+                    let Ok(mut s) = TcpStream::connect(addr) else { return };
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                    for i in 0.. {
+                        let name = format!("t{trial}-w{w}-{i} \u{e9}\\\"q");
+                        let price = format!("{}.{:02}", i * 7 % 1000, i % 100);
+                        let body = serde_json::json!({ "name": name, "price": price.parse::<f64>().unwrap() })
+                            .to_string();
+                        let raw = format!(
+                            "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        match request(&mut s, raw.as_bytes()) {
+                            Some((201, reply)) => {
+                                let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+                                let id = v["id"].as_u64().unwrap();
+                                let mut acked = acked.lock().unwrap();
+                                let dup = acked.insert(id, (name, price));
+                                assert!(dup.is_none(), "id {id} acknowledged twice");
+                            }
+                            Some((429, _)) => thread::sleep(Duration::from_millis(1)),
+                            Some((status, reply)) => panic!("POST answered {status}: {reply}"),
+                            None => return,
+                        }
+                    }
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(20 + jitter(200)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for w in writers {
+            w.join().unwrap();
+        }
+    }
+    // Restart and read every acknowledged item back.
+    let (mut child, addr) = start(dir.path());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let acked = acked.lock().unwrap();
+    assert!(
+        !acked.is_empty(),
+        "no write was acknowledged in {TRIALS} trials"
+    );
+    for (id, (name, price)) in acked.iter() {
+        let (status, body) = request(
+            &mut s,
+            format!("GET /item/{id} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .expect("the restarted server answers");
+        assert_eq!(status, 200, "acknowledged item {id} lost");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["name"].as_str(), Some(name.as_str()), "item {id}");
+        assert_eq!(
+            v["price"].as_f64(),
+            Some(price.parse::<f64>().unwrap()),
+            "item {id}"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!(
+        "{} acknowledged writes over {TRIALS} SIGKILLs, all present ({:?})",
+        acked.len(),
+        started.elapsed()
+    );
+}
+
+#[test]
+fn sigterm_drains_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = start(dir.path());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = r#"{"name":"kept","price":3}"#;
+    let raw = format!(
+        "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(request(&mut s, raw.as_bytes()).map(|r| r.0), Some(201));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit status {:?}", out.status);
+    let (mut child, addr) = start(dir.path());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (status, got) = request(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(
+        (status, got.as_str()),
+        (200, r#"{"id":1,"name":"kept","price":3.0}"#)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

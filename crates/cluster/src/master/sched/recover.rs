@@ -1,0 +1,124 @@
+//! Recovery from a lost worker (`Recovery::MasterCopy`): its states go to
+//! the survivors from the master's copies, and its unfinished evolves run
+//! again there.
+//!
+//! What makes this exact: a child's id and every random number of an
+//! evolve derive from (seed, step, parent), never from where it ran, so an
+//! evolve run a second time elsewhere makes the same children with the same
+//! ids and outputs. The master holds the bytes of every live state (from
+//! `reset_states`, then from each `Evolved`, which carries each child's
+//! state beside its output), so nothing a lost worker held is missing:
+//! - a state not named in this step, or a child it made in this step, is
+//!   placed on a survivor (`Add`) and waits there;
+//! - a state it was to evolve (pending, or in an evolve request it never
+//!   answered) is placed on a survivor and joins its pending states, with
+//!   its input;
+//! - a `Fetch` it never answered is answered from the copies.
+//!
+//! A lost worker's connection is closed by the driver first, so none of its
+//! later frames is ever read: a partitioned worker that comes back cannot
+//! deliver a result twice.
+
+use super::{Req, Scheduler, WorkerId};
+use crate::evolve::StateId;
+use crate::protocol::{self, msg, Kind};
+
+impl Scheduler {
+    /// Whether `w`'s loss can be recovered from: recovery is on, the loss
+    /// is not a failed request, another worker lives, and every state on
+    /// `w` has a copy.
+    pub(super) fn can_recover(&self, w: WorkerId) -> bool {
+        self.recovering()
+            && !self.worker_failed
+            && self
+                .slots
+                .iter()
+                .enumerate()
+                .any(|(v, s)| v != w && s.alive)
+            && self
+                .location
+                .iter()
+                .all(|(id, &at)| at != w || self.copies.contains_key(id))
+    }
+
+    /// Places everything `w` held on the survivors and carries on.
+    pub(super) fn recover(&mut self, w: WorkerId, reason: &str) {
+        let s = &mut self.slots[w];
+        s.alive = false;
+        s.pending.clear();
+        s.pending_cost = 0.0;
+        s.evolving = 0;
+        s.incoming = 0;
+        let addr = s.addr;
+        for r in std::mem::take(&mut s.in_flight) {
+            match r {
+                // A thief waiting for states `w` was to hand over: they
+                // come from the copies instead.
+                Req::Remove { thief, .. } => {
+                    let t = &mut self.slots[thief];
+                    t.incoming = t.incoming.saturating_sub(1);
+                }
+                Req::Fetch(ids) => {
+                    for id in ids {
+                        let b = self.copies.get(&id).cloned().unwrap_or_default();
+                        self.fetched.push((id, b));
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Planned moves may never land now: nobody waits for them.
+        self.holding = 0;
+        let mut lost: Vec<StateId> = self
+            .location
+            .iter()
+            .filter(|e| *e.1 == w)
+            .map(|e| *e.0)
+            .collect();
+        lost.sort_unstable();
+        let live: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&v| self.slots[v].alive)
+            .collect();
+        tracing::warn!(
+            worker = w,
+            %addr,
+            states = lost.len(),
+            survivors = live.len(),
+            "worker lost ({reason}); placing its states on the survivors"
+        );
+        let n = lost.len();
+        for (k, &dest) in live.iter().enumerate() {
+            let chunk = &lost[n * k / live.len()..n * (k + 1) / live.len()];
+            if chunk.is_empty() {
+                continue;
+            }
+            let mut f = Vec::new();
+            let st = protocol::begin(&mut f, Kind::Add);
+            msg::put_states(
+                &mut f,
+                chunk.iter().map(|id| (*id, self.copies[id].as_slice())),
+            );
+            protocol::finish(&mut f, st);
+            self.send(dest, f, Req::Add(chunk.len() as u32));
+            let mut again = Vec::new();
+            for &id in chunk {
+                self.location.insert(id, dest);
+                if let Some(x) = self.sent_inputs.remove(&id) {
+                    self.inputs.insert(id, x);
+                    again.push(id);
+                } else if self.evolving && self.inputs.contains_key(&id) {
+                    again.push(id);
+                }
+            }
+            self.slots[dest].stats.recovered_states += chunk.len() as u64;
+            if !again.is_empty() {
+                self.push_pending(dest, again);
+            }
+        }
+        self.lost_workers += 1;
+        for v in live {
+            self.refill(v);
+        }
+        self.retry_idle();
+    }
+}

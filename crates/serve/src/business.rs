@@ -1,0 +1,450 @@
+//! The ring's event and its handlers: `journal ∥ decode → apply → reply`.
+//!
+//! * `journal` appends a record for each write and, at the end of each
+//!   batch, writes and fsyncs them at once (group commit). The ring makes
+//!   its progress visible only after the batch, so `apply` never sees a
+//!   write before it is durable.
+//! * `decode` parses `POST /item` bodies, in parallel with `journal`.
+//! * `apply` owns the items (`&mut`, alone in its stage, no lock), answers
+//!   each request, and now and then writes a snapshot, after which
+//!   `journal` drops the segments the snapshot covers.
+//! * `reply` hands each answer to the I/O thread that owns the connection
+//!   (a bounded queue per I/O thread plus its `mio::Waker`).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use crossbeam_channel::{Sender, TrySendError};
+use statepipe_ring::{EventHandler, EventHandlerMut};
+
+use crate::http::{Response, Route};
+use crate::journal::{Op, Writer};
+use crate::metrics::Metrics;
+use crate::store::{decode_item, write_snapshot, BadItem, Item, Store};
+
+/// Where an answer goes: I/O thread, connection slot, and the connection's
+/// generation (a slot reused by a newer connection never gets an old answer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The I/O thread.
+    pub io: usize,
+    /// The connection's slot there.
+    pub slot: usize,
+    /// The connection's generation.
+    pub generation: u64,
+}
+
+/// One request on the ring.
+#[derive(Debug, Default)]
+pub struct Event {
+    /// Who asked.
+    pub origin: Origin,
+    /// What; `None` only in slots never published.
+    pub route: Option<Route>,
+    /// Set by `journal` for a write: its lsn, or 0 if it was not journalled.
+    /// Relaxed suffices: `apply` reads it after the ring's Acquire of
+    /// `journal`'s sequence, which `journal` stores with Release after its
+    /// batch.
+    lsn: AtomicU64,
+    /// Set by `decode` for a create.
+    decoded: OnceLock<Result<Item, BadItem>>,
+    /// Set by `apply`, taken by `reply`.
+    response: Option<Response>,
+}
+
+impl Event {
+    /// A request from `origin`.
+    pub fn new(origin: Origin, route: Route) -> Self {
+        Event {
+            origin,
+            route: Some(route),
+            ..Event::default()
+        }
+    }
+}
+
+/// What the handlers share with each other and the I/O threads.
+#[derive(Debug)]
+pub struct Shared {
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Lsn ranges whose batch failed to reach the disk.
+    failed: Mutex<Vec<(u64, u64)>>,
+    /// Whether `failed` has ever had an entry (so `apply` skips the lock).
+    any_failed: AtomicBool,
+    /// The lsn the latest snapshot covers; `journal` compacts up to it.
+    /// Relaxed: `journal` only needs to see it eventually, and the snapshot
+    /// file it relies on was fsynced and renamed before the store.
+    snapshot_lsn: AtomicU64,
+}
+
+impl Shared {
+    /// With fresh metrics.
+    pub fn new() -> Self {
+        Shared {
+            metrics: Metrics::new(),
+            failed: Mutex::new(Vec::new()),
+            any_failed: AtomicBool::new(false),
+            snapshot_lsn: AtomicU64::new(0),
+        }
+    }
+
+    fn failed(&self, lsn: u64) -> bool {
+        // Acquire: pairs with the Release store in `Journal::fail`.
+        self.any_failed.load(Ordering::Acquire)
+            && self
+                .failed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|&(a, b)| (a..=b).contains(&lsn))
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        if !statepipe_sys::pin::pin_current_thread(cpu) {
+            tracing::debug!(cpu, "could not pin a ring handler");
+        }
+    }
+}
+
+/// The `journal` handler.
+pub struct Journal {
+    /// `None` once the journal cannot be trusted (a failed write could not
+    /// be cut back): every later write is answered 503.
+    writer: Option<Writer>,
+    shared: Arc<Shared>,
+    batch_first: Option<u64>,
+    batch_last: u64,
+    batch_events: u64,
+    compacted: u64,
+    cpu: Option<usize>,
+}
+
+impl Journal {
+    /// Appends through `writer`.
+    pub fn new(writer: Writer, shared: Arc<Shared>, cpu: Option<usize>) -> Self {
+        Journal {
+            writer: Some(writer),
+            shared,
+            batch_first: None,
+            batch_last: 0,
+            batch_events: 0,
+            compacted: 0,
+            cpu,
+        }
+    }
+
+    fn fail(&mut self, first: u64, last: u64) {
+        let mut failed = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner());
+        failed.push((first, last));
+        // Release: pairs with the Acquire load in `Shared::failed`.
+        self.shared.any_failed.store(true, Ordering::Release);
+    }
+
+    fn end_batch(&mut self) {
+        self.shared
+            .metrics
+            .batch_size
+            .observe(self.batch_events as f64);
+        self.batch_events = 0;
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        if let Some(first) = self.batch_first.take() {
+            let started = Instant::now();
+            let result = writer.commit();
+            self.shared
+                .metrics
+                .fsync_seconds
+                .observe(started.elapsed().as_secs_f64());
+            if let Err(e) = result {
+                tracing::error!(error = %e, "journal write failed; answering this batch's writes 503");
+                let last = self.batch_last;
+                self.fail(first, last);
+                if e.broken {
+                    tracing::error!(
+                        "the journal could not be cut back; every later write gets 503"
+                    );
+                    self.writer = None;
+                    return;
+                }
+            }
+        }
+        let covered = self.shared.snapshot_lsn.load(Ordering::Relaxed);
+        if covered > self.compacted {
+            if let Some(writer) = self.writer.as_mut() {
+                match writer.rotate_and_compact(covered) {
+                    Ok(()) => self.compacted = covered,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "journal compaction failed; retrying later")
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl EventHandler<Event> for Journal {
+    fn on_event(&mut self, event: &Event, _seq: u64, end_of_batch: bool) {
+        self.batch_events += 1;
+        let op = match &event.route {
+            Some(Route::Create(body)) => Some(Op::Create(body.clone())),
+            Some(Route::Delete(id)) => Some(Op::Delete(*id)),
+            _ => None,
+        };
+        if let (Some(op), Some(writer)) = (op, self.writer.as_mut()) {
+            let lsn = writer.append(&op);
+            event.lsn.store(lsn, Ordering::Relaxed);
+            self.batch_first.get_or_insert(lsn);
+            self.batch_last = lsn;
+        }
+        if end_of_batch {
+            self.end_batch();
+        }
+    }
+
+    fn on_start(&mut self) {
+        pin(self.cpu);
+    }
+
+    fn on_shutdown(&mut self) {
+        self.end_batch();
+    }
+}
+
+/// The `decode` handler.
+pub struct Decode {
+    cpu: Option<usize>,
+}
+
+impl Decode {
+    /// Pinned to `cpu`, if any.
+    pub fn new(cpu: Option<usize>) -> Self {
+        Decode { cpu }
+    }
+}
+
+impl EventHandler<Event> for Decode {
+    fn on_event(&mut self, event: &Event, _seq: u64, _end_of_batch: bool) {
+        if let Some(Route::Create(body)) = &event.route {
+            let _ = event.decoded.set(decode_item(body));
+        }
+    }
+
+    fn on_start(&mut self) {
+        pin(self.cpu);
+    }
+}
+
+/// The `apply` handler: owns the items.
+pub struct Apply {
+    store: Store,
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    snapshot_every: u64,
+    writes_since_snapshot: u64,
+    cpu: Option<usize>,
+}
+
+impl Apply {
+    /// Over the recovered `store`; snapshots to `dir` every
+    /// `snapshot_every` writes.
+    pub fn new(
+        store: Store,
+        shared: Arc<Shared>,
+        dir: PathBuf,
+        snapshot_every: u64,
+        cpu: Option<usize>,
+    ) -> Self {
+        Apply {
+            store,
+            shared,
+            dir,
+            snapshot_every: snapshot_every.max(1),
+            writes_since_snapshot: 0,
+            cpu,
+        }
+    }
+
+    fn durable(&self, lsn: u64) -> bool {
+        lsn != 0 && !self.shared.failed(lsn)
+    }
+
+    fn answer(&mut self, event: &mut Event) -> Response {
+        let lsn = *event.lsn.get_mut();
+        match event.route.take() {
+            Some(Route::Create(_)) => {
+                if !self.durable(lsn) {
+                    return Response::unavailable(
+                        "the journal is unavailable; the item was not stored",
+                    );
+                }
+                self.writes_since_snapshot += 1;
+                match event.decoded.take() {
+                    Some(Ok(item)) => {
+                        let id = self.store.create(lsn, item);
+                        Response::json(201, format!("{{\"id\":{id}}}").into_bytes())
+                    }
+                    Some(Err(bad)) => {
+                        self.store.last_lsn = lsn;
+                        match bad.field {
+                            Some(field) => Response::field_error(field, &bad.message),
+                            None => Response::error(400, &bad.message),
+                        }
+                    }
+                    None => Response::error(500, "the body was not decoded"),
+                }
+            }
+            Some(Route::Delete(id)) => {
+                if !self.durable(lsn) {
+                    return Response::unavailable(
+                        "the journal is unavailable; nothing was deleted",
+                    );
+                }
+                self.writes_since_snapshot += 1;
+                if self.store.delete(lsn, id) {
+                    Response::json(204, Vec::new())
+                } else {
+                    Response::error(404, "no such item")
+                }
+            }
+            Some(Route::Get(id)) => match self.store.items.get(&id) {
+                Some(item) => Response::json(200, item_json(id, item).to_string().into_bytes()),
+                None => Response::error(404, "no such item"),
+            },
+            Some(Route::List { after, limit }) => {
+                let items: Vec<_> = self
+                    .store
+                    .items
+                    .range(after.saturating_add(1)..)
+                    .take(limit)
+                    .map(|(id, item)| item_json(*id, item))
+                    .collect();
+                let next = if items.len() == limit {
+                    items.last().map(|i| i["id"].clone())
+                } else {
+                    None
+                };
+                let body = serde_json::json!({ "items": items, "next_after": next });
+                Response::json(200, body.to_string().into_bytes())
+            }
+            Some(Route::Health) | Some(Route::Metrics) | None => {
+                Response::error(500, "not a ring request")
+            }
+        }
+    }
+
+    fn maybe_snapshot(&mut self) {
+        if self.writes_since_snapshot < self.snapshot_every {
+            return;
+        }
+        self.writes_since_snapshot = 0;
+        match write_snapshot(&self.dir, &self.store) {
+            Ok(()) => self
+                .shared
+                .snapshot_lsn
+                .store(self.store.last_lsn, Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = %e, "snapshot failed; the journal keeps growing"),
+        }
+    }
+}
+
+fn item_json(id: u64, item: &Item) -> serde_json::Value {
+    serde_json::json!({ "id": id, "name": item.name, "price": item.price })
+}
+
+impl EventHandlerMut<Event> for Apply {
+    fn on_event(&mut self, event: &mut Event, _seq: u64, end_of_batch: bool) {
+        event.response = Some(self.answer(event));
+        if end_of_batch {
+            self.maybe_snapshot();
+        }
+    }
+
+    fn on_start(&mut self) {
+        pin(self.cpu);
+    }
+}
+
+/// What `reply` sends an I/O thread: the connection and its answer.
+pub type Reply = (usize, u64, Response);
+
+/// The `reply` handler.
+pub struct ReplyHandler {
+    queues: Vec<Sender<Reply>>,
+    wakers: Vec<Arc<mio::Waker>>,
+    to_wake: Vec<bool>,
+    shared: Arc<Shared>,
+    cpu: Option<usize>,
+}
+
+impl ReplyHandler {
+    /// One queue and waker per I/O thread.
+    pub fn new(
+        queues: Vec<Sender<Reply>>,
+        wakers: Vec<Arc<mio::Waker>>,
+        shared: Arc<Shared>,
+        cpu: Option<usize>,
+    ) -> Self {
+        let n = queues.len();
+        ReplyHandler {
+            queues,
+            wakers,
+            to_wake: vec![false; n],
+            shared,
+            cpu,
+        }
+    }
+}
+
+impl EventHandlerMut<Event> for ReplyHandler {
+    fn on_event(&mut self, event: &mut Event, _seq: u64, end_of_batch: bool) {
+        let response = event
+            .response
+            .take()
+            .unwrap_or_else(|| Response::error(500, "no answer"));
+        let Origin {
+            io,
+            slot,
+            generation,
+        } = event.origin;
+        self.shared.metrics.ring_depth.dec();
+        let mut reply = (slot, generation, response);
+        // The queue holds one answer per connection the I/O thread may
+        // have, and a connection has at most one request on the ring, so it
+        // is full only for a moment; wake the I/O thread and retry.
+        loop {
+            match self.queues[io].try_send(reply) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) => {
+                    let _ = self.wakers[io].wake();
+                    reply = back;
+                    std::thread::yield_now();
+                }
+                Err(TrySendError::Disconnected(_)) => break,
+            }
+        }
+        self.to_wake[io] = true;
+        if end_of_batch {
+            for (io, wake) in self.to_wake.iter_mut().enumerate() {
+                if std::mem::take(wake) {
+                    let _ = self.wakers[io].wake();
+                }
+            }
+        }
+    }
+
+    fn on_start(&mut self) {
+        pin(self.cpu);
+    }
+}

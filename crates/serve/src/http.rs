@@ -1,0 +1,418 @@
+//! HTTP/1.1 requests in (parsed by `httparse`), routes, and responses out.
+//! No I/O: [`parse`] looks at the bytes a connection has received so far.
+
+use std::io::Write;
+
+/// The most header bytes a request may have.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// The largest body a request may have.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// The default and largest page of `GET /item`.
+pub const DEFAULT_LIMIT: usize = 100;
+/// See [`DEFAULT_LIMIT`].
+pub const MAX_LIMIT: usize = 1000;
+const MAX_HEADERS: usize = 64;
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /item` with its body.
+    Create(Vec<u8>),
+    /// `GET /item?after=ID&limit=N`.
+    List {
+        /// Only items with a larger id.
+        after: u64,
+        /// At most this many.
+        limit: usize,
+    },
+    /// `GET /item/{id}`.
+    Get(u64),
+    /// `DELETE /item/{id}`.
+    Delete(u64),
+    /// `GET /health`.
+    Health,
+    /// `GET /metrics`.
+    Metrics,
+}
+
+impl Route {
+    /// The label of its route in the metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Route::Create(_) => "POST /item",
+            Route::List { .. } => "GET /item",
+            Route::Get(_) => "GET /item/{id}",
+            Route::Delete(_) => "DELETE /item/{id}",
+            Route::Health => "GET /health",
+            Route::Metrics => "GET /metrics",
+        }
+    }
+
+    /// Whether it changes the items (and so is journalled).
+    pub fn is_write(&self) -> bool {
+        matches!(self, Route::Create(_) | Route::Delete(_))
+    }
+}
+
+/// What the bytes received so far amount to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// Not a whole request yet.
+    Incomplete,
+    /// A request: it used the first `consumed` bytes.
+    Request {
+        /// Bytes of the buffer it used.
+        consumed: usize,
+        /// What it asks for.
+        route: Route,
+        /// Whether the connection closes after the response.
+        close: bool,
+    },
+    /// A request answered at once (404, 405, a bad query): it used the first
+    /// `consumed` bytes, and the connection stays open unless `close`.
+    Answer {
+        /// Bytes of the buffer it used.
+        consumed: usize,
+        /// The answer.
+        response: Response,
+    },
+    /// Bad bytes: answer, then close (the stream cannot be resynchronised).
+    Reject(Response),
+}
+
+/// Parses the start of `buf`; see [`Parsed`].
+pub fn parse(buf: &[u8]) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let header_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) if n > MAX_HEADER_BYTES => {
+            return Parsed::Reject(Response::error(431, "request headers over 8 KiB"))
+        }
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEADER_BYTES => {
+            return Parsed::Reject(Response::error(431, "request headers over 8 KiB"))
+        }
+        Ok(httparse::Status::Partial) => return Parsed::Incomplete,
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Reject(Response::error(431, "too many request headers"))
+        }
+        Err(e) => return Parsed::Reject(Response::error(400, &format!("malformed request: {e}"))),
+    };
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        return Parsed::Reject(Response::error(400, "malformed request line"));
+    };
+    let mut content_length = 0usize;
+    let mut close = version == 0;
+    for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            match std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+            {
+                Some(n) => content_length = n,
+                None => return Parsed::Reject(Response::error(400, "bad Content-Length")),
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Parsed::Reject(Response::error(
+                400,
+                "Transfer-Encoding is not supported; send Content-Length",
+            ));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let v = h.value.to_ascii_lowercase();
+            if v == b"close" {
+                close = true;
+            } else if v == b"keep-alive" {
+                close = false;
+            }
+        }
+    }
+    if content_length > MAX_BODY_BYTES {
+        return Parsed::Reject(Response::error(413, "request body over 1 MiB"));
+    }
+    let consumed = header_len + content_length;
+    if buf.len() < consumed {
+        return Parsed::Incomplete;
+    }
+    let body = &buf[header_len..consumed];
+    match route(method, path, body) {
+        Ok(route) => Parsed::Request {
+            consumed,
+            route,
+            close,
+        },
+        Err(mut response) => {
+            response.close = close;
+            Parsed::Answer { consumed, response }
+        }
+    }
+}
+
+fn route(method: &str, target: &str, body: &[u8]) -> Result<Route, Response> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    match path {
+        "/item" => match method {
+            "POST" => Ok(Route::Create(body.to_vec())),
+            "GET" => list_query(query),
+            _ => Err(Response::not_allowed("GET, POST")),
+        },
+        "/health" | "/metrics" => match method {
+            "GET" if path == "/health" => Ok(Route::Health),
+            "GET" => Ok(Route::Metrics),
+            _ => Err(Response::not_allowed("GET")),
+        },
+        _ => {
+            let Some(id) = path
+                .strip_prefix("/item/")
+                .and_then(|s| s.parse::<u64>().ok())
+            else {
+                return Err(Response::error(404, "no such route"));
+            };
+            match method {
+                "GET" => Ok(Route::Get(id)),
+                "DELETE" => Ok(Route::Delete(id)),
+                _ => Err(Response::not_allowed("GET, DELETE")),
+            }
+        }
+    }
+}
+
+fn list_query(query: &str) -> Result<Route, Response> {
+    let (mut after, mut limit) = (0, DEFAULT_LIMIT);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "after" => {
+                after = v
+                    .parse()
+                    .map_err(|_| Response::field_error("after", "must be an item id"))?
+            }
+            "limit" => {
+                limit = v
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=MAX_LIMIT).contains(l))
+                    .ok_or_else(|| Response::field_error("limit", "must be 1 to 1000"))?
+            }
+            _ => {}
+        }
+    }
+    Ok(Route::List { after, limit })
+}
+
+/// A response, written out by [`Response::write_to`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The body (JSON, or Prometheus text for `/metrics`).
+    pub body: Vec<u8>,
+    /// The body's content type.
+    pub content_type: &'static str,
+    /// An `Allow` header (405).
+    pub allow: Option<&'static str>,
+    /// Whether to send `Retry-After: 1` (429, 503).
+    pub retry_after: bool,
+    /// Whether the connection closes after it.
+    pub close: bool,
+}
+
+impl Response {
+    /// A JSON response.
+    pub fn json(status: u16, body: Vec<u8>) -> Self {
+        Response {
+            status,
+            body,
+            content_type: "application/json",
+            allow: None,
+            retry_after: false,
+            close: false,
+        }
+    }
+
+    /// `{"error": message}`.
+    pub fn error(status: u16, message: &str) -> Self {
+        Self::json(
+            status,
+            serde_json::json!({ "error": message })
+                .to_string()
+                .into_bytes(),
+        )
+    }
+
+    /// 400 `{"error": message, "field": field}`.
+    pub fn field_error(field: &str, message: &str) -> Self {
+        Self::json(
+            400,
+            serde_json::json!({ "error": message, "field": field })
+                .to_string()
+                .into_bytes(),
+        )
+    }
+
+    /// 405 with `Allow`.
+    pub fn not_allowed(allow: &'static str) -> Self {
+        Response {
+            allow: Some(allow),
+            ..Self::error(405, "method not allowed")
+        }
+    }
+
+    /// 429 with `Retry-After: 1`: the ring is full.
+    pub fn busy() -> Self {
+        Response {
+            retry_after: true,
+            ..Self::error(429, "busy: retry")
+        }
+    }
+
+    /// 503 with `Retry-After: 1`.
+    pub fn unavailable(message: &str) -> Self {
+        Response {
+            retry_after: true,
+            ..Self::error(503, message)
+        }
+    }
+
+    /// Appends the response's bytes to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+            self.status,
+            reason(self.status),
+            self.content_type,
+            self.body.len()
+        );
+        if let Some(allow) = self.allow {
+            let _ = write!(out, "Allow: {allow}\r\n");
+        }
+        if self.retry_after {
+            out.extend_from_slice(b"Retry-After: 1\r\n");
+        }
+        if self.close {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::decode_item;
+    use proptest::prelude::*;
+
+    fn status_of(bytes: &[u8]) -> Option<u16> {
+        match parse(bytes) {
+            Parsed::Incomplete => None,
+            Parsed::Request { .. } => Some(0),
+            Parsed::Answer { response, .. } | Parsed::Reject(response) => Some(response.status),
+        }
+    }
+
+    #[test]
+    fn routes() {
+        let p = parse(b"POST /item HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET");
+        assert_eq!(
+            p,
+            Parsed::Request {
+                consumed: 44,
+                route: Route::Create(b"{}".to_vec()),
+                close: false
+            }
+        );
+        assert!(matches!(
+            parse(b"GET /item?after=5&limit=7 HTTP/1.1\r\n\r\n"),
+            Parsed::Request {
+                route: Route::List { after: 5, limit: 7 },
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(b"DELETE /item/9 HTTP/1.0\r\n\r\n"),
+            Parsed::Request {
+                route: Route::Delete(9),
+                close: true,
+                ..
+            }
+        ));
+        assert_eq!(status_of(b"GET /nope HTTP/1.1\r\n\r\n"), Some(404));
+        assert_eq!(status_of(b"PUT /item HTTP/1.1\r\n\r\n"), Some(405));
+        assert_eq!(status_of(b"GET /item?limit=0 HTTP/1.1\r\n\r\n"), Some(400));
+        assert_eq!(
+            status_of(b"GET /item?limit=1001 HTTP/1.1\r\n\r\n"),
+            Some(400)
+        );
+        assert_eq!(status_of(b"GARBAGE\r\n\r\n"), Some(400));
+        assert_eq!(
+            status_of(b"POST /item HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n"),
+            Some(413)
+        );
+        let mut big = b"GET /item HTTP/1.1\r\nX: ".to_vec();
+        big.resize(9000, b'a');
+        assert_eq!(status_of(&big), Some(431));
+        assert_eq!(status_of(b"GET /item HTTP/1.1\r\n"), None);
+    }
+
+    proptest! {
+        /// Random bytes (and random bytes after a valid request line) never
+        /// panic the parser or the body decoder: they wait for more, answer
+        /// 4xx, or make a request whose body decodes or names its fault.
+        #[test]
+        fn random_bytes_never_panic(
+            prefix in prop_oneof![Just(&b""[..]), Just(&b"POST /item HTTP/1.1\r\n"[..]), Just(&b"GET /item"[..])],
+            bytes in proptest::collection::vec(any::<u8>(), 0..300),
+            end in any::<bool>(),
+        ) {
+            let mut buf = prefix.to_vec();
+            buf.extend_from_slice(&bytes);
+            if end {
+                buf.extend_from_slice(b"\r\n\r\n");
+            }
+            match parse(&buf) {
+                Parsed::Incomplete => prop_assert!(buf.len() <= MAX_HEADER_BYTES),
+                Parsed::Answer { response, consumed } => {
+                    prop_assert!((400..500).contains(&response.status));
+                    prop_assert!(consumed <= buf.len());
+                }
+                Parsed::Reject(response) => prop_assert!((400..500).contains(&response.status)),
+                Parsed::Request { route, consumed, .. } => {
+                    prop_assert!(consumed <= buf.len());
+                    if let Route::Create(body) = route {
+                        if let Err(e) = decode_item(&body) {
+                            prop_assert!(!e.message.is_empty());
+                        }
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn random_json_bodies_decode_or_name_the_fault(
+            name in prop_oneof![Just("\"n\"".to_string()), Just("1".to_string()), "[ -~]{0,8}"],
+            price in prop_oneof![Just("2.5".to_string()), Just("\"x\"".to_string()), "[ -~]{0,8}"],
+        ) {
+            let body = format!("{{\"name\":{name},\"price\":{price}}}");
+            let _ = decode_item(body.as_bytes());
+        }
+    }
+}

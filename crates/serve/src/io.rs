@@ -1,0 +1,353 @@
+//! An I/O thread: one `mio::Poll` over the listener, its connections and a
+//! waker; parses requests, publishes them on the ring (never waiting: a
+//! full ring is a 429), and writes the answers `reply` queues for it.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use statepipe_ring::wait::Blocking;
+use statepipe_ring::{Multi, Producer, TryPublishError};
+
+use crate::business::{Event, Origin, Reply, Shared};
+use crate::http::{self, Parsed, Response, Route};
+
+const LISTENER: Token = Token(0);
+/// The token of each I/O thread's waker.
+pub const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+/// Unread bytes a connection may hold while its request is on the ring.
+const MAX_BUFFERED: usize = http::MAX_HEADER_BYTES + http::MAX_BODY_BYTES + 4096;
+/// How long shutdown waits for in-flight requests.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// Limits every I/O thread applies.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections at most (over all I/O threads); newcomers get 503.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this.
+    pub header_timeout: Duration,
+}
+
+/// What an I/O thread owns.
+pub struct IoThread {
+    /// Its index (the `io` of the answers meant for it).
+    pub index: usize,
+    /// Its poll (its waker is registered with [`WAKER`]).
+    pub poll: Poll,
+    /// The listener, shared by every I/O thread.
+    pub listener: TcpListener,
+    /// Its producer on the ring.
+    pub producer: Producer<Event, Blocking, Multi>,
+    /// Answers for its connections.
+    pub replies: Receiver<Reply>,
+    /// Handlers and metrics.
+    pub shared: Arc<Shared>,
+    /// Open connections, over all I/O threads.
+    pub open: Arc<AtomicUsize>,
+    /// Set to stop.
+    pub stop: Arc<AtomicBool>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+struct Conn {
+    stream: TcpStream,
+    generation: u64,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    /// The route label of the request on the ring, if one is.
+    in_flight: Option<&'static str>,
+    close_after: bool,
+    peer_closed: bool,
+    /// When the unanswered bytes in `inbuf` started arriving.
+    since: Option<Instant>,
+}
+
+impl IoThread {
+    /// Runs until stopped and drained.
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut conns: Vec<Option<Conn>> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        let mut generation = 0u64;
+        let mut listening = true;
+        let mut stopping_since: Option<Instant> = None;
+        let mut last_sweep = Instant::now();
+        loop {
+            if let Err(e) = self
+                .poll
+                .poll(&mut events, Some(Duration::from_millis(100)))
+            {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    tracing::error!(error = %e, "poll failed; the I/O thread stops");
+                    break;
+                }
+            }
+            // Relaxed: a flag polled every loop; the waker makes it prompt.
+            if self.stop.load(Ordering::Relaxed) && stopping_since.is_none() {
+                stopping_since = Some(Instant::now());
+                if listening {
+                    let _ = self.poll.registry().deregister(&mut self.listener);
+                    listening = false;
+                }
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER if listening => self.accept(&mut conns, &mut free, &mut generation),
+                    LISTENER | WAKER => {}
+                    Token(t) => {
+                        let slot = t - FIRST_CONN;
+                        if let Some(conn) = conns.get_mut(slot).and_then(Option::as_mut) {
+                            if event.is_readable() || event.is_read_closed() {
+                                fill(conn);
+                            }
+                            self.process(slot, conn);
+                        }
+                        self.maybe_close(&mut conns, &mut free, slot);
+                    }
+                }
+            }
+            while let Ok((slot, generation, response)) = self.replies.try_recv() {
+                let Some(conn) = conns.get_mut(slot).and_then(Option::as_mut) else {
+                    continue;
+                };
+                if conn.generation != generation {
+                    continue;
+                }
+                let label = conn.in_flight.take().unwrap_or("other");
+                self.respond(conn, label, response);
+                fill(conn);
+                self.process(slot, conn);
+                self.maybe_close(&mut conns, &mut free, slot);
+            }
+            let now = Instant::now();
+            if now.duration_since(last_sweep) >= Duration::from_millis(100)
+                || stopping_since.is_some()
+            {
+                last_sweep = now;
+                for slot in 0..conns.len() {
+                    let Some(conn) = conns[slot].as_mut() else {
+                        continue;
+                    };
+                    let late = conn
+                        .since
+                        .is_some_and(|s| now.duration_since(s) > self.limits.header_timeout);
+                    let idle = conn.in_flight.is_none() && conn.out.is_empty();
+                    if (late && conn.in_flight.is_none()) || (stopping_since.is_some() && idle) {
+                        conn.close_after = true;
+                        conn.out.clear();
+                        conn.peer_closed = true;
+                    }
+                    self.maybe_close(&mut conns, &mut free, slot);
+                }
+            }
+            if let Some(since) = stopping_since {
+                let busy = conns.iter().flatten().count();
+                if busy == 0 || since.elapsed() > DRAIN_LIMIT {
+                    break;
+                }
+            }
+        }
+        // Dropping `self.producer` here is this thread's part in closing the
+        // ring: once every I/O thread's is dropped, the ring drains and stops.
+    }
+
+    fn accept(
+        &mut self,
+        conns: &mut Vec<Option<Conn>>,
+        free: &mut Vec<usize>,
+        generation: &mut u64,
+    ) {
+        loop {
+            let (mut stream, _) = match self.listener.accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    return;
+                }
+            };
+            // Relaxed: a count; going a little over the cap under a race
+            // is harmless.
+            if self.open.load(Ordering::Relaxed) >= self.limits.max_connections {
+                let mut out = Vec::new();
+                let mut r = Response::unavailable("too many connections");
+                r.close = true;
+                r.write_to(&mut out);
+                let _ = stream.write(&out);
+                self.shared.metrics.answered("other", 503);
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let slot = free.pop().unwrap_or_else(|| {
+                conns.push(None);
+                conns.len() - 1
+            });
+            if let Err(e) = self.poll.registry().register(
+                &mut stream,
+                Token(slot + FIRST_CONN),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                tracing::warn!(error = %e, "register failed");
+                free.push(slot);
+                continue;
+            }
+            self.open.fetch_add(1, Ordering::Relaxed);
+            *generation += 1;
+            conns[slot] = Some(Conn {
+                stream,
+                generation: *generation,
+                inbuf: Vec::new(),
+                out: Vec::new(),
+                in_flight: None,
+                close_after: false,
+                peer_closed: false,
+                since: None,
+            });
+            let conn = conns[slot].as_mut().expect("just put");
+            fill(conn);
+            self.process(slot, conn);
+            self.maybe_close(conns, free, slot);
+        }
+    }
+
+    /// Answers or publishes whatever whole requests `conn` has, one at a
+    /// time (a connection has at most one request on the ring), then writes.
+    fn process(&mut self, slot: usize, conn: &mut Conn) {
+        while conn.in_flight.is_none() && !conn.close_after && !conn.inbuf.is_empty() {
+            conn.since.get_or_insert_with(Instant::now);
+            match http::parse(&conn.inbuf) {
+                Parsed::Incomplete => break,
+                Parsed::Reject(mut response) => {
+                    response.close = true;
+                    conn.inbuf.clear();
+                    self.respond(conn, "other", response);
+                }
+                Parsed::Answer { consumed, response } => {
+                    conn.inbuf.drain(..consumed);
+                    self.respond(conn, "other", response);
+                }
+                Parsed::Request {
+                    consumed,
+                    route,
+                    close,
+                } => {
+                    conn.inbuf.drain(..consumed);
+                    conn.close_after |= close;
+                    let label = route.label();
+                    match route {
+                        Route::Health => {
+                            let body = br#"{"status":"ok"}"#.to_vec();
+                            self.respond(conn, label, Response::json(200, body));
+                        }
+                        Route::Metrics => {
+                            let mut r =
+                                Response::json(200, self.shared.metrics.encode().into_bytes());
+                            r.content_type =
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                            self.respond(conn, label, r);
+                        }
+                        route => {
+                            let origin = Origin {
+                                io: self.index,
+                                slot,
+                                generation: conn.generation,
+                            };
+                            match self.producer.try_publish(Event::new(origin, route)) {
+                                Ok(_) => {
+                                    self.shared.metrics.ring_depth.inc();
+                                    conn.in_flight = Some(label);
+                                }
+                                Err(TryPublishError::Full(_)) => {
+                                    self.shared.metrics.busy.inc();
+                                    self.respond(conn, label, Response::busy());
+                                }
+                                Err(TryPublishError::Halted(_)) => {
+                                    let mut r = Response::unavailable("the service is stopping");
+                                    r.close = true;
+                                    self.respond(conn, label, r);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if conn.inbuf.is_empty() {
+                conn.since = None;
+            } else if conn.in_flight.is_none() {
+                // Pipelined bytes: their own clock starts now.
+                conn.since = Some(Instant::now());
+            }
+        }
+        flush(conn);
+    }
+
+    fn respond(&self, conn: &mut Conn, label: &'static str, mut response: Response) {
+        self.shared.metrics.answered(label, response.status);
+        if conn.close_after {
+            response.close = true;
+        }
+        conn.close_after |= response.close;
+        response.write_to(&mut conn.out);
+        flush(conn);
+    }
+
+    fn maybe_close(&mut self, conns: &mut [Option<Conn>], free: &mut Vec<usize>, slot: usize) {
+        let Some(conn) = conns[slot].as_mut() else {
+            return;
+        };
+        let done_writing = conn.out.is_empty();
+        let nothing_pending = conn.in_flight.is_none();
+        let close = nothing_pending
+            && ((conn.close_after && done_writing)
+                || (conn.peer_closed && (done_writing || conn.close_after)));
+        if close {
+            let mut conn = conns[slot].take().expect("checked");
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+            free.push(slot);
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Reads what the socket has, up to [`MAX_BUFFERED`] bytes held.
+fn fill(conn: &mut Conn) {
+    let mut chunk = [0u8; 16 * 1024];
+    while conn.inbuf.len() < MAX_BUFFERED && !conn.peer_closed {
+        match conn.stream.read(&mut chunk) {
+            Ok(0) => conn.peer_closed = true,
+            Ok(n) => conn.inbuf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => conn.peer_closed = true,
+        }
+    }
+}
+
+/// Writes what the socket takes.
+fn flush(conn: &mut Conn) {
+    while !conn.out.is_empty() {
+        match conn.stream.write(&conn.out) {
+            Ok(0) => {
+                conn.peer_closed = true;
+                conn.out.clear();
+            }
+            Ok(n) => {
+                conn.out.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                conn.peer_closed = true;
+                conn.out.clear();
+            }
+        }
+    }
+}

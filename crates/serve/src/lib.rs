@@ -1,0 +1,31 @@
+//! `statepipe-serve`: a durable HTTP item service on the statepipe ring.
+//!
+//! Requests are parsed on a few `mio` I/O threads and published on one
+//! multi-producer ring, where `journal ∥ decode → apply → reply` handle
+//! them: every write is journalled and fsynced (one fsync per batch) before
+//! its answer leaves; `apply` owns the items without locks; answers go back
+//! to the I/O thread that owns the connection. See the crate README.
+//!
+//! ```no_run
+//! use statepipe_serve::{Config, Server};
+//!
+//! let server = Server::bind(Config::new("127.0.0.1:8080".parse()?, "data"))?;
+//! println!("listening on {}", server.local_addr()?);
+//! let stop = server.shutdown_handle(); // stop.shutdown() from a signal handler
+//! server.run()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod business;
+mod error;
+pub mod http;
+mod io;
+pub mod journal;
+mod metrics;
+mod server;
+pub mod store;
+
+pub use error::ServeError;
+pub use server::{run, Config, Server, ShutdownHandle};

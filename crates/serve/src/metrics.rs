@@ -1,0 +1,99 @@
+//! The service's metrics, in a `prometheus-client` registry.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// A request's route and status.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `POST /item`, `GET /item/{id}`, …, or `other` for requests answered
+    /// before routing (malformed, too large, unknown route).
+    pub route: &'static str,
+    /// The status code.
+    pub status: u16,
+}
+
+/// Every metric `/metrics` shows.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests answered, by route and status.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Requests refused with 429 because the ring was full.
+    pub busy: Counter,
+    /// Requests on the ring: published, not yet replied to.
+    pub ring_depth: Gauge,
+    /// Seconds per journal write + fsync.
+    pub fsync_seconds: Histogram,
+    /// Events per journal batch (group commit).
+    pub batch_size: Histogram,
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("statepipe_serve");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by route and status",
+            requests.clone(),
+        );
+        let busy = Counter::default();
+        registry.register(
+            "busy_rejections",
+            "Requests answered 429 (ring full)",
+            busy.clone(),
+        );
+        let ring_depth = Gauge::default();
+        registry.register(
+            "ring_depth",
+            "Requests on the ring, not yet replied to",
+            ring_depth.clone(),
+        );
+        let fsync_seconds = Histogram::new(exponential_buckets(1e-5, 2.0, 20));
+        registry.register(
+            "journal_fsync_seconds",
+            "Journal write + fsync latency",
+            fsync_seconds.clone(),
+        );
+        let batch_size = Histogram::new(exponential_buckets(1.0, 2.0, 12));
+        registry.register(
+            "journal_batch_events",
+            "Events per journal batch",
+            batch_size.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            busy,
+            ring_depth,
+            fsync_seconds,
+            batch_size,
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn answered(&self, route: &'static str, status: u16) {
+        self.requests
+            .get_or_create(&RequestLabels { route, status })
+            .inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,281 @@
+//! `Config`, `Server`: recover, bind, start the ring and the I/O threads,
+//! and stop them in order.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::Duration;
+
+use mio::{Poll, Waker};
+use statepipe_ring::wait::Blocking;
+use statepipe_ring::RingBuilder;
+
+use crate::business::{Apply, Decode, Event, Journal, ReplyHandler, Shared};
+use crate::error::ServeError;
+use crate::io::{IoThread, Limits, WAKER};
+use crate::journal::Writer;
+use crate::store::{recover, Recovered};
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen (port 0: any free port; see [`Server::local_addr`]).
+    pub listen: SocketAddr,
+    /// The data directory: journal segments and the snapshot.
+    pub data: PathBuf,
+    /// Open connections at most; newcomers get 503.
+    pub max_connections: usize,
+    /// I/O threads; `None`: the usable CPUs minus one (the ring's), at
+    /// least 1.
+    pub io_threads: Option<usize>,
+    /// Slots on the ring (a power of two): requests in flight at most.
+    pub ring_capacity: usize,
+    /// Writes between snapshots (after each, the journal restarts).
+    pub snapshot_every: u64,
+    /// A request's headers must arrive within this, or the connection closes.
+    pub header_timeout: Duration,
+    /// Whether to pin threads to the usable CPUs.
+    pub pin: bool,
+}
+
+impl Config {
+    /// Defaults: 10,000 connections, 4,096 ring slots, a snapshot every
+    /// 100,000 writes, a 10 s header timeout, pinned threads.
+    pub fn new(listen: SocketAddr, data: impl Into<PathBuf>) -> Self {
+        Config {
+            listen,
+            data: data.into(),
+            max_connections: 10_000,
+            io_threads: None,
+            ring_capacity: 4096,
+            snapshot_every: 100_000,
+            header_timeout: Duration::from_secs(10),
+            pin: true,
+        }
+    }
+}
+
+/// Stops a running [`Server`]: it stops accepting, answers what is on the
+/// ring, fsyncs and returns.
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    stop: Arc<AtomicBool>,
+    wakers: Arc<OnceLock<Vec<Arc<Waker>>>>,
+}
+
+impl ShutdownHandle {
+    /// Asks the server to stop; returns at once.
+    pub fn shutdown(&self) {
+        // Relaxed: the I/O threads poll the flag; the wake makes it prompt.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(wakers) = self.wakers.get() {
+            for w in wakers {
+                let _ = w.wake();
+            }
+        }
+    }
+}
+
+/// A recovered, bound server, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    config: Config,
+    listener: std::net::TcpListener,
+    recovered: Recovered,
+    handle: ShutdownHandle,
+}
+
+impl Server {
+    /// Recovers the data directory (creating it if need be) and binds.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Corrupt`] for a damaged journal or snapshot,
+    /// [`ServeError::Io`] for I/O and bind errors.
+    pub fn bind(config: Config) -> Result<Self, ServeError> {
+        std::fs::create_dir_all(&config.data)
+            .map_err(|e| ServeError::io("creating the data directory", e))?;
+        let recovered = recover(&config.data)?;
+        tracing::info!(
+            items = recovered.store.items.len(),
+            replayed = recovered.replayed,
+            "recovered"
+        );
+        let listener = std::net::TcpListener::bind(config.listen)
+            .map_err(|e| ServeError::io("binding the listener", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| ServeError::io("configuring the listener", e))?;
+        Ok(Server {
+            config,
+            listener,
+            recovered,
+            handle: ShutdownHandle {
+                stop: Arc::new(AtomicBool::new(false)),
+                wakers: Arc::new(OnceLock::new()),
+            },
+        })
+    }
+
+    /// The address it listens on.
+    ///
+    /// # Errors
+    ///
+    /// The socket's error.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The number of items recovered.
+    pub fn items(&self) -> usize {
+        self.recovered.store.items.len()
+    }
+
+    /// A handle that stops it.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.handle.clone()
+    }
+
+    /// Serves until [`ShutdownHandle::shutdown`], then drains and returns.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors starting, or [`ServeError::Ring`] if a handler panicked.
+    pub fn run(self) -> Result<(), ServeError> {
+        let Server {
+            config,
+            listener,
+            recovered,
+            handle,
+        } = self;
+        let cpus = statepipe_sys::cpus::usable_cpus();
+        let usable = &cpus.ids[..cpus.count.min(cpus.ids.len()).max(1)];
+        let n_io = config
+            .io_threads
+            .unwrap_or(usable.len().saturating_sub(1))
+            .max(1);
+        tracing::info!(%cpus, io_threads = n_io, "serving");
+        let ring_cpu = config.pin.then(|| usable[0]);
+        let io_cpu = |i: usize| {
+            config.pin.then(|| {
+                if usable.len() > 1 {
+                    usable[1 + i % (usable.len() - 1)]
+                } else {
+                    usable[0]
+                }
+            })
+        };
+
+        let writer = Writer::open(
+            &config.data,
+            recovered.segments,
+            recovered.valid_len,
+            recovered.next_lsn,
+        )
+        .map_err(|e| ServeError::io("opening the journal", e))?;
+        let shared = Arc::new(Shared::new());
+        let mut polls = Vec::new();
+        let mut wakers = Vec::new();
+        let mut senders = Vec::new();
+        let mut receivers = Vec::new();
+        for _ in 0..n_io {
+            let poll = Poll::new().map_err(|e| ServeError::io("creating a poll", e))?;
+            let waker = Waker::new(poll.registry(), WAKER)
+                .map_err(|e| ServeError::io("creating a waker", e))?;
+            wakers.push(Arc::new(waker));
+            polls.push(poll);
+            let (tx, rx) = crossbeam_channel::bounded(config.max_connections.max(1));
+            senders.push(tx);
+            receivers.push(rx);
+        }
+        let _ = handle.wakers.set(wakers.clone());
+
+        let (producer, ring) = RingBuilder::new(config.ring_capacity, Event::default)
+            .wait_strategy(Blocking::new())
+            .handler(
+                "journal",
+                Journal::new(writer, Arc::clone(&shared), ring_cpu),
+            )
+            .handler("decode", Decode::new(ring_cpu))
+            .then()
+            .handler_mut(
+                "apply",
+                Apply::new(
+                    recovered.store,
+                    Arc::clone(&shared),
+                    config.data.clone(),
+                    config.snapshot_every,
+                    ring_cpu,
+                ),
+            )
+            .then()
+            .handler_mut(
+                "reply",
+                ReplyHandler::new(senders, wakers, Arc::clone(&shared), ring_cpu),
+            )
+            .build_multi();
+
+        let limits = Limits {
+            max_connections: config.max_connections,
+            header_timeout: config.header_timeout,
+        };
+        let open = Arc::new(AtomicUsize::new(0));
+        let mut threads = Vec::new();
+        for (index, (poll, replies)) in polls.into_iter().zip(receivers).enumerate() {
+            let std_listener = listener
+                .try_clone()
+                .map_err(|e| ServeError::io("cloning the listener", e))?;
+            let mut listener = mio::net::TcpListener::from_std(std_listener);
+            poll.registry()
+                .register(&mut listener, mio::Token(0), mio::Interest::READABLE)
+                .map_err(|e| ServeError::io("registering the listener", e))?;
+            let io = IoThread {
+                index,
+                poll,
+                listener,
+                producer: producer.clone(),
+                replies,
+                shared: Arc::clone(&shared),
+                open: Arc::clone(&open),
+                stop: Arc::clone(&handle.stop),
+                limits: limits.clone(),
+            };
+            let cpu = io_cpu(index);
+            let spawned = thread::Builder::new()
+                .name(format!("serve-io-{index}"))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        statepipe_sys::pin::pin_current_thread(cpu);
+                    }
+                    io.run()
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    handle.shutdown();
+                    return Err(ServeError::io("spawning an I/O thread", e));
+                }
+            }
+        }
+        drop(producer);
+        drop(listener);
+        for t in threads {
+            let _ = t.join();
+        }
+        ring.join()
+            .map(|_| ())
+            .map_err(|e| ServeError::Ring(e.to_string()))
+    }
+}
+
+/// Recovers `config.data`, binds `config.listen` and serves until stopped
+/// by a [`ShutdownHandle`] (see [`Server`] to get one).
+///
+/// # Errors
+///
+/// See [`Server::bind`] and [`Server::run`].
+pub fn run(config: Config) -> Result<(), ServeError> {
+    Server::bind(config)?.run()
+}

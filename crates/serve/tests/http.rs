@@ -1,0 +1,193 @@
+//! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
+//! the header timeout, and a restart that keeps the items.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use statepipe_serve::{Config, Server, ShutdownHandle};
+
+fn start(
+    dir: &std::path::Path,
+    tweak: impl FnOnce(&mut Config),
+) -> (SocketAddr, ShutdownHandle, thread::JoinHandle<()>) {
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir);
+    config.pin = false;
+    config.io_threads = Some(1);
+    tweak(&mut config);
+    let server = Server::bind(config).unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = server.shutdown_handle();
+    let t = thread::spawn(move || server.run().unwrap());
+    (addr, stop, t)
+}
+
+/// Sends `raw`, reads one response: (status, headers, body).
+fn exchange(stream: &mut TcpStream, raw: &[u8]) -> (u16, String, String) {
+    stream.write_all(raw).unwrap();
+    read_response(stream)
+}
+
+fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).unwrap() == 0 {
+            panic!(
+                "closed before a response: {:?}",
+                String::from_utf8_lossy(&buf)
+            );
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap();
+    let status = head[9..12].parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0; len];
+    stream.read_exact(&mut body).unwrap();
+    (status, head, String::from_utf8(body).unwrap())
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+fn closed(stream: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(stream.read(&mut b), Ok(0) | Err(_))
+}
+
+#[test]
+fn error_paths_answer_and_keep_or_close_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    let mut s = connect(addr);
+    // Keep-alive through several answers on one connection.
+    let (st, _, body) = exchange(
+        &mut s,
+        b"POST /item HTTP/1.1\r\nContent-Length: 24\r\n\r\n{\"name\":\"a\",\"price\":2.5}",
+    );
+    assert_eq!((st, body.as_str()), (201, r#"{"id":1}"#));
+    let (st, _, body) = exchange(
+        &mut s,
+        b"POST /item HTTP/1.1\r\nContent-Length: 14\r\n\r\n{\"name\":\"a\"}  ",
+    );
+    assert_eq!(st, 400);
+    assert!(body.contains(r#""field":"price""#), "{body}");
+    let (st, _, _) = exchange(
+        &mut s,
+        b"POST /item HTTP/1.1\r\nContent-Length: 3\r\n\r\n{x}",
+    );
+    assert_eq!(st, 400);
+    let (st, _, _) = exchange(&mut s, b"GET /nothing HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 404);
+    let (st, _, _) = exchange(&mut s, b"GET /item/77 HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 404);
+    let (st, _, _) = exchange(&mut s, b"DELETE /item/77 HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 404);
+    let (st, head, _) = exchange(&mut s, b"PATCH /item/1 HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 405);
+    assert!(head.contains("Allow: GET, DELETE"), "{head}");
+    let (st, _, body) = exchange(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n");
+    assert_eq!(
+        (st, body.as_str()),
+        (200, r#"{"id":1,"name":"a","price":2.5}"#)
+    );
+    let (st, _, _) = exchange(&mut s, b"GET /health HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
+    let (st, _, body) = exchange(&mut s, b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
+    assert!(
+        body.contains("statepipe_serve_journal_fsync_seconds"),
+        "{body}"
+    );
+
+    // Malformed: 400 and close.
+    let mut s = connect(addr);
+    let (st, _, _) = exchange(&mut s, b"GET /item HTTP/1.1\r\nBad Header\r\n\r\n");
+    assert_eq!(st, 400);
+    assert!(closed(&mut s));
+    // Body too large: 413 and close.
+    let mut s = connect(addr);
+    let (st, _, _) = exchange(
+        &mut s,
+        b"POST /item HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n",
+    );
+    assert_eq!(st, 413);
+    assert!(closed(&mut s));
+    // Headers too large: 431 and close.
+    let mut s = connect(addr);
+    let mut big = b"GET /item HTTP/1.1\r\nX-Big: ".to_vec();
+    big.resize(9 * 1024, b'a');
+    let (st, _, _) = exchange(&mut s, &big);
+    assert_eq!(st, 431);
+    assert!(closed(&mut s));
+
+    stop.shutdown();
+    t.join().unwrap();
+
+    // A restart keeps the item.
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    let mut s = connect(addr);
+    let (st, _, body) = exchange(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n");
+    assert_eq!(
+        (st, body.as_str()),
+        (200, r#"{"id":1,"name":"a","price":2.5}"#)
+    );
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn a_full_ring_answers_429_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| c.ring_capacity = 2);
+    let mut conns: Vec<TcpStream> = (0..64).map(|_| connect(addr)).collect();
+    let req = b"POST /item HTTP/1.1\r\nContent-Length: 22\r\n\r\n{\"name\":\"b\",\"price\":1}";
+    // Every connection sends before any reads, so requests pile up.
+    for c in &mut conns {
+        c.write_all(req).unwrap();
+    }
+    let mut busy = 0;
+    for c in &mut conns {
+        let (st, head, _) = read_response(c);
+        assert!(st == 201 || st == 429, "{st}");
+        if st == 429 {
+            assert!(head.contains("Retry-After: 1"), "{head}");
+            busy += 1;
+        }
+    }
+    assert!(busy > 0, "64 writes at once never filled a 2-slot ring");
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn the_connection_cap_answers_503_and_slow_headers_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| {
+        c.max_connections = 1;
+        c.header_timeout = Duration::from_millis(300);
+    });
+    let mut first = connect(addr);
+    first.write_all(b"GET /item HTTP/1.1\r\n").unwrap(); // and never finishes
+    thread::sleep(Duration::from_millis(50));
+    let mut second = connect(addr);
+    let (st, _, _) = read_response(&mut second);
+    assert_eq!(st, 503);
+    assert!(
+        closed(&mut first),
+        "a client that never finished its headers stays open"
+    );
+    stop.shutdown();
+    t.join().unwrap();
+}
