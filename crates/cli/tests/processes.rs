@@ -194,7 +194,10 @@ fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
     let clean = pf_json(&args, Fault::None);
     let stopped = pf_json(&args, Fault::Stop(Duration::from_millis(400)));
     for key in ["loglik", "loglik_se", "filtered_means"] {
-        assert_eq!(clean[key], stopped[key], "{key} differs after a silent worker");
+        assert_eq!(
+            clean[key], stopped[key],
+            "{key} differs after a silent worker"
+        );
     }
     assert_eq!(stopped["lost_workers"].as_u64(), Some(1), "{stopped}");
 }
