@@ -19,7 +19,7 @@ fn spin(name: &str, iters_per_us: u32, ns: u64) -> Pipeline<u64, u64> {
 }
 
 /// A stage that sleeps `ms` per item (`SlowIO` in stevana's
-/// pipelined-state-machines, https://github.com/stevana/pipelined-state-machines).
+/// pipelined-state-machines, <https://github.com/stevana/pipelined-state-machines>).
 fn slow(name: &str, ms: u64) -> Pipeline<u64, u64> {
     Pipeline::map(name, move |x: u64| {
         std::thread::sleep(Duration::from_millis(ms));
