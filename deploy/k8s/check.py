@@ -1,0 +1,106 @@
+"""What the statepipe manifests promise, checked on one kustomize rendering.
+
+    python3 deploy/k8s/check.py RENDERED.yaml
+
+Schema validity is kubernetes-validate's job (validate.sh runs both); this
+checks what a schema cannot: every container is Guaranteed QoS with whole
+CPUs, the worker count agrees wherever it appears, the workers reach the
+master's Service, the secret comes from a Secret, and serve keeps its
+journal on a claimed volume. Prints one line and exits 0, or names every
+broken promise and exits 1.
+"""
+
+import sys
+
+import yaml
+
+DRAIN_S = 30  # how long `statepipe serve` may take to drain on SIGTERM
+
+
+def containers(doc):
+    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+    return spec.get("containers", []) + spec.get("initContainers", [])
+
+
+def check(docs):
+    errors = []
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+    for (kind, name), d in by.items():
+        for c in containers(d):
+            where = f"{kind}/{name} container {c['name']}"
+            res = c.get("resources", {})
+            req, lim = res.get("requests", {}), res.get("limits", {})
+            for r in ("cpu", "memory"):
+                if r not in lim or req.get(r) != lim.get(r):
+                    errors.append(f"{where}: {r} requests {req.get(r)} != limits {lim.get(r)}")
+            if not str(lim.get("cpu", "")).isdigit() or int(lim["cpu"]) < 1:
+                errors.append(f"{where}: cpu {lim.get('cpu')!r} is not a whole number of CPUs")
+        sc = d.get("spec", {}).get("template", {}).get("spec", {}).get("securityContext", {})
+        if containers(d) and not sc.get("runAsNonRoot"):
+            errors.append(f"{kind}/{name}: runAsNonRoot is not set")
+
+    master = by.get(("Job", "statepipe-master"))
+    workers = by.get(("Job", "statepipe-worker"))
+    service = by.get(("Service", "statepipe-master"))
+    if not (master and workers and service):
+        return errors + ["the master Job, its Service or the worker Job is missing"], ""
+    args = containers(master)[0]["args"]
+    n = int(args[args.index("--workers") + 1])
+    ws = workers["spec"]
+    if ws.get("completionMode") != "Indexed":
+        errors.append("the worker Job is not Indexed")
+    if not ws.get("completions") == ws.get("parallelism") == n:
+        errors.append(
+            f"master --workers {n}, worker completions {ws.get('completions')}, "
+            f"parallelism {ws.get('parallelism')}"
+        )
+    wc = containers(workers)[0]
+    connect = wc["args"][wc["args"].index("--connect") + 1]
+    host, port = connect.rsplit(":", 1)
+    if host != "statepipe-master" or int(port) not in [p["port"] for p in service["spec"]["ports"]]:
+        errors.append(f"workers connect to {connect}, not to the master's Service")
+    for job in (master, workers):
+        env = {e["name"]: e for e in containers(job)[0].get("env", [])}
+        ref = env.get("STATEPIPE_SECRET", {}).get("valueFrom", {}).get("secretKeyRef")
+        if not ref:
+            errors.append(f"{job['metadata']['name']}: STATEPIPE_SECRET is not from a secretKeyRef")
+
+    serve = by.get(("StatefulSet", "statepipe-serve"))
+    if not serve:
+        return errors + ["the serve StatefulSet is missing"], ""
+    sc = containers(serve)[0]
+    claims = [t["metadata"]["name"] for t in serve["spec"].get("volumeClaimTemplates", [])]
+    mounts = {m["mountPath"]: m["name"] for m in sc.get("volumeMounts", [])}
+    if mounts.get("/data") not in claims:
+        errors.append("serve's /data is not a volumeClaimTemplate")
+    if "--data" not in sc["args"] or sc["args"][sc["args"].index("--data") + 1] != "/data":
+        errors.append("serve is not given --data /data")
+    for probe in ("readinessProbe", "livenessProbe"):
+        if sc.get(probe, {}).get("httpGet", {}).get("path") != "/health":
+            errors.append(f"serve's {probe} is not on /health")
+    grace = serve["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+    pause = sc.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    if grace <= pause + DRAIN_S:
+        errors.append(f"grace {grace} s does not cover preStop {pause} s + drain {DRAIN_S} s")
+    pdb = [d for (k, _), d in by.items() if k == "PodDisruptionBudget"]
+    if not any(p["spec"]["selector"] == serve["spec"]["selector"] for p in pdb):
+        errors.append("no PodDisruptionBudget selects serve")
+
+    cpus = containers(workers)[0]["resources"]["limits"]["cpu"]
+    return errors, f"{n} workers x {cpus} CPU, serve on {sc['resources']['limits']['cpu']} CPU"
+
+
+def main():
+    with open(sys.argv[1], encoding="utf-8") as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    errors, summary = check(docs)
+    for e in errors:
+        print(f"{sys.argv[1]}: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(1)
+    print(f"{sys.argv[1]}: ok: {summary}")
+
+
+if __name__ == "__main__":
+    main()

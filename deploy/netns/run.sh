@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# A multi-host statepipe cluster on one machine: network namespaces joined
+# by veth pairs to a bridge that lives in a namespace of its own, a master
+# in one namespace and one worker in each of the others.
+#
+#   sudo deploy/netns/run.sh [--check]
+#
+# Runs, in order:
+#   1. the reference: `statepipe pf --workers N` on this host's loopback;
+#   2. `statepipe master` + N `statepipe worker`s across the bridge: the
+#      Nile filter's JSON (loglik, its standard error, filtered means) must
+#      equal the reference's byte for byte, hence bit for bit;
+#   3. the `sleep` model (`statepipe sleep-master`: every evolve call sleeps
+#      SLEEP_MS) on loopback inside the master's namespace, then across the
+#      bridge: the final states must be identical;
+#   4. both again with each worker's link (both directions) delaying frames
+#      2 ms ± 1 ms, then the same delay with 0.5 % loss: `tc netem` where
+#      the kernel has it, else link.py (TAP devices and a user-space
+#      forwarder; needs python3 and /dev/net/tun), which then carries the
+#      workers' links in every run across the bridge.
+# It prints, per sleep run, wall time, efficiency (busy / workers / wall)
+# and that efficiency over the loopback run's. Exits 0 when every result is
+# identical, 1 when one is not or a run fails, 3 (saying why) when it cannot
+# run here (not root, no `ip netns`, no `tc`). `--check` only checks that.
+#
+# Every name carries a per-run id; namespaces (and with them the veths, the
+# bridge and the qdiscs) and processes are removed on exit, failure and
+# signals included.
+#
+# Environment: STATEPIPE (default target/release/statepipe), WORKERS (4),
+# SLEEP_MS (30), STATES (32), STEPS (8), PARTICLES (2000), ISLANDS (20),
+# SEED (1), OUT (a directory for the JSON files and logs; default a
+# temporary one, removed at exit), DELAY_MS (2), JITTER_MS (1), LOSS_PCT
+# (0.5), LINK (netem or tap; default: netem if the kernel has it).
+set -euo pipefail
+# Paths given in the environment are relative to the caller's directory.
+if [ -n "${STATEPIPE:-}" ]; then STATEPIPE=$(realpath -m "$STATEPIPE"); fi
+if [ -n "${OUT:-}" ]; then OUT=$(realpath -m "$OUT"); fi
+cd "$(dirname "$0")/../.."
+
+STATEPIPE=${STATEPIPE:-target/release/statepipe}
+WORKERS=${WORKERS:-4}
+SLEEP_MS=${SLEEP_MS:-30}
+STATES=${STATES:-32}
+STEPS=${STEPS:-8}
+PARTICLES=${PARTICLES:-2000}
+ISLANDS=${ISLANDS:-20}
+SEED=${SEED:-1}
+DELAY_MS=${DELAY_MS:-2}
+JITTER_MS=${JITTER_MS:-1}
+LOSS_PCT=${LOSS_PCT:-0.5}
+PORT=7878
+MASTER_IP=10.231.0.1
+
+cannot() { echo "cannot run here: $*" >&2; exit 3; }
+
+[ "$(id -u)" = 0 ] || cannot "needs root (network namespaces)"
+command -v ip >/dev/null || cannot "no ip command (iproute2)"
+RUN="sp$$x$RANDOM"
+PROBE="$RUN-probe"
+ip netns add "$PROBE" 2>/dev/null || cannot "ip netns add fails"
+trap 'ip netns del "$PROBE" 2>/dev/null || true' EXIT
+if [ -z "${LINK:-}" ]; then
+  if command -v tc >/dev/null \
+    && ip netns exec "$PROBE" tc qdisc add dev lo root netem delay 1ms 2>/dev/null; then
+    LINK=netem
+  else
+    LINK=tap
+  fi
+fi
+if [ "$LINK" = tap ]; then
+  if ! command -v python3 >/dev/null || ! ip -n "$PROBE" tuntap add dev t0 mode tap 2>/dev/null; then
+    cannot "the kernel has no netem qdisc, and TAP devices or python3 are missing"
+  fi
+fi
+ip netns del "$PROBE"
+if [ "${1:-}" = "--check" ]; then
+  echo "ok: network namespaces usable; links emulated by $LINK"
+  exit 0
+fi
+[ -x "$STATEPIPE" ] || { echo "no statepipe binary at $STATEPIPE (cargo build --release -p statepipe)" >&2; exit 1; }
+STATEPIPE=$(realpath "$STATEPIPE")
+if [ "$WORKERS" -lt 1 ] || [ "$WORKERS" -gt 200 ]; then
+  echo "WORKERS must be 1..200" >&2
+  exit 1
+fi
+
+if [ -z "${OUT:-}" ]; then
+  OUT=$(mktemp -d)
+  REMOVE_OUT=1
+else
+  mkdir -p "$OUT"
+  REMOVE_OUT=0
+fi
+
+BR="$RUN-br"
+node() { echo "$RUN-n$1"; }  # node 0: the master; 1..N: the workers
+PIDS=()
+NSS=()
+
+cleanup() {
+  local pid ns
+  # TERM first: `timeout` passes it on to the statepipe process it runs.
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  sleep 0.2
+  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for ns in "${NSS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  if [ "$REMOVE_OUT" = 1 ]; then rm -rf "$OUT"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The bridge's namespace, then one namespace per node with a veth whose
+# other end is a port of the bridge.
+ip netns add "$BR"; NSS+=("$BR")
+ip -n "$BR" link add br0 type bridge
+ip -n "$BR" link set br0 up
+ip -n "$BR" link set lo up
+if [ "$LINK" = tap ]; then
+  # One forwarder for every worker link: TAP pairs l<i>a (a bridge port)
+  # and l<i>b (moved to worker i as eth0).
+  echo "0 0 0" >"$OUT/link-params"
+  names=()
+  for i in $(seq 1 "$WORKERS"); do names+=("l$i"); done
+  ip netns exec "$BR" python3 -u deploy/netns/link.py "$OUT/link-params" "${names[@]}" \
+    >"$OUT/link.log" 2>&1 &
+  LINK_PID=$!
+  PIDS+=("$LINK_PID")
+  for _ in $(seq 100); do grep -q ready "$OUT/link.log" && break; sleep 0.1; done
+  grep -q ready "$OUT/link.log" || { cat "$OUT/link.log" >&2; exit 1; }
+fi
+for i in $(seq 0 "$WORKERS"); do
+  ns=$(node "$i")
+  ip netns add "$ns"; NSS+=("$ns")
+  if [ "$LINK" = tap ] && [ "$i" -gt 0 ]; then
+    ip -n "$BR" link set "l${i}b" netns "$ns"
+    ip -n "$ns" link set "l${i}b" name eth0
+    ip -n "$BR" link set "l${i}a" master br0 up
+  else
+    ip -n "$BR" link add "v$i" type veth peer name eth0 netns "$ns"
+    ip -n "$BR" link set "v$i" master br0 up
+  fi
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "10.231.$((i / 250)).$((i % 250 + 1))/16" dev eth0
+  ip -n "$ns" link set eth0 up
+done
+
+export STATEPIPE_SECRET
+STATEPIPE_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+
+# Starts the workers in their namespaces, connecting to $1; their pids go
+# to WPIDS (and PIDS, for the cleanup).
+start_workers() {
+  WPIDS=()
+  for i in $(seq 1 "$WORKERS"); do
+    if [ "$2" = loopback ]; then ns=$(node 0); else ns=$(node "$i"); fi
+    timeout 120 ip netns exec "$ns" "$STATEPIPE" worker --connect "$1" \
+      >"$OUT/worker-$3-$i.log" 2>&1 &
+    WPIDS+=("$!"); PIDS+=("$!")
+  done
+}
+
+wait_workers() {
+  local pid
+  for pid in "${WPIDS[@]}"; do wait "$pid" || true; done
+}
+
+# The Nile filter across the bridge: $1 names the run.
+nile() {
+  start_workers "$MASTER_IP:$PORT" bridge "nile-$1"
+  timeout 120 ip netns exec "$(node 0)" "$STATEPIPE" master --listen "0.0.0.0:$PORT" \
+    --workers "$WORKERS" --quiet --seed "$SEED" --particles "$PARTICLES" \
+    --islands "$ISLANDS" --json "$OUT/nile-$1.json" >"$OUT/nile-$1.log" 2>&1 \
+    || { cat "$OUT/nile-$1.log" >&2; FAILED=1; wait_workers; return; }
+  wait_workers
+  if cmp -s <(result "$OUT/nile-reference.json") <(result "$OUT/nile-$1.json"); then
+    echo "nile $1: identical to the local reference (loglik $(field loglik "$OUT/nile-$1.json"))"
+  else
+    echo "nile $1: DIFFERS from the local reference"
+    diff <(result "$OUT/nile-reference.json") <(result "$OUT/nile-$1.json") | head -5
+    FAILED=1
+  fi
+}
+
+# The sleep model: $1 names the run, $2 is loopback or bridge.
+sleep_run() {
+  local addr=$MASTER_IP:$PORT listen=0.0.0.0:$PORT
+  if [ "$2" = loopback ]; then addr=127.0.0.1:$PORT; listen=$addr; fi
+  start_workers "$addr" "$2" "sleep-$1"
+  timeout 120 ip netns exec "$(node 0)" "$STATEPIPE" sleep-master --listen "$listen" \
+    --workers "$WORKERS" --sleep-ms "$SLEEP_MS" --states "$STATES" --steps "$STEPS" \
+    --seed "$SEED" --json "$OUT/sleep-$1.json" >"$OUT/sleep-$1.log" 2>&1 \
+    || { cat "$OUT/sleep-$1.log" >&2; FAILED=1; wait_workers; return; }
+  wait_workers
+  local wall eff same=identical
+  wall=$(field wall_s "$OUT/sleep-$1.json")
+  eff=$(field efficiency "$OUT/sleep-$1.json")
+  if [ "$1" != loopback ]; then
+    cmp -s <(result "$OUT/sleep-loopback.json") <(result "$OUT/sleep-$1.json") \
+      || { same="DIFFERENT states"; FAILED=1; }
+  fi
+  awk -v n="$1" -v w="$wall" -v e="$eff" -v e0="${EFF0:-$eff}" -v s="$same" 'BEGIN {
+    printf "sleep %s: wall %.3f s, efficiency %.3f, %.3f of loopback; states %s\n", n, w, e, e / e0, s }'
+  if [ "$1" = loopback ]; then EFF0=$eff; fi
+}
+
+# What must not change between runs: the JSON without timings.
+result() { grep -v -e '"efficiency"' -e '"wall_s"' "$1"; }
+field() { sed -n "s/.*\"$1\": \\([-0-9.eE+]*\\).*/\\1/p" "$2" | head -1; }
+
+# The forwarder's frame counts so far (tap links only).
+frames() {
+  if [ "$LINK" = tap ]; then
+    kill -USR1 "$LINK_PID"
+    sleep 0.1
+    echo "  worker links, $(grep '^frames: ' "$OUT/link.log" | tail -1) since the start"
+  fi
+}
+
+# Both directions of every worker link: delay $1 ms ± $2 ms, loss $3 %.
+links() {
+  local i
+  echo "links of the workers, both directions: delay $1 ms ± $2 ms, loss $3 % ($LINK)"
+  if [ "$LINK" = tap ]; then
+    echo "$1 $2 $(awk -v p="$3" 'BEGIN { print p / 100 }')" >"$OUT/link-params.new"
+    mv "$OUT/link-params.new" "$OUT/link-params"
+    sleep 0.2 # the forwarder reads the file at least every 50 ms
+    return
+  fi
+  for i in $(seq 1 "$WORKERS"); do
+    ip netns exec "$(node "$i")" tc qdisc replace dev eth0 root netem \
+      delay "$1ms" "$2ms" loss "$3%"
+    ip netns exec "$BR" tc qdisc replace dev "v$i" root netem \
+      delay "$1ms" "$2ms" loss "$3%"
+  done
+}
+
+FAILED=0
+echo "run $RUN: $WORKERS workers, statepipe $("$STATEPIPE" --version)"
+echo "nile: $PARTICLES particles in $ISLANDS islands, seed $SEED;" \
+  "sleep: $STATES states x $STEPS steps of $SLEEP_MS ms"
+timeout 120 "$STATEPIPE" pf --workers "$WORKERS" --quiet --seed "$SEED" \
+  --particles "$PARTICLES" --islands "$ISLANDS" --json "$OUT/nile-reference.json" \
+  >"$OUT/nile-reference.log" 2>&1 || { cat "$OUT/nile-reference.log" >&2; exit 1; }
+echo "nile reference (statepipe pf --workers $WORKERS, loopback): loglik $(field loglik "$OUT/nile-reference.json")"
+
+sleep_run loopback loopback
+nile bridge
+sleep_run bridge bridge
+links "$DELAY_MS" "$JITTER_MS" 0
+nile delay
+sleep_run delay bridge
+frames
+links "$DELAY_MS" "$JITTER_MS" "$LOSS_PCT"
+nile delay-loss
+sleep_run delay-loss bridge
+frames
+
+if [ "$FAILED" = 0 ]; then
+  echo "all results identical"
+else
+  echo "FAILED: see above" >&2
+  exit 1
+fi
