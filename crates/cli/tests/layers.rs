@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
-const LIBRARIES: [&str; 7] = ["sys", "ring", "pipeline", "cluster", "models", "apps", "serve"];
+const LIBRARIES: [&str; 7] = [
+    "sys", "ring", "pipeline", "cluster", "models", "apps", "serve",
+];
 
 const FORBIDDEN: [&str; 7] = [
     "clap",
