@@ -31,6 +31,19 @@ fn gone(pid: u32) -> bool {
     }
 }
 
+/// The first line of `child`'s standard error that starts with `prefix`,
+/// and the rest of its lines (to drain).
+fn stderr_line(
+    child: &mut std::process::Child,
+    prefix: &str,
+) -> (String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines
+        .find_map(|l| l.ok().filter(|l| l.starts_with(prefix)))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} on stderr"));
+    (line, lines)
+}
+
 fn start_pf(args: &[&str]) -> (std::process::Child, Vec<u32>) {
     let mut pf = Command::new(EXE)
         .arg("pf")
@@ -39,10 +52,7 @@ fn start_pf(args: &[&str]) -> (std::process::Child, Vec<u32>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(pf.stderr.take().unwrap()).lines();
-    let line = lines
-        .find_map(|l| l.ok().filter(|l| l.contains("worker processes")))
-        .unwrap();
+    let (line, lines) = stderr_line(&mut pf, "statepipe pf: ");
     let pids = line[line.find('[').unwrap() + 1..line.find(']').unwrap()]
         .split(',')
         .map(|p| p.trim().parse().unwrap())
@@ -281,10 +291,7 @@ fn start_master_with(secret: &str, workers: &str, args: &[&str]) -> (std::proces
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(m.stderr.take().unwrap()).lines();
-    let line = lines
-        .find_map(|l| l.ok().filter(|l| l.starts_with("listening on ")))
-        .unwrap();
+    let (line, lines) = stderr_line(&mut m, "listening on ");
     let addr = line["listening on ".len()..]
         .split(';')
         .next()

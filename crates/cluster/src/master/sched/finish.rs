@@ -27,13 +27,7 @@ impl Scheduler {
         s.evolving = 0;
         s.incoming = 0;
         let addr = s.addr;
-        let mut lost: Vec<StateId> = self
-            .location
-            .iter()
-            .filter(|e| *e.1 == w)
-            .map(|e| *e.0)
-            .collect();
-        lost.sort_unstable();
+        let lost = self.held_by(w);
         for id in &lost {
             self.location.remove(id);
             self.inputs.remove(id);

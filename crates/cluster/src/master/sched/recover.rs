@@ -24,6 +24,18 @@ use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 
 impl Scheduler {
+    /// The states the books place on `w`, in id order.
+    pub(super) fn held_by(&self, w: WorkerId) -> Vec<StateId> {
+        let mut ids: Vec<StateId> = self
+            .location
+            .iter()
+            .filter(|e| *e.1 == w)
+            .map(|e| *e.0)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Whether `w`'s loss can be recovered from: recovery is on, the loss
     /// is not a failed request, another worker lives, and every state on
     /// `w` has a copy.
@@ -69,13 +81,7 @@ impl Scheduler {
         }
         // Planned moves may never land now: nobody waits for them.
         self.holding = 0;
-        let mut lost: Vec<StateId> = self
-            .location
-            .iter()
-            .filter(|e| *e.1 == w)
-            .map(|e| *e.0)
-            .collect();
-        lost.sort_unstable();
+        let lost = self.held_by(w);
         let live: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&v| self.slots[v].alive)
             .collect();
