@@ -500,10 +500,10 @@ fn report(
             );
         }
     }
-    if run.stats.lost_workers > 0 {
+    if run.stats.lost_workers() > 0 {
         println!(
             "{} worker(s) lost and recovered from; the result is what a run without the loss gives",
-            run.stats.lost_workers
+            run.stats.lost_workers()
         );
     }
     println!(
@@ -521,7 +521,7 @@ fn report(
             "workers": run.stats.workers.len(),
             "wall_s": run.wall.as_secs_f64(),
             "efficiency": run.stats.efficiency(),
-            "lost_workers": run.stats.lost_workers,
+            "lost_workers": run.stats.lost_workers(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

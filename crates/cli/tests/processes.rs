@@ -260,7 +260,7 @@ fn real_processes_match_local_and_recover_from_a_killed_worker() {
     let got = m.evolve_many(slow.clone()).unwrap();
     eprintln!("step with a killed worker took {:?}", t0.elapsed());
     assert_eq!(got, local.evolve_many(slow).unwrap());
-    assert_eq!(m.stats().lost_workers, 1);
+    assert_eq!(m.stats().lost_workers(), 1);
     drop(m);
     cluster.kill_all();
 }

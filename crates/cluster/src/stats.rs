@@ -48,14 +48,17 @@ pub struct Stats {
     pub master_busy: Option<Duration>,
     /// `evolve_many` calls.
     pub steps: u64,
-    /// Workers lost and recovered from (their states placed on the others).
-    pub lost_workers: usize,
-    /// When each of those recoveries happened (the master noticed the loss
-    /// and placed the states), in order.
+    /// When each lost worker was recovered from (the master noticed the
+    /// loss and placed its states on the others), in order.
     pub recovered_at: Vec<std::time::Instant>,
 }
 
 impl Stats {
+    /// Workers lost and recovered from (their states placed on the others).
+    pub fn lost_workers(&self) -> usize {
+        self.recovered_at.len()
+    }
+
     /// Total reported evolve time.
     pub fn total_busy(&self) -> Duration {
         Duration::from_nanos(self.workers.iter().map(|w| w.busy_ns).sum())

@@ -321,7 +321,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         wall_s: wall,
         mb_in_per_step: (in1 - in0) as f64 / 1e6 / plan.len().max(1) as f64,
         reassign_us,
-        lost_workers: st.lost_workers,
+        lost_workers: st.lost_workers(),
     })
 }
 

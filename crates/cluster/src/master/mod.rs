@@ -241,7 +241,6 @@ impl<E: Evolve> Master<E> {
         let mut s = self.stats.clone();
         s.workers = self.sched.worker_stats();
         s.recovered_at = self.sched.recovered_at().to_vec();
-        s.lost_workers = s.recovered_at.len();
         s
     }
 

@@ -180,7 +180,7 @@ fn recovers(fault: Fault, imp: MasterImpl) {
     assert_eq!(held.len(), want.len());
     held.retain(|k, v| want.get(k) != Some(v));
     assert!(held.is_empty(), "states differ after recovery");
-    assert_eq!(m.stats().lost_workers, 1, "{fault:?}/{imp:?}");
+    assert_eq!(m.stats().lost_workers(), 1, "{fault:?}/{imp:?}");
 }
 
 #[test]
