@@ -6,7 +6,7 @@
 #   sudo deploy/netns/run.sh [--check]
 #
 # Runs, in order:
-#   1. the reference: `statepipe pf --workers N` on this host's loopback;
+#   1. the reference: `statepipe pf --engine workers --workers N` on this host's loopback;
 #   2. `statepipe master` + N `statepipe worker`s across the bridge: the
 #      Nile filter's JSON (loglik, its standard error, filtered means) must
 #      equal the reference's byte for byte, hence bit for bit;
@@ -240,10 +240,10 @@ FAILED=0
 echo "run $RUN: $WORKERS workers, statepipe $("$STATEPIPE" --version)"
 echo "nile: $PARTICLES particles in $ISLANDS islands, seed $SEED;" \
   "sleep: $STATES states x $STEPS steps of $SLEEP_MS ms"
-timeout 120 "$STATEPIPE" pf --workers "$WORKERS" --quiet --seed "$SEED" \
+timeout 120 "$STATEPIPE" pf --engine workers --workers "$WORKERS" --quiet --seed "$SEED" \
   --particles "$PARTICLES" --islands "$ISLANDS" --json "$OUT/nile-reference.json" \
   >"$OUT/nile-reference.log" 2>&1 || { cat "$OUT/nile-reference.log" >&2; exit 1; }
-echo "nile reference (statepipe pf --workers $WORKERS, loopback): loglik $(field loglik "$OUT/nile-reference.json")"
+echo "nile reference (statepipe pf --engine workers --workers $WORKERS, loopback): loglik $(field loglik "$OUT/nile-reference.json")"
 
 sleep_run loopback loopback
 nile bridge

@@ -13,8 +13,8 @@ use statepipe_cluster::config::{Batch, Deadlines, Recovery, SchedConfig, StealVi
 use statepipe_cluster::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    Joined, Listener, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Secret, Snapshot,
-    Stats, WorkerCommand,
+    Auto, AutoConfig, Decision, Engine, Joined, Listener, LocalCluster, Master, MasterConfig,
+    MasterImpl, Registry, Secret, ShipCost, Snapshot, Stats, WorkerCommand,
 };
 use statepipe_models::{Nile, Pk};
 
@@ -166,8 +166,23 @@ pub struct FilterArgs {
     pub quiet: bool,
 }
 
+/// Where `pf` evolves, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    /// The first step in process, timed; then stay, or move to workers if
+    /// shipping the states costs less than it saves.
+    Auto,
+    /// Threads of this process, one per CPU it may use.
+    InProcess,
+    /// Worker processes from the start.
+    Workers,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct PfArgs {
+    /// Where the steps run (the result is the same bits in each case).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: EngineArg,
     /// Worker processes (default: the CPUs this process may use).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -255,7 +270,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             );
             let joined = l.accept(a.workers, Duration::from_secs(a.wait_s))?;
             // Workers that join later are admitted at the next step.
-            filter(joined, Some(l), &a.filter)
+            filter(Where::Workers(joined, Some(l)), &a.filter)
         }
         Command::Pf(a) => {
             if let Some(path) = &a.filter.resume {
@@ -274,18 +289,57 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             } else {
                 cpus.ids[..cpus.count].to_vec()
             };
-            let cluster = LocalCluster::spawn(&worker_command()?, n, &pins)?;
-            tracing::info!(pids = ?cluster.pids(), "spawned {n} workers");
-            if !a.filter.quiet {
-                eprintln!("statepipe pf: {n} worker processes {:?}", cluster.pids());
-            }
-            let joined = cluster.accept(Duration::from_secs(60))?;
-            let r = filter(joined, None, &a.filter);
+            let quiet = a.filter.quiet;
+            let mut cluster = None;
+            let mut start = || -> Result<Vec<Joined>, statepipe_cluster::Error> {
+                let c = LocalCluster::spawn(&worker_command().map_err(spawn_error)?, n, &pins)?;
+                tracing::info!(pids = ?c.pids(), "spawned {n} workers");
+                if !quiet {
+                    eprintln!("statepipe pf: {n} worker processes {:?}", c.pids());
+                }
+                let joined = c.accept(Duration::from_secs(60));
+                cluster = Some(c);
+                joined
+            };
+            let r = match a.engine {
+                EngineArg::Workers => {
+                    let joined = start()?;
+                    filter(Where::Workers(joined, None), &a.filter)
+                }
+                EngineArg::InProcess | EngineArg::Auto => filter(
+                    Where::Auto {
+                        threads: cpus.count.max(1),
+                        workers: n,
+                        force_in_process: a.engine == EngineArg::InProcess,
+                        start: Box::new(start),
+                    },
+                    &a.filter,
+                ),
+            };
             drop(cluster);
             r
         }
     }
 }
+
+fn spawn_error(e: anyhow::Error) -> statepipe_cluster::Error {
+    statepipe_cluster::Error::Config(format!("{e:#}"))
+}
+
+/// Where a filter run evolves.
+enum Where<'a> {
+    /// Joined workers from the start (and a listener for late ones).
+    Workers(Vec<Joined>, Option<Listener>),
+    /// In process first; `start` gives workers if the run moves.
+    Auto {
+        threads: usize,
+        workers: usize,
+        force_in_process: bool,
+        start: StartWorkers<'a>,
+    },
+}
+
+type StartWorkers<'a> = Box<dyn FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error> + 'a>;
 
 /// The master's configuration from the command line.
 pub fn master_config(a: &FilterArgs) -> MasterConfig {
@@ -306,20 +360,20 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
     }
 }
 
-fn filter(joined: Vec<Joined>, late: Option<Listener>, a: &FilterArgs) -> anyhow::Result<()> {
+fn filter(at: Where<'_>, a: &FilterArgs) -> anyhow::Result<()> {
     match a.model {
         Model::Nile => {
             let m = Nile::bundled();
             let exact = m.exact();
             let labels = m.years.iter().map(u32::to_string).collect();
             let obs = m.y.clone();
-            report(run_model(m, joined, late, a)?, a, Some(exact), labels, &obs)
+            report(run_model(m, at, a)?, a, Some(exact), labels, &obs)
         }
         Model::Pk => {
             let m = Pk::simulated(a.pk_hours, a.pk_substeps, a.seed);
             let labels = (1..=m.y.len()).map(|h| format!("{h}h")).collect();
             let obs = m.y.clone();
-            report(run_model(m, joined, late, a)?, a, None, labels, &obs)
+            report(run_model(m, at, a)?, a, None, labels, &obs)
         }
     }
 }
@@ -327,8 +381,47 @@ fn filter(joined: Vec<Joined>, late: Option<Listener>, a: &FilterArgs) -> anyhow
 /// A filter run's outcome with its cost.
 struct Run {
     result: pf::PfResult,
-    stats: Stats,
+    /// The master's counters, if the run went to workers.
+    stats: Option<Stats>,
+    /// Where the in-process rule put the run, if it was asked.
+    decision: Option<Decision>,
     wall: Duration,
+}
+
+/// What a filter run needs of its engine besides [`Engine`].
+trait RunEngine<E: statepipe_cluster::Evolve>: Engine<E> {
+    fn snap(&self) -> Result<Snapshot, statepipe_cluster::Error>;
+    fn stats(&self) -> Option<Stats>;
+    fn decision(&self) -> Option<Decision>;
+}
+
+impl<E: statepipe_cluster::Evolve> RunEngine<E> for Master<E> {
+    fn snap(&self) -> Result<Snapshot, statepipe_cluster::Error> {
+        self.snapshot()
+    }
+    fn stats(&self) -> Option<Stats> {
+        Some(Master::stats(self))
+    }
+    fn decision(&self) -> Option<Decision> {
+        None
+    }
+}
+
+impl<E, S> RunEngine<E> for Auto<E, S>
+where
+    E: statepipe_cluster::Evolve + Clone,
+    E::State: Clone,
+    S: FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error>,
+{
+    fn snap(&self) -> Result<Snapshot, statepipe_cluster::Error> {
+        self.snapshot()
+    }
+    fn stats(&self) -> Option<Stats> {
+        self.master().map(Master::stats)
+    }
+    fn decision(&self) -> Option<Decision> {
+        Auto::decision(self).cloned()
+    }
 }
 
 /// What `--checkpoint` writes: the run's identity, the master's snapshot
@@ -384,29 +477,68 @@ fn read_checkpoint(path: &Path, a: &FilterArgs) -> anyhow::Result<Checkpoint> {
     Ok(c)
 }
 
-fn run_model<M: SsModel + Clone>(
-    m: M,
-    joined: Vec<Joined>,
-    late: Option<Listener>,
-    a: &FilterArgs,
-) -> anyhow::Result<Run> {
+fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {
     anyhow::ensure!(
         a.islands > 0 && a.particles % a.islands == 0,
         "--islands must divide --particles"
     );
     let model = Bootstrap(m.clone());
-    let (mut master, start) = match &a.resume {
+    let resume = match &a.resume {
         Some(path) => {
             let c = read_checkpoint(path, a)?;
             eprintln!("resuming after step {} from {}", c.filter.t, path.display());
-            let master = Master::resume(&model, joined, master_config(a), c.snapshot)?;
-            (master, Some(c.filter))
+            Some(c)
         }
-        None => (Master::new(&model, joined, master_config(a))?, None),
+        None => None,
     };
-    if let Some(l) = late.filter(|_| a.master == MasterArg::EventLoop) {
-        master.admit_from(l);
+    match at {
+        Where::Workers(joined, late) => {
+            let (mut master, start) = match resume {
+                Some(c) => (
+                    Master::resume(&model, joined, master_config(a), c.snapshot)?,
+                    Some(c.filter),
+                ),
+                None => (Master::new(&model, joined, master_config(a))?, None),
+            };
+            if let Some(l) = late.filter(|_| a.master == MasterArg::EventLoop) {
+                master.admit_from(l);
+            }
+            drive(&mut master, &m, start, a)
+        }
+        Where::Auto {
+            threads,
+            workers,
+            force_in_process,
+            start,
+        } => {
+            let mut ship = ShipCost::default();
+            if force_in_process {
+                // Nothing pays for the move.
+                ship.start = Duration::MAX / 4;
+            }
+            let cfg = AutoConfig {
+                master: master_config(a),
+                threads,
+                workers,
+                steps: Some(m.steps() as u64),
+                ship,
+            };
+            let (mut auto, from) = match resume {
+                Some(c) => (Auto::resume(model, cfg, c.snapshot, start)?, Some(c.filter)),
+                None => (Auto::new(model, cfg, start), None),
+            };
+            drive(&mut auto, &m, from, a)
+        }
     }
+}
+
+/// Runs the filter on `engine` with the progress bar and checkpoints.
+fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
+    engine: &mut G,
+    m: &M,
+    start: Option<PfState>,
+    a: &FilterArgs,
+) -> anyhow::Result<Run> {
     let bar = indicatif::ProgressBar::new(m.steps() as u64);
     if a.quiet || !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -417,14 +549,21 @@ fn run_model<M: SsModel + Clone>(
         seed: a.seed,
     };
     let mut failed = None;
+    let mut said = false;
     let t0 = Instant::now();
-    let result = pf::run_from(&mut master, &m, cfg, start, |master, st| {
+    let result = pf::run_from(engine, m, cfg, start, |engine, st| {
         bar.set_position(st.t as u64);
+        if !said {
+            if let Some(d) = engine.decision() {
+                said = true;
+                bar.suspend(|| eprintln!("statepipe pf: evolving {d}"));
+            }
+        }
         if let Some(path) = &a.checkpoint {
             if st.t as u64 % a.every == 0 && st.t < m.steps() {
                 let c = Checkpoint {
                     run: run_key(a),
-                    snapshot: master.snapshot()?,
+                    snapshot: engine.snap()?,
                     filter: st.clone(),
                 };
                 if let Err(e) = write_checkpoint(path, &c) {
@@ -441,10 +580,10 @@ fn run_model<M: SsModel + Clone>(
     let result = result?;
     let wall = t0.elapsed();
     bar.finish_and_clear();
-    let stats = master.stats();
     Ok(Run {
         result,
-        stats,
+        stats: engine.stats(),
+        decision: engine.decision(),
         wall,
     })
 }
@@ -469,7 +608,9 @@ fn report(
             println!("{:>6} {:>10.2} {:>12.2} {:>12}", labels[i], y[i], mean, ex);
         }
         println!();
-        println!("{}", run.stats.table());
+        if let Some(stats) = &run.stats {
+            println!("{}", stats.table());
+        }
     }
     // One island gives no spread to measure the error by.
     let se = if r.loglik_se.is_finite() {
@@ -477,12 +618,16 @@ fn report(
     } else {
         String::new()
     };
+    let place = match (&run.stats, &run.decision) {
+        (Some(stats), _) => format!("{} workers", stats.workers.len()),
+        (None, Some(d)) => format!("in process, {} threads", d.threads),
+        (None, None) => "in process".to_string(),
+    };
     println!(
-        "log-likelihood {:.3}{se} (particle filter, {} particles in {} islands, {} workers)",
+        "log-likelihood {:.3}{se} (particle filter, {} particles in {} islands, {place})",
         r.loglik,
         r.particles,
         r.island_logliks.len(),
-        run.stats.workers.len()
     );
     if let Some((ll, _)) = &exact {
         if r.loglik_se.is_finite() {
@@ -500,17 +645,20 @@ fn report(
             );
         }
     }
-    if run.stats.lost_workers() > 0 {
+    let lost = run.stats.as_ref().map_or(0, Stats::lost_workers);
+    if lost > 0 {
         println!(
-            "{} worker(s) lost and recovered from; the result is what a run without the loss gives",
-            run.stats.lost_workers()
+            "{lost} worker(s) lost and recovered from; the result is what a run without the loss gives"
         );
     }
-    println!(
-        "wall {:.3} s, efficiency {:.1}%",
-        run.wall.as_secs_f64(),
-        run.stats.efficiency() * 100.0
-    );
+    match &run.stats {
+        Some(stats) => println!(
+            "wall {:.3} s, efficiency {:.1}%",
+            run.wall.as_secs_f64(),
+            stats.efficiency() * 100.0
+        ),
+        None => println!("wall {:.3} s", run.wall.as_secs_f64()),
+    }
     if let Some(path) = &a.json {
         let j = serde_json::json!({
             "loglik": r.loglik,
@@ -518,10 +666,13 @@ fn report(
             "exact_loglik": exact.as_ref().map(|e| e.0),
             "filtered_means": r.filtered_means,
             "particles": r.particles,
-            "workers": run.stats.workers.len(),
+            "engine": if run.stats.is_some() { "workers" } else { "in-process" },
+            "workers": run.stats.as_ref().map_or(0, |s| s.workers.len()),
+            "threads": run.decision.as_ref().map(|d| d.threads),
+            "per_call_us": run.decision.as_ref().map(|d| d.per_call.as_secs_f64() * 1e6),
             "wall_s": run.wall.as_secs_f64(),
-            "efficiency": run.stats.efficiency(),
-            "lost_workers": run.stats.lost_workers(),
+            "efficiency": run.stats.as_ref().map(Stats::efficiency),
+            "lost_workers": lost,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

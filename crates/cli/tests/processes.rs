@@ -46,7 +46,7 @@ fn stderr_line(
 
 fn start_pf(args: &[&str]) -> (std::process::Child, Vec<u32>) {
     let mut pf = Command::new(EXE)
-        .arg("pf")
+        .args(["pf", "--engine", "workers"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -68,6 +68,8 @@ fn pf_on_two_worker_processes_matches_kalman_and_writes_json() {
     let out = Command::new(EXE)
         .args([
             "pf",
+            "--engine",
+            "workers",
             "--workers",
             "2",
             "--particles",
@@ -122,6 +124,44 @@ enum Fault {
     /// SIGSTOP after this long (a partition without a reset), SIGCONT 4 s
     /// later.
     Stop(Duration),
+}
+
+#[test]
+fn pf_keeps_a_cheap_model_in_process_and_gives_the_workers_bits() {
+    let run = |engine: &str| {
+        let json =
+            std::env::temp_dir().join(format!("statepipe-pf-{engine}-{}.json", std::process::id()));
+        let out = Command::new(EXE)
+            .args([
+                "pf",
+                "--engine",
+                engine,
+                "--particles",
+                "400",
+                "--islands",
+                "4",
+            ])
+            .args(["--quiet", "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        (j, stderr)
+    };
+    // As many workers as threads: shipping can only add to a step.
+    let (auto, said) = run("auto");
+    let (workers, _) = run("workers");
+    assert!(
+        said.contains("statepipe pf: evolving in process on "),
+        "{said}"
+    );
+    assert_eq!(auto["engine"], "in-process", "{auto}");
+    assert_eq!(workers["engine"], "workers", "{workers}");
+    assert_eq!(auto["loglik"], workers["loglik"]);
+    assert_eq!(auto["filtered_means"], workers["filtered_means"]);
 }
 
 /// `statepipe pf`'s JSON result, run to the end.

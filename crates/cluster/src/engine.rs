@@ -1,9 +1,18 @@
 //! The API every engine offers, and the single-process reference engine.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::evolve::{call_rng, child_id, root_id, Evolve, StateId};
+use crate::master::Snapshot;
+use crate::registry::{decode, encode};
+
+/// A parent and its children: id, state, output.
+type Evolved<E> = (
+    StateId,
+    Vec<(StateId, <E as Evolve>::State, <E as Evolve>::Output)>,
+);
 
 /// Children and outputs per evolved parent, children in the order `evolve`
 /// returned them.
@@ -70,19 +79,150 @@ pub struct Local<E: Evolve> {
     seed: u64,
     step: u64,
     epoch: u64,
+    threads: usize,
     states: HashMap<StateId, E::State>,
+    /// Time spent inside `evolve` calls in the last `evolve_many`, summed
+    /// over threads.
+    last_calls: Duration,
 }
 
 impl<E: Evolve> Local<E> {
-    /// An empty engine for `model`, every random number derived from `seed`.
+    /// An empty engine for `model`, every random number derived from `seed`,
+    /// evolving on the calling thread.
     pub fn new(model: E, seed: u64) -> Self {
         Local {
             model,
             seed,
             step: 0,
             epoch: 0,
+            threads: 1,
             states: HashMap::new(),
+            last_calls: Duration::ZERO,
         }
+    }
+
+    /// Evolves on `threads` scoped threads (at least 1) from now on. The
+    /// results are the same bits for any number: every call's generator
+    /// and every child's id depend on the parent, not on the thread.
+    #[must_use]
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The run as it stands, in the form [`Master::resume`] takes up: the
+    /// rest of the run on workers gives the same bits as it would here.
+    ///
+    /// # Errors
+    /// [`Error::Codec`] if a state does not serialise.
+    ///
+    /// [`Master::resume`]: crate::Master::resume
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        let mut states = self
+            .states
+            .iter()
+            .map(|(id, s)| Ok((*id, encode(s)?)))
+            .collect::<Result<Vec<_>, postcard::Error>>()?;
+        states.sort_unstable_by_key(|(id, _)| *id);
+        Ok(Snapshot {
+            seed: self.seed,
+            step: self.step,
+            epoch: self.epoch,
+            states,
+        })
+    }
+
+    /// An engine for `model` that goes on from `snapshot` (taken by
+    /// [`Local::snapshot`] or [`Master::snapshot`]): the rest of the run
+    /// gives the same bits as if it had never stopped.
+    ///
+    /// # Errors
+    /// [`Error::Codec`] if a state does not deserialise as `E::State`.
+    ///
+    /// [`Master::snapshot`]: crate::Master::snapshot
+    pub fn resume(model: E, snapshot: Snapshot) -> Result<Self, Error> {
+        let mut local = Local::new(model, snapshot.seed);
+        local.step = snapshot.step;
+        local.epoch = snapshot.epoch;
+        for (id, bytes) in snapshot.states {
+            if local.states.insert(id, decode(&bytes)?).is_some() {
+                return Err(Error::IdCollision(id));
+            }
+        }
+        Ok(local)
+    }
+
+    /// Time spent inside [`Evolve::evolve`] during the last
+    /// [`Engine::evolve_many`], summed over threads.
+    pub fn last_call_time(&self) -> Duration {
+        self.last_calls
+    }
+
+    /// The state `id`, if held.
+    pub(crate) fn state(&self, id: StateId) -> Option<&E::State> {
+        self.states.get(&id)
+    }
+
+    /// The states held now.
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Whether no state is held.
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// Evolves `work` on up to `self.threads` threads; children in the
+    /// order `evolve` returned them, and the summed call time.
+    fn evolve_all(&self, work: Vec<(StateId, E::State, E::Input)>) -> (Vec<Evolved<E>>, Duration) {
+        let (seed, step, model) = (self.seed, self.step, &self.model);
+        let one = |(parent, state, input): (StateId, E::State, E::Input)| {
+            let mut rng = call_rng(seed, step, parent);
+            let kids = model.evolve(&state, &input, &mut rng);
+            let kids = kids
+                .into_iter()
+                .enumerate()
+                .map(|(i, (s, o))| (child_id(seed, step, parent, i as u32), s, o))
+                .collect();
+            (parent, kids)
+        };
+        let chunk = work.len().div_ceil(self.threads).max(1);
+        if self.threads == 1 || work.len() <= 1 {
+            let t0 = Instant::now();
+            let out = work.into_iter().map(one).collect();
+            return (out, t0.elapsed());
+        }
+        let mut work = work;
+        let mut parts = Vec::with_capacity(self.threads);
+        while work.len() > chunk {
+            let rest = work.split_off(chunk);
+            parts.push(std::mem::replace(&mut work, rest));
+        }
+        parts.push(work);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .into_iter()
+                .map(|part| {
+                    scope.spawn(move || {
+                        let t0 = Instant::now();
+                        let out: Vec<_> = part.into_iter().map(one).collect();
+                        (out, t0.elapsed())
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            let mut busy = Duration::ZERO;
+            for h in handles {
+                let (out, t) = match h.join() {
+                    Ok(r) => r,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                all.extend(out);
+                busy += t;
+            }
+            (all, busy)
+        })
     }
 
     fn check(&self, ids: impl Iterator<Item = StateId>) -> Result<(), Error> {
@@ -116,26 +256,31 @@ where
     fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
         self.check(inputs.keys().copied())?;
         self.step += 1;
-        let mut born = Vec::new();
-        let mut out = HashMap::with_capacity(inputs.len());
-        for (parent, input) in inputs {
-            let state = self.states.remove(&parent).expect("checked above");
-            let mut rng = call_rng(self.seed, self.step, parent);
-            let kids = self.model.evolve(&state, &input, &mut rng);
+        let work: Vec<_> = inputs
+            .into_iter()
+            .map(|(parent, input)| {
+                let state = self.states.remove(&parent).expect("checked above");
+                (parent, state, input)
+            })
+            .collect();
+        let (evolved, busy) = self.evolve_all(work);
+        self.last_calls = busy;
+        let mut out = HashMap::with_capacity(evolved.len());
+        let mut collision = None;
+        for (parent, kids) in evolved {
             let mut outs = Vec::with_capacity(kids.len());
-            for (i, (s, o)) in kids.into_iter().enumerate() {
-                let id = child_id(self.seed, self.step, parent, i as u32);
-                born.push((id, s));
+            for (id, s, o) in kids {
+                if self.states.insert(id, s).is_some() {
+                    collision.get_or_insert(id);
+                }
                 outs.push((id, o));
             }
             out.insert(parent, outs);
         }
-        for (id, s) in born {
-            if self.states.insert(id, s).is_some() {
-                return Err(Error::IdCollision(id));
-            }
+        match collision {
+            Some(id) => Err(Error::IdCollision(id)),
+            None => Ok(out),
         }
-        Ok(out)
     }
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {

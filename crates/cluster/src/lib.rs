@@ -54,6 +54,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod auth;
+mod auto;
 mod engine;
 mod error;
 mod evolve;
@@ -76,6 +77,7 @@ mod tests;
 extern crate self as statepipe_cluster;
 
 pub use auth::{Secret, SECRET_ENV};
+pub use auto::{Auto, AutoConfig, Decision, ShipCost};
 pub use engine::{Engine, Local, Outputs};
 pub use error::{Error, WorkerLost};
 pub use evolve::{call_rng, Evolve, Rng, StateId};

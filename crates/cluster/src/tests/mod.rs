@@ -7,6 +7,7 @@ mod common;
 
 pub(crate) use common::*;
 
+mod auto;
 mod elastic;
 mod failures;
 mod protocol;

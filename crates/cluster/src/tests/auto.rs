@@ -1,0 +1,145 @@
+//! The in-process rule: a run that stays in process, one that moves to
+//! workers after its first step, and one on threads give the same bits as
+//! the single-threaded reference.
+
+use std::time::Duration;
+
+use rand::Rng as _;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Secret;
+use crate::listen::{Joined, Listener};
+use crate::pf::{self, Bootstrap, PfConfig, SsModel};
+use crate::{worker, Auto, AutoConfig, Error, Local, MasterConfig, Registry, Rng, ShipCost};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Walk {
+    y: Vec<f64>,
+}
+
+impl SsModel for Walk {
+    const NAME: &'static str = "test-auto-walk";
+    type X = f64;
+    fn steps(&self) -> usize {
+        self.y.len()
+    }
+    fn prior(&self, rng: &mut Rng) -> f64 {
+        rng.random::<f64>() * 10.0 - 5.0
+    }
+    fn transition(&self, x: &f64, _t: usize, rng: &mut Rng) -> f64 {
+        x + rng.random::<f64>() - 0.5
+    }
+    fn log_obs(&self, x: &f64, t: usize) -> f64 {
+        -0.5 * (self.y[t] - x).powi(2)
+    }
+    fn summary(&self, x: &f64) -> f64 {
+        *x
+    }
+}
+
+fn workers(n: usize) -> Result<Vec<Joined>, Error> {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone())?;
+    let addr = l.local_addr()?;
+    let registry = Registry::new().with::<Bootstrap<Walk>>();
+    for _ in 0..n {
+        let _ = worker::spawn_thread(addr, secret.clone(), registry.clone());
+    }
+    l.accept(n, Duration::from_secs(30))
+}
+
+fn walk() -> Walk {
+    Walk {
+        y: (0..16).map(|t| (t as f64 * 0.4).cos() * 2.0).collect(),
+    }
+}
+
+const CFG: PfConfig = PfConfig {
+    particles: 240,
+    islands: 4,
+    seed: 11,
+};
+
+fn reference() -> pf::PfResult {
+    let mut local = Local::new(Bootstrap(walk()), 3);
+    pf::run(&mut local, &walk(), CFG, |_| {}).unwrap()
+}
+
+fn auto_cfg(ship: ShipCost, threads: usize) -> AutoConfig {
+    AutoConfig {
+        master: MasterConfig {
+            seed: 3,
+            ..MasterConfig::default()
+        },
+        threads,
+        workers: 3,
+        steps: Some(16),
+        ship,
+    }
+}
+
+#[test]
+fn threads_do_not_change_the_bits() {
+    for threads in [2, 3, 7] {
+        let mut local = Local::new(Bootstrap(walk()), 3).with_threads(threads);
+        assert_eq!(
+            pf::run(&mut local, &walk(), CFG, |_| {}).unwrap(),
+            reference()
+        );
+    }
+}
+
+#[test]
+fn a_cheap_model_stays_in_process_and_never_starts_workers() {
+    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(ShipCost::default(), 2), || {
+        panic!("a model this cheap must not start workers")
+    });
+    assert_eq!(
+        pf::run(&mut auto, &walk(), CFG, |_| {}).unwrap(),
+        reference()
+    );
+    let d = auto.decision().expect("decided after the first step");
+    assert!(!d.on_workers, "{d}");
+    assert_eq!(d.states, CFG.particles);
+    assert!(d.to_string().starts_with("in process on 2 threads"), "{d}");
+    assert!(auto.master().is_none());
+}
+
+#[test]
+fn free_shipping_moves_the_run_to_workers_with_the_same_bits() {
+    let free = ShipCost {
+        per_state: Duration::ZERO,
+        per_byte: Duration::ZERO,
+        per_step: Duration::ZERO,
+        start_per_worker: Duration::ZERO,
+        start: Duration::ZERO,
+    };
+    let mut started = 0;
+    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free, 1), || {
+        started += 1;
+        workers(3)
+    });
+    let got = pf::run(&mut auto, &walk(), CFG, |_| {}).unwrap();
+    let d = auto.decision().expect("decided").clone();
+    assert!(d.on_workers, "{d}");
+    assert_eq!(auto.master().expect("on workers").stats().workers.len(), 3);
+    drop(auto);
+    assert_eq!(started, 1);
+    assert_eq!(got, reference());
+}
+
+#[test]
+fn workers_that_cannot_start_fail_the_step_with_their_error() {
+    let free = ShipCost {
+        per_state: Duration::ZERO,
+        per_byte: Duration::ZERO,
+        per_step: Duration::ZERO,
+        start_per_worker: Duration::ZERO,
+        start: Duration::ZERO,
+    };
+    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free, 1), || {
+        Err(Error::NoWorkers)
+    });
+    let e = pf::run(&mut auto, &walk(), CFG, |_| {}).unwrap_err();
+    assert!(matches!(e, Error::NoWorkers), "{e}");
+}
