@@ -4,15 +4,16 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::evolve::{call_rng, child_id, root_id, Evolve, StateId};
+use crate::evolve::{call_rng, child_id, root_id, Evolve, IdHash, StateId};
 use crate::master::Snapshot;
 use crate::registry::{decode, encode};
 
-/// A parent and its children: id, state, output.
-type Evolved<E> = (
-    StateId,
-    Vec<(StateId, <E as Evolve>::State, <E as Evolve>::Output)>,
-);
+/// What a share of a step gives: each parent's children's ids and outputs,
+/// and the children's states.
+struct Evolved<E: Evolve> {
+    outs: Vec<(StateId, Vec<(StateId, E::Output)>)>,
+    born: Vec<(StateId, E::State)>,
+}
 
 /// Children and outputs per evolved parent, children in the order `evolve`
 /// returned them.
@@ -80,7 +81,7 @@ pub struct Local<E: Evolve> {
     step: u64,
     epoch: u64,
     threads: usize,
-    states: HashMap<StateId, E::State>,
+    states: HashMap<StateId, E::State, IdHash>,
     /// Time spent inside `evolve` calls in the last `evolve_many`, summed
     /// over threads.
     last_calls: Duration,
@@ -96,7 +97,7 @@ impl<E: Evolve> Local<E> {
             step: 0,
             epoch: 0,
             threads: 1,
-            states: HashMap::new(),
+            states: HashMap::default(),
             last_calls: Duration::ZERO,
         }
     }
@@ -177,22 +178,30 @@ impl<E: Evolve> Local<E> {
     /// order `evolve` returned them, and the summed call time.
     fn evolve_all(&self, work: Vec<(StateId, E::State, E::Input)>) -> (Vec<Evolved<E>>, Duration) {
         let (seed, step, model) = (self.seed, self.step, &self.model);
-        let one = |(parent, state, input): (StateId, E::State, E::Input)| {
-            let mut rng = call_rng(seed, step, parent);
-            let kids = model.evolve(&state, &input, &mut rng);
-            let kids = kids
-                .into_iter()
-                .enumerate()
-                .map(|(i, (s, o))| (child_id(seed, step, parent, i as u32), s, o))
-                .collect();
-            (parent, kids)
-        };
-        let chunk = work.len().div_ceil(self.threads).max(1);
-        if self.threads == 1 || work.len() <= 1 {
+        let share = |part: Vec<(StateId, E::State, E::Input)>| {
             let t0 = Instant::now();
-            let out = work.into_iter().map(one).collect();
-            return (out, t0.elapsed());
+            let mut e = Evolved::<E> {
+                outs: Vec::with_capacity(part.len()),
+                born: Vec::with_capacity(part.len()),
+            };
+            for (parent, state, input) in part {
+                let mut rng = call_rng(seed, step, parent);
+                let kids = model.evolve(&state, &input, &mut rng);
+                let mut outs = Vec::with_capacity(kids.len());
+                for (i, (s, o)) in kids.into_iter().enumerate() {
+                    let id = child_id(seed, step, parent, i as u32);
+                    e.born.push((id, s));
+                    outs.push((id, o));
+                }
+                e.outs.push((parent, outs));
+            }
+            (e, t0.elapsed())
+        };
+        if self.threads == 1 || work.len() <= 1 {
+            let (e, t) = share(work);
+            return (vec![e], t);
         }
+        let chunk = work.len().div_ceil(self.threads);
         let mut work = work;
         let mut parts = Vec::with_capacity(self.threads);
         while work.len() > chunk {
@@ -203,22 +212,16 @@ impl<E: Evolve> Local<E> {
         std::thread::scope(|scope| {
             let handles: Vec<_> = parts
                 .into_iter()
-                .map(|part| {
-                    scope.spawn(move || {
-                        let t0 = Instant::now();
-                        let out: Vec<_> = part.into_iter().map(one).collect();
-                        (out, t0.elapsed())
-                    })
-                })
+                .map(|part| scope.spawn(move || share(part)))
                 .collect();
-            let mut all = Vec::new();
+            let mut all = Vec::with_capacity(handles.len());
             let mut busy = Duration::ZERO;
             for h in handles {
-                let (out, t) = match h.join() {
+                let (e, t) = match h.join() {
                     Ok(r) => r,
                     Err(panic) => std::panic::resume_unwind(panic),
                 };
-                all.extend(out);
+                all.push(e);
                 busy += t;
             }
             (all, busy)
@@ -263,19 +266,18 @@ where
                 (parent, state, input)
             })
             .collect();
+        let n = work.len();
         let (evolved, busy) = self.evolve_all(work);
         self.last_calls = busy;
-        let mut out = HashMap::with_capacity(evolved.len());
+        let mut out = HashMap::with_capacity(n);
         let mut collision = None;
-        for (parent, kids) in evolved {
-            let mut outs = Vec::with_capacity(kids.len());
-            for (id, s, o) in kids {
+        for e in evolved {
+            for (id, s) in e.born {
                 if self.states.insert(id, s).is_some() {
                     collision.get_or_insert(id);
                 }
-                outs.push((id, o));
             }
-            out.insert(parent, outs);
+            out.extend(e.outs);
         }
         match collision {
             Some(id) => Err(Error::IdCollision(id)),
