@@ -8,10 +8,13 @@ use crate::evolve::{call_rng, child_id, root_id, Evolve, IdHash, StateId};
 use crate::master::Snapshot;
 use crate::registry::{decode, encode};
 
+/// A parent's children's ids and outputs.
+type Children<E> = Vec<(StateId, <E as Evolve>::Output)>;
+
 /// What a share of a step gives: each parent's children's ids and outputs,
 /// and the children's states.
 struct Evolved<E: Evolve> {
-    outs: Vec<(StateId, Vec<(StateId, E::Output)>)>,
+    outs: Vec<(StateId, Children<E>)>,
     born: Vec<(StateId, E::State)>,
 }
 
