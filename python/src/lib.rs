@@ -430,6 +430,55 @@ fn serve_worker(
     r.map_err(to_py)
 }
 
+/// The Rust reference for the per-call overhead benchmark: a model whose
+/// states, inputs and outputs are bytes, as a Python model's are, and whose
+/// evolve returns its state unchanged with an empty output.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct NoopBytes;
+
+impl statepipe_cluster::Evolve for NoopBytes {
+    const NAME: &'static str = "statepipe-python-noop";
+    type State = ByteBuf;
+    type Input = ByteBuf;
+    type Output = ByteBuf;
+    fn evolve(
+        &self,
+        s: &ByteBuf,
+        _: &ByteBuf,
+        _: &mut statepipe_cluster::Rng,
+    ) -> Vec<(ByteBuf, ByteBuf)> {
+        vec![(s.clone(), ByteBuf::new())]
+    }
+}
+
+/// Seconds `Local` takes for `steps` evolve_many calls over `n` states of
+/// the Rust no-op model (states and inputs: the given pickled bytes): the
+/// baseline of the Python model's per-call overhead.
+#[pyfunction]
+fn bench_rust_noop(
+    py: Python<'_>,
+    n: usize,
+    steps: usize,
+    state: Vec<u8>,
+    input: Vec<u8>,
+) -> PyResult<f64> {
+    py.detach(|| {
+        let mut e = Local::new(NoopBytes, 1);
+        let mut ids = e.reset_states(vec![ByteBuf::from(state); n])?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..steps {
+            let inputs = ids
+                .iter()
+                .map(|&i| (i, ByteBuf::from(input.clone())))
+                .collect();
+            let out = e.evolve_many(inputs)?;
+            ids = ids.iter().map(|p| out[p][0].0).collect();
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    })
+    .map_err(to_py)
+}
+
 /// A fresh random secret, as text.
 #[pyfunction]
 fn random_secret() -> String {
@@ -445,6 +494,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(call_uniform, m)?)?;
     m.add_function(wrap_pyfunction!(serve_worker, m)?)?;
     m.add_function(wrap_pyfunction!(random_secret, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_rust_noop, m)?)?;
     m.add("StatepipeError", py.get_type::<StatepipeError>())?;
     m.add("ModelError", py.get_type::<ModelError>())?;
     m.add("WorkerError", py.get_type::<WorkerError>())?;

@@ -79,7 +79,9 @@ class Engine:
       ``N`` workers started elsewhere with ``statepipe-worker --connect
       HOST:PORT`` and the same secret (``STATEPIPE_SECRET``).
     - ``Engine(model, workers=0)`` (or ``in_process=True``) runs the model
-      in this process: no pickling of the model, no workers.
+      in this process: no pickling of the model, no workers. A model with
+      ``evolve_batch`` is then called once per step on all the named
+      states (``vectorised=False`` turns that off); see :class:`_Batched`.
 
     Every random number derives from ``seed``, the step and the parent's
     id, so results are the same bits for any number of workers (and in
@@ -100,14 +102,17 @@ class Engine:
         pins: Sequence[int] = (),
         timeout: float = 60.0,
         python: Optional[str] = None,
+        vectorised: bool = True,
     ) -> None:
         _check_model(model)
         self.model = model
         self.seed = int(seed)
         self._reset_epoch = 0
         if in_process or (workers == 0 and listen is None):
-            pickled = b""
-            self._native = _native.NativeEngine.local(model, pickled, self.seed)
+            if vectorised and callable(getattr(model, "evolve_batch", None)):
+                self._native = _Batched(model, self.seed)  # type: ignore[assignment]
+            else:
+                self._native = _native.NativeEngine.local(model, b"", self.seed)
             return
         if workers < 1:
             raise ValueError(f"workers must be >= 1 with listen=, not {workers}")
@@ -170,6 +175,8 @@ class Engine:
             if not callable(reset):
                 raise TypeError("reset(n) needs a model with a reset(rng) method; pass the states instead")
             states = [reset(_native.call_rng_for(self.seed ^ 0x5EED, self._reset_epoch, k)) for k in range(states)]
+        if isinstance(self._native, _Batched):
+            return self._native.reset(list(states))
         return self._native.reset_states([_dumps(s) for s in states])
 
     def evolve_many(self, inputs: Mapping[int, Any]) -> Dict[int, List[Tuple[int, Any]]]:
@@ -179,6 +186,8 @@ class Engine:
         replaced by its children. Raises :class:`ModelError` if the model
         raised (the first such state in ``inputs``' order).
         """
+        if isinstance(self._native, _Batched):
+            return self._native.evolve(inputs)
         ids = list(inputs.keys())
         raw = self._evolve_raw(ids, [_dumps(inputs[i]) for i in ids])
         loads = pickle.loads
@@ -194,8 +203,105 @@ class Engine:
 
     def fetch(self, ids: Sequence[int]) -> List[Any]:
         """Copies of the named states, in order."""
+        if isinstance(self._native, _Batched):
+            return self._native.fetch(ids)
         return [pickle.loads(b) for b in self._native.fetch_states(list(ids))]
 
     def drop(self, ids: Sequence[int]) -> None:
         """Forgets the named states."""
+        if isinstance(self._native, _Batched):
+            return self._native.drop(ids)
         self._native.drop_states(list(ids))
+
+
+class _Batched:
+    """An in-process engine for a vectorised model: states are rows of one
+    numpy array, and each ``evolve_many`` is one call
+
+        model.evolve_batch(states, inputs, rng) -> (parents, children, outputs)
+
+    with ``states`` the named states stacked (axis 0), ``inputs`` their
+    inputs as an array, and ``rng`` a numpy Generator derived from (seed,
+    step). It returns, per child, the row of its parent in ``states``
+    (non-decreasing), the children stacked, and their outputs (a sequence).
+    Results are reproducible for a seed, but not the same bits as the
+    per-state path (one generator per step, not one per state).
+
+    Pickled bytes never appear: it mirrors NativeEngine's methods on
+    Python objects, and :class:`Engine` skips its own pickling for it.
+    """
+
+    workers = 0
+
+    def __init__(self, model: Any, seed: int) -> None:
+        self.model, self.seed, self.step = model, seed, 0
+        self._next = 1
+        self._row: Dict[int, int] = {}
+        self._ids: List[int] = []
+        self._states: Any = None
+
+    def _store(self, ids: List[int], states: Any) -> None:
+        import numpy as np
+
+        self._ids = list(ids)
+        self._states = np.asarray(states)
+        self._row = {i: k for k, i in enumerate(self._ids)}
+
+    def _fresh(self, n: int) -> List[int]:
+        ids = list(range(self._next, self._next + n))
+        self._next += n
+        return ids
+
+    def pids(self) -> List[int]:
+        return []
+
+    def stats_table(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        self._store([], [])
+
+    def _rows(self, ids: Sequence[int]) -> List[int]:
+        missing = [i for i in ids if i not in self._row]
+        if missing:
+            raise _native.StatepipeError(f"{len(missing)} unknown state ids: {missing[:8]}")
+        return [self._row[i] for i in ids]
+
+    def reset(self, states: List[Any]) -> List[int]:
+        ids = self._fresh(len(states))
+        self._store(ids, states)
+        return ids
+
+    def evolve(self, inputs: Mapping[int, Any]) -> Dict[int, List[Tuple[int, Any]]]:
+        import numpy as np
+
+        ids = list(inputs.keys())
+        rows = self._rows(ids)
+        self.step += 1
+        rng = _native.call_rng_for(self.seed, self.step, 0).generator
+        parents, children, outputs = self.model.evolve_batch(
+            self._states[rows], np.asarray([inputs[i] for i in ids]), rng
+        )
+        parents = np.asarray(parents, dtype=np.int64)
+        if len(parents) != len(children) or len(parents) != len(outputs):
+            raise TypeError("evolve_batch must return (parents, children, outputs) of one length")
+        if len(parents) and (np.any(np.diff(parents) < 0) or parents[0] < 0 or parents[-1] >= len(ids)):
+            raise TypeError("evolve_batch's parents must be non-decreasing rows of the states it was given")
+        kid_ids = self._fresh(len(parents))
+        out: Dict[int, List[Tuple[int, Any]]] = {i: [] for i in ids}
+        for k, p in enumerate(parents.tolist()):
+            out[ids[p]].append((kid_ids[k], outputs[k]))
+        keep = np.ones(len(self._ids), dtype=bool)
+        keep[rows] = False
+        kept = [i for i, f in zip(self._ids, keep) if f]
+        states = np.concatenate([self._states[keep], np.asarray(children).reshape((-1,) + self._states.shape[1:])])
+        self._store(kept + kid_ids, states)
+        return out
+
+    def fetch(self, ids: Sequence[int]) -> List[Any]:
+        return [self._states[r] for r in self._rows(ids)]
+
+    def drop(self, ids: Sequence[int]) -> None:
+        rows = set(self._rows(ids))
+        keep = [r for r in range(len(self._ids)) if r not in rows]
+        self._store([self._ids[r] for r in keep], self._states[keep])

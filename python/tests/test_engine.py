@@ -283,3 +283,40 @@ def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
             assert not _alive(pid), f"worker {pid} outlived Ctrl-C"
     finally:
         p.kill()
+
+
+class VecWalk:
+    """Per state: ``evolve``; vectorised: ``evolve_batch``."""
+
+    def evolve(self, x, n, rng):
+        return [(x + rng.normal(), float(x)) for _ in range(n)]
+
+    def evolve_batch(self, xs, ns, rng):
+        parents = np.repeat(np.arange(len(xs)), ns)
+        kids = xs[parents] + rng.normal(size=len(parents))
+        return parents, kids, xs[parents]
+
+
+def test_vectorised_in_process_engine():
+    with statepipe.Engine(VecWalk(), workers=0, seed=4) as e:
+        ids = e.reset(np.array([0.0, 10.0, 20.0]))
+        out = e.evolve_many({ids[0]: 2, ids[1]: 0, ids[2]: 1})
+        assert [len(out[i]) for i in ids] == [2, 0, 1]
+        assert [o for _, o in out[ids[0]]] == [0.0, 0.0] and out[ids[2]][0][1] == 20.0
+        kids = [c for c, _ in out[ids[0]] + out[ids[2]]]
+        again = e.evolve_many({kids[0]: 1})
+        assert len(again[kids[0]]) == 1
+        assert len(e.fetch(kids[1:])) == 2
+        e.drop(kids[1:2])
+        with pytest.raises(statepipe.StatepipeError, match="unknown"):
+            e.fetch(kids[1:2])
+    # The same seed gives the same numbers.
+    def run():
+        with statepipe.Engine(VecWalk(), workers=0, seed=4) as e:
+            ids = e.reset(np.zeros(5))
+            out = e.evolve_many({i: 1 for i in ids})
+            return e.fetch([out[i][0][0] for i in ids])
+    assert np.array_equal(run(), run())
+    # vectorised=False takes the per-state path.
+    with statepipe.Engine(VecWalk(), workers=0, vectorised=False) as e:
+        assert isinstance(e._native, statepipe._native.NativeEngine)

@@ -36,3 +36,14 @@ def test_same_bits_for_0_1_2_4_workers():
 def test_islands_must_divide_particles():
     with pytest.raises(ValueError, match="divide"):
         statepipe.particle_filter(Nile(), [1.0], 10, islands=3)
+
+
+def test_sv_example_tracks_the_simulated_volatility():
+    from sv_pf import StochasticVolatility
+
+    m = StochasticVolatility()
+    x, y = m.simulate(40, 2)
+    r = statepipe.particle_filter(m, y.tolist(), 400, islands=4, seed=2, workers=0)
+    assert math.isfinite(r.loglik) and r.loglik_se > 0
+    rms = math.sqrt(sum((a - b) ** 2 for a, b in zip(r.filtered_means, x)) / len(x))
+    assert rms < m.sigma / math.sqrt(1 - m.phi**2)
