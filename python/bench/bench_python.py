@@ -6,8 +6,11 @@ child, i.e. 30 ms per batch of 5 states: each step is 12 s of work, so the
 ideal wall time on W workers is 20 * 12 / W seconds. Every system runs the
 same filter, the same data, the same sleep:
 
-- statepipe: ``statepipe.particle_filter`` on ``Engine(workers=W)``
-  (states stay on the workers; one evolve call per particle);
+- statepipe: the same chunked filter as Dask and Ray below, each chunk
+  of particles a state on ``Engine(workers=W)`` (one evolve call per
+  chunk, kept on the workers);
+- statepipe-pf: ``statepipe.particle_filter`` (one state and one evolve
+  call per particle, 6 ms each: five times the calls of the others);
 - Dask (distributed.LocalCluster, one single-threaded worker process per
   slot): the particles in chunks of 5 parents kept on the workers as
   futures; each step one task per chunk takes the chunk's future and its
@@ -133,6 +136,48 @@ def run_statepipe(w: int, y: List[float]) -> Dict[str, Any]:
     finally:
         e.close()
     return {"wall_s": wall, "start_s": start, "loglik": r.loglik}
+
+
+class ChunkModel:
+    """The chunked filter's evolve for statepipe: a state is a chunk of
+    particles (None before the prior), the input its children counts, the
+    output the children's log-weights; the chunk's children are its one
+    child state."""
+
+    def __init__(self, y: List[float]) -> None:
+        self.y = y
+
+    def expected_cost(self, inp) -> float:
+        return float(inp[1].sum()) + 0.25
+
+    def evolve(self, states, inp, rng):
+        t, counts, c = inp
+        kids, lw = evolve_chunk(states, counts, t, self.y[t], c)
+        return [(kids, lw)]
+
+
+def run_statepipe_chunks(w: int, y: List[float]) -> Dict[str, Any]:
+    import statepipe
+
+    t0 = time.perf_counter()
+    e = statepipe.Engine(ChunkModel(y), workers=w, seed=1)
+    start = time.perf_counter() - t0
+    try:
+        ids = e.reset([None] * (PARTICLES // CHUNK))
+
+        def step(t: int, counts: List[np.ndarray]) -> List[np.ndarray]:
+            nonlocal ids
+            parents = ids
+            out = e.evolve_many({i: (t, counts[c], c) for c, i in enumerate(ids)})
+            ids = [out[i][0][0] for i in ids]
+            return [out[p][0][1] for p in parents]
+
+        t0 = time.perf_counter()
+        ll = chunked_filter(step, y, 1)
+        wall = time.perf_counter() - t0
+    finally:
+        e.close()
+    return {"wall_s": wall, "start_s": start, "loglik": ll}
 
 
 # -- Dask ---------------------------------------------------------------------
@@ -276,13 +321,14 @@ def run_particles(w: int, y: List[float]) -> Dict[str, Any]:
 
 
 SYSTEMS: Dict[str, Callable[[int, List[float]], Dict[str, Any]]] = {
-    "statepipe": run_statepipe,
+    "statepipe": run_statepipe_chunks,
+    "statepipe-pf": run_statepipe,
     "dask": run_dask,
     "ray": run_ray,
     "particles": run_particles,
 }
 PIP = {"dask": "distributed==2026.8.0", "ray": "ray==2.60.0", "particles": "particles==0.4"}
-IMPORT = {"dask": "distributed", "ray": "ray", "particles": "particles", "statepipe": "statepipe"}
+IMPORT = {"dask": "distributed", "ray": "ray", "particles": "particles", "statepipe": "statepipe", "statepipe-pf": "statepipe"}
 
 
 # -- the per-call overhead and the determinism check --------------------------
@@ -324,7 +370,7 @@ def same_bits() -> Dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", default="10,50")
-    ap.add_argument("--systems", default="statepipe,dask,ray,particles")
+    ap.add_argument("--systems", default="statepipe,statepipe-pf,dask,ray,particles")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--out", help="directory for results.json and table.txt")
     ap.add_argument("--skip-checks", action="store_true", help="skip the overhead and determinism measurements")

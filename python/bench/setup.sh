@@ -3,7 +3,7 @@
 # peers from PyPI (pinned) and statepipe built into it (release profile).
 # A peer that cannot be installed is reported; the benchmark then skips it.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 VENV=target/bench-pyenv
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || { echo "error: cannot create $VENV (python3 -m venv)" >&2; exit 1; }
 "$VENV/bin/pip" install -q --disable-pip-version-check maturin==1.9.6 numpy==2.2.6 cloudpickle==3.1.1 \

@@ -60,7 +60,7 @@ fn registry() -> Registry {
 enum Inner {
     Local(Local<PyModel>),
     Cluster {
-        master: Master<PyModel>,
+        master: Box<Master<PyModel>>,
         /// The spawned worker processes (None: workers joined a listener).
         cluster: Option<LocalCluster>,
     },
@@ -160,6 +160,7 @@ impl NativeEngine {
     /// statepipe.worker` (`command`: the program and its arguments).
     #[staticmethod]
     #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout))]
+    #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
     fn spawn(
         py: Python<'_>,
         model: Py<PyAny>,
@@ -189,7 +190,7 @@ impl NativeEngine {
         .map_err(to_py)?;
         Ok(NativeEngine {
             inner: Mutex::new(Some(Inner::Cluster {
-                master,
+                master: Box::new(master),
                 cluster: Some(cluster),
             })),
             step: 0,
@@ -201,6 +202,7 @@ impl NativeEngine {
     /// (`statepipe-worker --connect ADDR` on other machines) with `secret`.
     #[staticmethod]
     #[pyo3(signature = (model, pickled, seed, workers, addr, secret, timeout))]
+    #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
     fn listen(
         py: Python<'_>,
         model: Py<PyAny>,
@@ -224,7 +226,7 @@ impl NativeEngine {
         .map_err(to_py)?;
         Ok(NativeEngine {
             inner: Mutex::new(Some(Inner::Cluster {
-                master,
+                master: Box::new(master),
                 cluster: None,
             })),
             step: 0,
@@ -376,7 +378,7 @@ impl NativeEngine {
         }) = inner
         {
             py.detach(|| {
-                let _ = master.shutdown();
+                master.shutdown();
                 if let Some(c) = cluster.as_mut() {
                     c.kill_all();
                 }
