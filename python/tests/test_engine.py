@@ -210,8 +210,9 @@ def test_wrong_secret_fails_on_both_sides():
     addr = f"127.0.0.1:{_free_port()}"
     w = _worker(addr, "wrong")
     try:
+        # Long enough for the worker to start and try, however loaded the host.
         with pytest.raises(statepipe.StatepipeError, match="0 of 1 workers joined"):
-            statepipe.Engine(Walk(), workers=1, listen=addr, secret="right", timeout=3)
+            statepipe.Engine(Walk(), workers=1, listen=addr, secret="right", timeout=10)
         _, err = w.communicate(timeout=60)
         assert w.returncode == 1
         assert "wrong secret" in err
@@ -239,9 +240,9 @@ CTRL_C = textwrap.dedent(
             time.sleep(60)
             return [(x, x)]
     e = statepipe.Engine(Slow(), workers=2)
-    print(" ".join(map(str, e.pids())), flush=True)
-    ids = e.reset([0, 1, 2, 3])
     try:
+        ids = e.reset([0, 1, 2, 3])
+        print(" ".join(map(str, e.pids())), flush=True)
         e.evolve_many({i: None for i in ids})
     except KeyboardInterrupt:
         print("interrupted", flush=True)
