@@ -367,6 +367,24 @@ def same_bits() -> Dict[str, Any]:
     return {"logliks": {str(w): v.hex() for w, v in r.items()}, "identical": len({v.hex() for v in r.values()}) == 1}
 
 
+def run_one(system: str, w: int, budget: float) -> Dict[str, Any]:
+    """One run in a process of its own (a peer's runtime never outlives its
+    run), stopped after `budget` seconds."""
+    import subprocess
+
+    try:
+        p = subprocess.run(
+            [sys.executable, str(HERE), "--one", system, str(w)],
+            capture_output=True, text=True, timeout=budget,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"over budget: stopped after {budget:.0f} s", "over_budget_s": budget}
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:]}"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", default="10,50")
@@ -374,7 +392,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--out", help="directory for results.json and table.txt")
     ap.add_argument("--skip-checks", action="store_true", help="skip the overhead and determinism measurements")
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds one run may take before it is stopped and recorded as over budget")
+    ap.add_argument("--one", nargs=2, metavar=("SYSTEM", "WORKERS"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.one:
+        r = SYSTEMS[a.one[0]](int(a.one[1]), load_nile()[:STEPS])
+        print("RESULT " + json.dumps(r), flush=True)
+        return
     y = load_nile()[:STEPS]
     load = os.getloadavg()
     host = {
@@ -400,10 +424,7 @@ def main() -> None:
         for w in workers:
             for s in systems:
                 print(f"rep {rep} {s} on {w} workers ...", flush=True)
-                try:
-                    r = SYSTEMS[s](w, y)
-                except Exception as e:  # a peer that fails is reported, not fatal
-                    r = {"error": f"{type(e).__name__}: {e}"}
+                r = run_one(s, w, a.budget)
                 r.update(system=s, workers=w, rep=rep)
                 print(f"  {r}", flush=True)
                 results["runs"].append(r)
@@ -411,9 +432,14 @@ def main() -> None:
     for w in workers:
         ideal = STEPS * PARTICLES * SLEEP_PER_CHILD / w
         for s in systems:
-            walls = [r["wall_s"] for r in results["runs"] if r["system"] == s and r["workers"] == w and "wall_s" in r]
+            runs = [r for r in results["runs"] if r["system"] == s and r["workers"] == w]
+            walls = [r["wall_s"] for r in runs if "wall_s" in r]
             if not walls:
-                rows.append({"system": s, "workers": w, "error": "no successful run"})
+                over = [r["over_budget_s"] for r in runs if "over_budget_s" in r]
+                err = runs[-1].get("error", "no run") if runs else "no run"
+                if over:
+                    err += f" (efficiency < {ideal / max(over):.3f})"
+                rows.append({"system": s, "workers": w, "error": err})
                 continue
             med = statistics.median(walls)
             rows.append({
