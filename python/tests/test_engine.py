@@ -321,3 +321,10 @@ def test_vectorised_in_process_engine():
     # vectorised=False takes the per-state path.
     with statepipe.Engine(VecWalk(), workers=0, vectorised=False) as e:
         assert isinstance(e._native, statepipe._native.NativeEngine)
+
+
+def test_the_package_docstring_example_runs():
+    import doctest
+
+    r = doctest.testmod(statepipe, verbose=False)
+    assert r.attempted > 0 and r.failed == 0
