@@ -49,6 +49,18 @@ pub enum BenchWhich {
     Cluster(ClusterArgs),
     /// Graph500 BFS and k-nucleotide against rayon and plain-threads peers.
     Apps(AppsArgs),
+    /// The Python package against Dask, Ray and `particles` (python/bench/):
+    /// sets up target/bench-pyenv (peers from PyPI) and runs
+    /// bench_python.py with the arguments after `--`.
+    Python(PythonArgs),
+}
+
+/// Options of `statepipe bench python`.
+#[derive(Args, Debug)]
+pub struct PythonArgs {
+    /// Arguments of python/bench/bench_python.py (e.g. `-- --workers 10,50 --out DIR`).
+    #[arg(last = true)]
+    pub args: Vec<String>,
 }
 
 /// Options of `statepipe bench apps`.
@@ -162,7 +174,32 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchWhich::Cluster(args) => run_cluster(&args),
         BenchWhich::Apps(args) => run_apps(&args),
+        BenchWhich::Python(args) => run_python(&args),
     }
+}
+
+/// `statepipe bench python`: the Python benchmark is a Python script; this
+/// prepares its environment and runs it from the repository's root.
+fn run_python(a: &PythonArgs) -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = |cmd: &mut std::process::Command, what: &str| -> anyhow::Result<()> {
+        let st = cmd
+            .current_dir(&root)
+            .status()
+            .with_context(|| format!("cannot run {what}"))?;
+        anyhow::ensure!(st.success(), "{what} failed ({st})");
+        Ok(())
+    };
+    status(
+        std::process::Command::new("bash").arg("python/bench/setup.sh"),
+        "python/bench/setup.sh",
+    )?;
+    status(
+        std::process::Command::new("target/bench-pyenv/bin/python")
+            .arg("python/bench/bench_python.py")
+            .args(&a.args),
+        "python/bench/bench_python.py",
+    )
 }
 
 /// `statepipe bench cluster`: measures the host, runs, prints the table,

@@ -74,6 +74,19 @@ pub trait Evolve: Serialize + DeserializeOwned + Send + Sync + 'static {
         let _ = input;
         1.0
     }
+
+    /// Whether the model, just deserialised on a worker, can run there;
+    /// `Err` says why not (a model that loads code or data when it is
+    /// deserialised keeps what failed here, since a deserialiser's own
+    /// message does not survive every format). The worker then fails its
+    /// `Setup` with the message, and the master's constructor returns it.
+    /// The default is `Ok`.
+    ///
+    /// # Errors
+    /// A message saying what the worker lacks.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Hashes a [`StateId`] to itself: ids are already the output of a mixing

@@ -36,6 +36,8 @@ type Maker = fn(&[u8]) -> Result<Box<dyn ByteEvolve>, String>;
 
 fn make<E: Evolve>(params: &[u8]) -> Result<Box<dyn ByteEvolve>, String> {
     let e: E = decode(params).map_err(|e| format!("{} parameters: {e}", E::NAME))?;
+    e.ready()
+        .map_err(|m| format!("{} cannot run on this worker: {m}", E::NAME))?;
     Ok(Box::new(Typed(e)))
 }
 
@@ -92,4 +94,50 @@ pub(crate) fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, postcard::Er
 /// If the bytes are not an encoding of a `T`.
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, postcard::Error> {
     postcard::from_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct NotHere(bool);
+
+    impl Evolve for NotHere {
+        const NAME: &'static str = "not-here";
+        type State = u8;
+        type Input = u8;
+        type Output = u8;
+        fn evolve(&self, s: &u8, _: &u8, _: &mut Rng) -> Vec<(u8, u8)> {
+            vec![(*s, *s)]
+        }
+        fn ready(&self) -> Result<(), String> {
+            if self.0 {
+                Ok(())
+            } else {
+                Err("its code is not installed".into())
+            }
+        }
+    }
+
+    #[test]
+    fn build_reports_a_model_that_is_not_ready() {
+        let r = Registry::new().with::<NotHere>();
+        assert!(r
+            .build("not-here", &encode(&NotHere(true)).unwrap())
+            .is_ok());
+        let e = r
+            .build("not-here", &encode(&NotHere(false)).unwrap())
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "not-here cannot run on this worker: its code is not installed"
+        );
+        assert!(r
+            .build("other", &[])
+            .err()
+            .unwrap()
+            .contains("does not know"));
+    }
 }

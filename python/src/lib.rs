@@ -1,0 +1,505 @@
+//! `statepipe._native`: the statepipe evolve engine for Python models.
+//!
+//! A Python model is a [`model::PyModel`], an `Evolve` whose states,
+//! inputs and outputs are pickled bytes that the master forwards untouched.
+//! Workers are Python processes (`python -m statepipe.worker`) that serve
+//! with the same registry; an engine runs either in this process
+//! (`statepipe_cluster::Local`) or over workers (`Master`).
+
+mod model;
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use serde_bytes::ByteBuf;
+use statepipe_cluster::worker::{self, WorkerOptions};
+use statepipe_cluster::{
+    call_rng, kill_spawned_workers, Engine as _, Error, Listener, Local, LocalCluster, Master,
+    MasterConfig, Registry, Secret, StateId, WorkerCommand,
+};
+
+use model::{PyModel, PyOut, StateRng};
+
+create_exception!(
+    _native,
+    StatepipeError,
+    PyException,
+    "An engine operation, a cluster's start or a worker failed."
+);
+create_exception!(
+    _native,
+    ModelError,
+    StatepipeError,
+    "The model raised an exception (args: message, state id, step, traceback)."
+);
+create_exception!(
+    _native,
+    WorkerError,
+    StatepipeError,
+    "A worker failed, could not build the model, or was lost."
+);
+
+fn to_py(e: Error) -> PyErr {
+    match e {
+        Error::WorkerFailed(m) => WorkerError::new_err(format!("worker failed: {m}")),
+        e @ (Error::WorkerLost(_) | Error::NoWorkers) => WorkerError::new_err(e.to_string()),
+        e => StatepipeError::new_err(e.to_string()),
+    }
+}
+
+/// The registry a Python worker serves.
+fn registry() -> Registry {
+    Registry::new().with::<PyModel>()
+}
+
+enum Inner {
+    Local(Local<PyModel>),
+    Cluster {
+        master: Box<Master<PyModel>>,
+        /// The spawned worker processes (None: workers joined a listener).
+        cluster: Option<LocalCluster>,
+    },
+}
+
+/// Runs `f` on another thread with the GIL released, checking for Ctrl-C
+/// every 50 ms; on KeyboardInterrupt kills the spawned workers (which ends
+/// `f`) and raises it.
+fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    let done = (Mutex::new(false), Condvar::new());
+    let done = &done;
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(move || {
+            let r = f();
+            *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            done.1.notify_all();
+            r
+        });
+        loop {
+            let finished = py.detach(|| {
+                let g = done.0.lock().unwrap_or_else(|p| p.into_inner());
+                let (g, _) = done
+                    .1
+                    .wait_timeout_while(g, Duration::from_millis(50), |d| !*d)
+                    .unwrap_or_else(|p| p.into_inner());
+                *g
+            });
+            if finished {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                kill_spawned_workers();
+                let _ = py.detach(|| handle.join());
+                return Err(e);
+            }
+        }
+        py.detach(|| handle.join())
+            .map_err(|_| PyRuntimeError::new_err("the engine's thread panicked"))
+    })
+}
+
+/// An engine over a Python model: in this process or over workers.
+#[pyclass(module = "statepipe._native")]
+struct NativeEngine {
+    inner: Mutex<Option<Inner>>,
+    step: u64,
+    workers: usize,
+}
+
+type Evolved = Vec<(u64, Vec<(u64, Py<PyAny>)>)>;
+
+impl NativeEngine {
+    fn with<T: Send>(
+        &mut self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = guard
+            .as_mut()
+            .ok_or_else(|| StatepipeError::new_err("the engine is closed"))?;
+        let r = match inner {
+            // In this process the model runs on this thread (Ctrl-C reaches it).
+            Inner::Local(_) => f(inner),
+            Inner::Cluster { .. } => match interruptible(py, || f(inner)) {
+                Ok(r) => r,
+                Err(e) => {
+                    *guard = None;
+                    return Err(e);
+                }
+            },
+        };
+        r.map_err(to_py)
+    }
+}
+
+fn model_of(py: Python<'_>, model: Py<PyAny>, pickled: &Bound<'_, PyBytes>) -> PyModel {
+    PyModel::new(py, model, pickled.as_bytes().to_vec())
+}
+
+#[pymethods]
+impl NativeEngine {
+    /// An engine holding every state in this process.
+    #[staticmethod]
+    fn local(py: Python<'_>, model: Py<PyAny>, pickled: &Bound<'_, PyBytes>, seed: u64) -> Self {
+        NativeEngine {
+            inner: Mutex::new(Some(Inner::Local(Local::new(
+                model_of(py, model, pickled),
+                seed,
+            )))),
+            step: 0,
+            workers: 0,
+        }
+    }
+
+    /// An engine over `workers` processes started as `python -m
+    /// statepipe.worker` (`command`: the program and its arguments).
+    #[staticmethod]
+    #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout))]
+    #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
+    fn spawn(
+        py: Python<'_>,
+        model: Py<PyAny>,
+        pickled: &Bound<'_, PyBytes>,
+        seed: u64,
+        workers: usize,
+        command: Vec<String>,
+        pins: Vec<usize>,
+        timeout: f64,
+    ) -> PyResult<Self> {
+        let m = model_of(py, model, pickled);
+        let (program, args) = command
+            .split_first()
+            .ok_or_else(|| StatepipeError::new_err("an empty worker command"))?;
+        let cmd = WorkerCommand::new(program).args(args);
+        let cfg = MasterConfig {
+            seed,
+            ..MasterConfig::default()
+        };
+        // Started on this thread: a worker dies with the thread that started
+        // it (PR_SET_PDEATHSIG), so not on `interruptible`'s.
+        let cluster = LocalCluster::spawn(&cmd, workers, &pins).map_err(to_py)?;
+        let master = interruptible(py, || -> Result<_, Error> {
+            let joined = cluster.accept(Duration::from_secs_f64(timeout))?;
+            Master::new(&m, joined, cfg)
+        })?
+        .map_err(to_py)?;
+        Ok(NativeEngine {
+            inner: Mutex::new(Some(Inner::Cluster {
+                master: Box::new(master),
+                cluster: Some(cluster),
+            })),
+            step: 0,
+            workers,
+        })
+    }
+
+    /// An engine over `workers` workers that join a listener on `addr`
+    /// (`statepipe-worker --connect ADDR` on other machines) with `secret`.
+    #[staticmethod]
+    #[pyo3(signature = (model, pickled, seed, workers, addr, secret, timeout))]
+    #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
+    fn listen(
+        py: Python<'_>,
+        model: Py<PyAny>,
+        pickled: &Bound<'_, PyBytes>,
+        seed: u64,
+        workers: usize,
+        addr: String,
+        secret: String,
+        timeout: f64,
+    ) -> PyResult<Self> {
+        let m = model_of(py, model, pickled);
+        let cfg = MasterConfig {
+            seed,
+            ..MasterConfig::default()
+        };
+        let master = interruptible(py, || -> Result<_, Error> {
+            let l = Listener::bind(&addr, Secret::new(&secret))?;
+            let joined = l.accept(workers, Duration::from_secs_f64(timeout))?;
+            Master::new(&m, joined, cfg)
+        })?
+        .map_err(to_py)?;
+        Ok(NativeEngine {
+            inner: Mutex::new(Some(Inner::Cluster {
+                master: Box::new(master),
+                cluster: None,
+            })),
+            step: 0,
+            workers,
+        })
+    }
+
+    /// Worker processes (0: in this process).
+    #[getter]
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// `evolve_many` calls so far.
+    #[getter]
+    fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The workers' process ids (spawned workers only).
+    fn pids(&self) -> Vec<u32> {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(Inner::Cluster {
+                cluster: Some(c), ..
+            }) => c.pids(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Forgets every state and holds `states` (pickled); returns their ids.
+    fn reset_states(&mut self, py: Python<'_>, states: Vec<Vec<u8>>) -> PyResult<Vec<u64>> {
+        let states: Vec<ByteBuf> = states.into_iter().map(ByteBuf::from).collect();
+        let ids = self.with(py, |inner| match inner {
+            Inner::Local(l) => l.reset_states(states),
+            Inner::Cluster { master, .. } => master.reset_states(states),
+        })?;
+        Ok(ids.into_iter().map(|i| i.0).collect())
+    }
+
+    /// Evolves each state `ids[k]` with the pickled input `inputs[k]`;
+    /// returns, in the order of `ids`, `(parent, [(child, pickled output)])`.
+    /// Raises ModelError for the first state (in `ids` order) whose evolve
+    /// raised.
+    fn evolve_many(
+        &mut self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        inputs: Vec<Vec<u8>>,
+    ) -> PyResult<Evolved> {
+        if ids.len() != inputs.len() {
+            return Err(StatepipeError::new_err(format!(
+                "{} ids but {} inputs",
+                ids.len(),
+                inputs.len()
+            )));
+        }
+        let map: HashMap<StateId, ByteBuf> = ids
+            .iter()
+            .zip(inputs)
+            .map(|(&i, b)| (StateId(i), ByteBuf::from(b)))
+            .collect();
+        if map.len() != ids.len() {
+            return Err(StatepipeError::new_err("a state id is named twice"));
+        }
+        self.step += 1;
+        let step = self.step;
+        model::clear_interrupt();
+        let mut out = self.with(py, |inner| match inner {
+            Inner::Local(l) => l.evolve_many(map),
+            Inner::Cluster { master, .. } => master.evolve_many(map),
+        })?;
+        let mut res = Vec::with_capacity(ids.len());
+        let mut interrupted = false;
+        let mut first_err: Option<(u64, String)> = None;
+        for &id in &ids {
+            let kids = out.remove(&StateId(id)).unwrap_or_default();
+            let mut v = Vec::with_capacity(kids.len());
+            for (c, o) in kids {
+                match o {
+                    PyOut::Ok(b) => v.push((c.0, PyBytes::new(py, &b).into_any().unbind())),
+                    PyOut::Err {
+                        message,
+                        interrupted: i,
+                    } => {
+                        interrupted |= i;
+                        if first_err.is_none() {
+                            first_err = Some((id, message));
+                        }
+                    }
+                }
+            }
+            res.push((id, v));
+        }
+        if interrupted {
+            return Err(PyKeyboardInterrupt::new_err(()));
+        }
+        if let Some((id, tb)) = first_err {
+            let msg = format!(
+                "the model raised evolving state {} at step {step}:\n{tb}",
+                StateId(id)
+            );
+            return Err(ModelError::new_err((msg, id, step, tb)));
+        }
+        Ok(res)
+    }
+
+    /// Copies of the named states (pickled), in order.
+    fn fetch_states(&mut self, py: Python<'_>, ids: Vec<u64>) -> PyResult<Vec<Py<PyAny>>> {
+        let sids: Vec<StateId> = ids.iter().map(|&i| StateId(i)).collect();
+        let q = sids.clone();
+        let mut got = self.with(py, move |inner| match inner {
+            Inner::Local(l) => l.fetch_states(&q),
+            Inner::Cluster { master, .. } => master.fetch_states(&q),
+        })?;
+        Ok(sids
+            .iter()
+            .map(|i| {
+                let b = got.remove(i).unwrap_or_default();
+                PyBytes::new(py, &b).into_any().unbind()
+            })
+            .collect())
+    }
+
+    /// Forgets the named states.
+    fn drop_states(&mut self, py: Python<'_>, ids: Vec<u64>) -> PyResult<()> {
+        let sids: Vec<StateId> = ids.into_iter().map(StateId).collect();
+        self.with(py, move |inner| match inner {
+            Inner::Local(l) => l.drop_states(&sids),
+            Inner::Cluster { master, .. } => master.drop_states(&sids),
+        })
+    }
+
+    /// The master's statistics table (workers only; empty in process).
+    fn stats_table(&self) -> String {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(Inner::Cluster { master, .. }) => master.stats().table(),
+            _ => String::new(),
+        }
+    }
+
+    /// Shuts the workers down and forgets every state.
+    fn close(&mut self, py: Python<'_>) {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(Inner::Cluster {
+            master,
+            mut cluster,
+        }) = inner
+        {
+            py.detach(|| {
+                master.shutdown();
+                if let Some(c) = cluster.as_mut() {
+                    c.kill_all();
+                }
+            });
+        }
+    }
+}
+
+/// The generator `statepipe_cluster::call_rng(seed, step, parent)` gives a
+/// call, as the `Rng` an evolve receives (for drivers and for `reset`).
+#[pyfunction]
+fn call_rng_for(seed: u64, step: u64, parent: u64) -> StateRng {
+    StateRng::new(&mut call_rng(seed, step, StateId(parent)))
+}
+
+/// A uniform draw in [0, 1) from `call_rng(seed, step, parent)`: the
+/// resampling draw of the particle filter (the same as the Rust filter's).
+#[pyfunction]
+fn call_uniform(seed: u64, step: u64, parent: u64) -> f64 {
+    use rand::Rng as _;
+    call_rng(seed, step, StateId(parent)).random::<f64>()
+}
+
+/// Serves a master as a worker until it shuts the worker down or goes
+/// away: the master at `connect` with `secret`, or, when `connect` is
+/// None, the one named by STATEPIPE_CONNECT and STATEPIPE_SECRET.
+#[pyfunction]
+#[pyo3(signature = (connect=None, secret=None, pin=None, die_with_parent=false))]
+fn serve_worker(
+    py: Python<'_>,
+    connect: Option<String>,
+    secret: Option<String>,
+    pin: Option<usize>,
+    die_with_parent: bool,
+) -> PyResult<()> {
+    let r = py.detach(|| match connect {
+        None => worker::serve(registry()),
+        Some(addr) => {
+            let secret = match secret {
+                Some(s) => Secret::new(&s),
+                None => Secret::from_env()?,
+            };
+            let opts = WorkerOptions {
+                pin,
+                die_with_parent,
+                ..WorkerOptions::default()
+            };
+            worker::run(&addr, &secret, registry(), &opts)
+        }
+    });
+    r.map_err(to_py)
+}
+
+/// The Rust reference for the per-call overhead benchmark: a model whose
+/// states, inputs and outputs are bytes, as a Python model's are, and whose
+/// evolve returns its state unchanged with an empty output.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct NoopBytes;
+
+impl statepipe_cluster::Evolve for NoopBytes {
+    const NAME: &'static str = "statepipe-python-noop";
+    type State = ByteBuf;
+    type Input = ByteBuf;
+    type Output = ByteBuf;
+    fn evolve(
+        &self,
+        s: &ByteBuf,
+        _: &ByteBuf,
+        _: &mut statepipe_cluster::Rng,
+    ) -> Vec<(ByteBuf, ByteBuf)> {
+        vec![(s.clone(), ByteBuf::new())]
+    }
+}
+
+/// Seconds `Local` takes for `steps` evolve_many calls over `n` states of
+/// the Rust no-op model (states and inputs: the given pickled bytes): the
+/// baseline of the Python model's per-call overhead.
+#[pyfunction]
+fn bench_rust_noop(
+    py: Python<'_>,
+    n: usize,
+    steps: usize,
+    state: Vec<u8>,
+    input: Vec<u8>,
+) -> PyResult<f64> {
+    py.detach(|| {
+        let mut e = Local::new(NoopBytes, 1);
+        let mut ids = e.reset_states(vec![ByteBuf::from(state); n])?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..steps {
+            let inputs = ids
+                .iter()
+                .map(|&i| (i, ByteBuf::from(input.clone())))
+                .collect();
+            let out = e.evolve_many(inputs)?;
+            ids = ids.iter().map(|p| out[p][0].0).collect();
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    })
+    .map_err(to_py)
+}
+
+/// A fresh random secret, as text.
+#[pyfunction]
+fn random_secret() -> String {
+    Secret::random().as_text()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<NativeEngine>()?;
+    m.add_class::<StateRng>()?;
+    m.add_function(wrap_pyfunction!(call_rng_for, m)?)?;
+    m.add_function(wrap_pyfunction!(call_uniform, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(random_secret, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_rust_noop, m)?)?;
+    m.add("StatepipeError", py.get_type::<StatepipeError>())?;
+    m.add("ModelError", py.get_type::<ModelError>())?;
+    m.add("WorkerError", py.get_type::<WorkerError>())?;
+    m.add("PICKLE_PROTOCOL", model::PROTOCOL)?;
+    Ok(())
+}

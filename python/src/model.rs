@@ -1,0 +1,321 @@
+//! A Python model as a statepipe [`Evolve`]: states, inputs and outputs are
+//! pickled bytes, the parameters are the cloudpickled model.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use rand::RngCore as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_bytes::ByteBuf;
+use statepipe_cluster::{Evolve, Rng};
+
+/// The pickle protocol of states, inputs and outputs (out-of-band-capable,
+/// which numpy arrays use for their buffers).
+pub(crate) const PROTOCOL: u8 = 5;
+
+/// A child's output, or the model's exception with its traceback.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum PyOut {
+    /// The pickled output.
+    Ok(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// The formatted exception; `interrupted` when it was a
+    /// KeyboardInterrupt.
+    Err { message: String, interrupted: bool },
+}
+
+/// The user's model: its cloudpickled bytes, and the object they unpickle to.
+pub(crate) struct PyModel {
+    pickled: Vec<u8>,
+    /// The model, or why it could not be unpickled here ([`Evolve::ready`]
+    /// reports it: postcard keeps no deserialiser's message).
+    obj: Result<Py<PyAny>, String>,
+    has_cost: bool,
+}
+
+/// Set once a call was interrupted by Ctrl-C (in the caller's process, where
+/// an in-process engine runs the model): the remaining calls of the
+/// operation return at once.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Clears the interruption at the start of an operation.
+pub(crate) fn clear_interrupt() {
+    INTERRUPTED.store(false, Ordering::Relaxed);
+}
+
+struct Pickle {
+    loads: Py<PyAny>,
+    dumps: Py<PyAny>,
+}
+
+static PICKLE: PyOnceLock<Pickle> = PyOnceLock::new();
+
+fn pickle(py: Python<'_>) -> PyResult<&Pickle> {
+    PICKLE.get_or_try_init(py, || {
+        let m = py.import("pickle")?;
+        Ok(Pickle {
+            loads: m.getattr("loads")?.unbind(),
+            dumps: m.getattr("dumps")?.unbind(),
+        })
+    })
+}
+
+pub(crate) fn loads<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    pickle(py)?.loads.bind(py).call1((PyBytes::new(py, b),))
+}
+
+pub(crate) fn dumps(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let b = pickle(py)?.dumps.bind(py).call1((v, PROTOCOL))?;
+    Ok(b.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+/// The exception with its traceback, as Python prints it.
+pub(crate) fn format_exception(py: Python<'_>, e: &PyErr) -> String {
+    let formatted = (|| -> PyResult<String> {
+        let tb = py.import("traceback")?;
+        let lines = tb.getattr("format_exception")?.call1((
+            e.get_type(py),
+            e.value(py),
+            e.traceback(py),
+        ))?;
+        let s: Vec<String> = lines.extract()?;
+        Ok(s.concat())
+    })();
+    formatted.unwrap_or_else(|_| e.to_string())
+}
+
+impl PyModel {
+    /// The model `obj`, pickled as `pickled` (in the caller: the object
+    /// the user passed).
+    pub(crate) fn new(py: Python<'_>, obj: Py<PyAny>, pickled: Vec<u8>) -> Self {
+        let has_cost = obj
+            .bind(py)
+            .hasattr(intern!(py, "expected_cost"))
+            .unwrap_or(false);
+        PyModel {
+            pickled,
+            obj: Ok(obj),
+            has_cost,
+        }
+    }
+
+    fn call(
+        &self,
+        py: Python<'_>,
+        state: &[u8],
+        input: &[u8],
+        rng: &mut Rng,
+    ) -> PyResult<Vec<(ByteBuf, PyOut)>> {
+        let s = loads(py, state)?;
+        let i = loads(py, input)?;
+        let r = Py::new(py, StateRng::new(rng))?;
+        let obj = self
+            .obj
+            .as_ref()
+            .map_err(|m| PyRuntimeError::new_err(m.clone()))?;
+        let res = obj
+            .bind(py)
+            .call_method1(intern!(py, "evolve"), (s, i, r))?;
+        let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = res.cast::<PyList>() {
+            l.iter().collect()
+        } else if let Ok(t) = res.cast::<PyTuple>() {
+            t.iter().collect()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "evolve must return a list of (state, output) pairs, not {}",
+                res.get_type().name()?
+            )));
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (k, it) in items.iter().enumerate() {
+            let pair = match it.cast::<PyTuple>() {
+                Ok(t) if t.len() == 2 => t,
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "evolve must return a list of (state, output) pairs; item {k} is {}",
+                        it.repr()?
+                    )))
+                }
+            };
+            let child = dumps(py, &pair.get_item(0)?)?;
+            let output = dumps(py, &pair.get_item(1)?)?;
+            out.push((ByteBuf::from(child), PyOut::Ok(output)));
+        }
+        Ok(out)
+    }
+}
+
+impl Serialize for PyModel {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.pickled)
+    }
+}
+
+impl<'de> Deserialize<'de> for PyModel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pickled = ByteBuf::deserialize(d)?.into_vec();
+        Ok(Python::attach(|py| {
+            let obj = py
+                .import("cloudpickle")
+                .map_err(|e| {
+                    format!("this worker cannot import cloudpickle ({e}); pip install cloudpickle")
+                })
+                .and_then(|cp| {
+                    cp.getattr("loads")
+                        .and_then(|f| f.call1((PyBytes::new(py, &pickled),)))
+                        .map_err(|e| {
+                            format!(
+                                "cannot unpickle the model (is its module importable here? \
+                                 a spawned worker's sys.path is the caller's):\n{}",
+                                format_exception(py, &e)
+                            )
+                        })
+                });
+            match obj {
+                Ok(obj) => PyModel::new(py, obj.unbind(), pickled),
+                Err(m) => PyModel {
+                    pickled,
+                    obj: Err(m),
+                    has_cost: false,
+                },
+            }
+        }))
+    }
+}
+
+impl Evolve for PyModel {
+    const NAME: &'static str = "statepipe-python";
+    type State = ByteBuf;
+    type Input = ByteBuf;
+    type Output = PyOut;
+
+    fn evolve(&self, state: &ByteBuf, input: &ByteBuf, rng: &mut Rng) -> Vec<(ByteBuf, PyOut)> {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return vec![(
+                state.clone(),
+                PyOut::Err {
+                    message: "KeyboardInterrupt".into(),
+                    interrupted: true,
+                },
+            )];
+        }
+        Python::attach(|py| match self.call(py, state, input, rng) {
+            Ok(v) => v,
+            Err(e) => {
+                let interrupted = e.is_instance_of::<PyKeyboardInterrupt>(py);
+                if interrupted {
+                    INTERRUPTED.store(true, Ordering::Relaxed);
+                }
+                // The parent stays (under its child's id), so nothing is lost.
+                vec![(
+                    state.clone(),
+                    PyOut::Err {
+                        message: format_exception(py, &e),
+                        interrupted,
+                    },
+                )]
+            }
+        })
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        self.obj.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    fn expected_cost(&self, input: &ByteBuf) -> f64 {
+        let Some(obj) = self.obj.as_ref().ok().filter(|_| self.has_cost) else {
+            return 1.0;
+        };
+        Python::attach(|py| {
+            let i = loads(py, input)?;
+            obj.bind(py)
+                .call_method1(intern!(py, "expected_cost"), (i,))?
+                .extract::<f64>()
+        })
+        .unwrap_or(1.0)
+    }
+}
+
+/// The numpy bit generator a process reuses: its state is set for each
+/// call that draws (setting it is far cheaper than seeding a new one).
+static BIT_GENERATOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The random numbers of one evolve call: a `numpy.random.Generator`,
+/// made on first use from four words of the call's ChaCha generator
+/// (`statepipe_cluster::call_rng(seed, step, parent)`), so a model that
+/// draws nothing pays nothing. Attribute access is forwarded to the
+/// generator.
+#[pyclass(module = "statepipe._native", name = "Rng", frozen)]
+pub(crate) struct StateRng {
+    words: [u64; 4],
+    generator: PyOnceLock<Py<PyAny>>,
+}
+
+impl StateRng {
+    pub(crate) fn new(rng: &mut Rng) -> Self {
+        let mut words = [0u64; 4];
+        for w in &mut words {
+            *w = rng.next_u64();
+        }
+        StateRng {
+            words,
+            generator: PyOnceLock::new(),
+        }
+    }
+
+    fn make(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let np_random = py.import("numpy.random")?;
+        let bg = BIT_GENERATOR.get_or_try_init(py, || {
+            np_random
+                .getattr("PCG64")?
+                .call1((0u64,))
+                .map(Bound::unbind)
+        })?;
+        let bg = bg.bind(py);
+        // PCG64's state: a 128-bit state and a 128-bit odd increment.
+        let [a, b, c, d] = self.words;
+        let state = (u128::from(a) << 64) | u128::from(b);
+        let inc = (u128::from(c) << 64) | u128::from(d) | 1;
+        let st = pyo3::types::PyDict::new(py);
+        st.set_item("state", state)?;
+        st.set_item("inc", inc)?;
+        let full = pyo3::types::PyDict::new(py);
+        full.set_item("bit_generator", "PCG64")?;
+        full.set_item("state", st)?;
+        full.set_item("has_uint32", 0)?;
+        full.set_item("uinteger", 0)?;
+        bg.setattr("state", full)?;
+        Ok(np_random.getattr("Generator")?.call1((bg,))?.unbind())
+    }
+}
+
+#[pymethods]
+impl StateRng {
+    /// The call's `numpy.random.Generator` (valid during the call).
+    #[getter]
+    fn generator(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.generator
+            .get_or_try_init(py, || self.make(py))
+            .map(|g| g.clone_ref(py))
+    }
+
+    /// The four 64-bit words drawn from the call's ChaCha generator that
+    /// seed it.
+    #[getter]
+    fn words(&self) -> (u64, u64, u64, u64) {
+        let [a, b, c, d] = self.words;
+        (a, b, c, d)
+    }
+
+    fn __getattr__(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, pyo3::types::PyString>,
+    ) -> PyResult<Py<PyAny>> {
+        let g = self.generator.get_or_try_init(py, || self.make(py))?;
+        Ok(g.bind(py).getattr(name)?.unbind())
+    }
+}

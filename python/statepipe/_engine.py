@@ -1,0 +1,307 @@
+"""The engine: states held in this process or on worker processes."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+
+PROTOCOL = _native.PICKLE_PROTOCOL
+
+
+class ModelError(_native.ModelError):
+    """The model raised an exception while evolving a state.
+
+    Attributes: ``state`` (the id of the state being evolved), ``step``
+    (the engine's ``evolve_many`` count, from 1) and ``worker_traceback``
+    (the traceback as the process that ran the model printed it). The state
+    is kept, unevolved, under the id of its single child, so nothing is
+    lost; the outputs of the other states of the step are not returned.
+    """
+
+    @property
+    def state(self) -> int:
+        return int(self.args[1])
+
+    @property
+    def step(self) -> int:
+        return int(self.args[2])
+
+    @property
+    def worker_traceback(self) -> str:
+        return str(self.args[3])
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ModelPickleError(_native.StatepipeError, TypeError):
+    """The model (or a state or input) cannot be pickled, so it cannot be
+    sent to workers."""
+
+
+def _dumps(v: Any) -> bytes:
+    return pickle.dumps(v, PROTOCOL)
+
+
+def _pickle_model(model: Any) -> bytes:
+    try:
+        import cloudpickle
+    except ImportError as e:  # pragma: no cover - a dependency of the package
+        raise ModelPickleError("statepipe needs cloudpickle to send models: pip install cloudpickle") from e
+    try:
+        return cloudpickle.dumps(model, protocol=PROTOCOL)
+    except Exception as e:
+        raise ModelPickleError(
+            f"cannot pickle the model {type(model).__name__!r} to send it to the workers: "
+            f"{type(e).__name__}: {e} (an attribute such as an open file, a lock or a "
+            "connection cannot travel; create it lazily in the model's methods)"
+        ) from e
+
+
+def _check_model(model: Any) -> None:
+    if not callable(getattr(model, "evolve", None)):
+        raise TypeError(
+            f"a statepipe model needs an evolve(state, input, rng) method; {type(model).__name__!r} has none"
+        )
+
+
+class Engine:
+    """Holds states and evolves them with ``model``.
+
+    - ``Engine(model, workers=N)`` starts ``N`` worker processes on this
+      machine (``python -m statepipe.worker``, the caller's interpreter and
+      ``sys.path``), killed when the engine closes.
+    - ``Engine(model, workers=N, listen="HOST:PORT", secret=S)`` waits for
+      ``N`` workers started elsewhere with ``statepipe-worker --connect
+      HOST:PORT`` and the same secret (``STATEPIPE_SECRET``).
+    - ``Engine(model, workers=0)`` (or ``in_process=True``) runs the model
+      in this process: no pickling of the model, no workers. A model with
+      ``evolve_batch`` is then called once per step on all the named
+      states (``vectorised=False`` turns that off); see :class:`_Batched`.
+
+    Every random number derives from ``seed``, the step and the parent's
+    id, so results are the same bits for any number of workers (and in
+    process).
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        workers: int = 0,
+        *,
+        listen: Optional[str] = None,
+        secret: Optional[str] = None,
+        seed: int = 0,
+        in_process: bool = False,
+        pins: Sequence[int] = (),
+        timeout: float = 60.0,
+        python: Optional[str] = None,
+        vectorised: bool = True,
+    ) -> None:
+        _check_model(model)
+        self.model = model
+        self.seed = int(seed)
+        self._reset_epoch = 0
+        if in_process or (workers == 0 and listen is None):
+            if vectorised and callable(getattr(model, "evolve_batch", None)):
+                self._native = _Batched(model, self.seed)  # type: ignore[assignment]
+            else:
+                self._native = _native.NativeEngine.local(model, b"", self.seed)
+            return
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1 with listen=, not {workers}")
+        pickled = _pickle_model(model)
+        if listen is not None:
+            secret = secret if secret is not None else os.environ.get("STATEPIPE_SECRET")
+            if not secret:
+                raise ValueError("listen= needs a secret (secret= or STATEPIPE_SECRET), the one the workers are given")
+            self._native = _native.NativeEngine.listen(model, pickled, self.seed, workers, listen, secret, timeout)
+        else:
+            cmd = [python or sys.executable, "-m", "statepipe.worker", "--sys-path", os.pathsep.join(sys.path)]
+            self._native = _native.NativeEngine.spawn(model, pickled, self.seed, workers, cmd, list(pins), timeout)
+
+    # -- lifecycle -----------------------------------------------------
+    def close(self) -> None:
+        """Shuts the workers down and forgets every state."""
+        self._native.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def workers(self) -> int:
+        """Worker processes (0: in this process)."""
+        return self._native.workers
+
+    @property
+    def step(self) -> int:
+        """``evolve_many`` calls so far."""
+        return self._native.step
+
+    def pids(self) -> List[int]:
+        """Process ids of the workers this engine started."""
+        return self._native.pids()
+
+    def stats(self) -> str:
+        """The master's per-worker statistics, as a table."""
+        return self._native.stats_table()
+
+    # -- operations ----------------------------------------------------
+    def reset(self, states: Union[int, Iterable[Any]]) -> List[int]:
+        """Forgets every state and holds new ones; returns their ids.
+
+        ``states`` is a list of states, or a count ``n``: then the model's
+        ``reset(rng)`` makes each, the k-th with the generator of
+        (seed, reset epoch, k), in this process.
+        """
+        if isinstance(states, int):
+            self._reset_epoch += 1
+            reset = getattr(self.model, "reset", None)
+            if not callable(reset):
+                raise TypeError("reset(n) needs a model with a reset(rng) method; pass the states instead")
+            states = [reset(_native.call_rng_for(self.seed ^ 0x5EED, self._reset_epoch, k)) for k in range(states)]
+        if isinstance(self._native, _Batched):
+            return self._native.reset(list(states))
+        return self._native.reset_states([_dumps(s) for s in states])
+
+    def evolve_many(self, inputs: Mapping[int, Any]) -> Dict[int, List[Tuple[int, Any]]]:
+        """Evolves each named state with its input.
+
+        Returns ``{parent: [(child id, output), ...]}``; each parent is
+        replaced by its children. Raises :class:`ModelError` if the model
+        raised (the first such state in ``inputs``' order).
+        """
+        if isinstance(self._native, _Batched):
+            return self._native.evolve(inputs)
+        ids = list(inputs.keys())
+        raw = self._evolve_raw(ids, [_dumps(inputs[i]) for i in ids])
+        loads = pickle.loads
+        return {p: [(c, loads(o)) for c, o in kids] for p, kids in raw}
+
+    def _evolve_raw(self, ids: List[int], inputs: List[bytes]) -> List[Tuple[int, List[Tuple[int, bytes]]]]:
+        try:
+            return self._native.evolve_many(ids, inputs)
+        except _native.ModelError as e:
+            if isinstance(e, ModelError):
+                raise
+            raise ModelError(*e.args) from None
+
+    def fetch(self, ids: Sequence[int]) -> List[Any]:
+        """Copies of the named states, in order."""
+        if isinstance(self._native, _Batched):
+            return self._native.fetch(ids)
+        return [pickle.loads(b) for b in self._native.fetch_states(list(ids))]
+
+    def drop(self, ids: Sequence[int]) -> None:
+        """Forgets the named states."""
+        if isinstance(self._native, _Batched):
+            return self._native.drop(ids)
+        self._native.drop_states(list(ids))
+
+
+class _Batched:
+    """An in-process engine for a vectorised model: states are rows of one
+    numpy array, and each ``evolve_many`` is one call
+
+        model.evolve_batch(states, inputs, rng) -> (parents, children, outputs)
+
+    with ``states`` the named states stacked (axis 0), ``inputs`` their
+    inputs as an array, and ``rng`` a numpy Generator derived from (seed,
+    step). It returns, per child, the row of its parent in ``states``
+    (non-decreasing), the children stacked, and their outputs (a sequence).
+    Results are reproducible for a seed, but not the same bits as the
+    per-state path (one generator per step, not one per state).
+
+    Pickled bytes never appear: it mirrors NativeEngine's methods on
+    Python objects, and :class:`Engine` skips its own pickling for it.
+    """
+
+    workers = 0
+
+    def __init__(self, model: Any, seed: int) -> None:
+        self.model, self.seed, self.step = model, seed, 0
+        self._next = 1
+        self._row: Dict[int, int] = {}
+        self._ids: List[int] = []
+        self._states: Any = None
+
+    def _store(self, ids: List[int], states: Any) -> None:
+        import numpy as np
+
+        self._ids = list(ids)
+        self._states = np.asarray(states)
+        self._row = {i: k for k, i in enumerate(self._ids)}
+
+    def _fresh(self, n: int) -> List[int]:
+        ids = list(range(self._next, self._next + n))
+        self._next += n
+        return ids
+
+    def pids(self) -> List[int]:
+        return []
+
+    def stats_table(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        self._store([], [])
+
+    def _rows(self, ids: Sequence[int]) -> List[int]:
+        missing = [i for i in ids if i not in self._row]
+        if missing:
+            raise _native.StatepipeError(f"{len(missing)} unknown state ids: {missing[:8]}")
+        return [self._row[i] for i in ids]
+
+    def reset(self, states: List[Any]) -> List[int]:
+        ids = self._fresh(len(states))
+        self._store(ids, states)
+        return ids
+
+    def evolve(self, inputs: Mapping[int, Any]) -> Dict[int, List[Tuple[int, Any]]]:
+        import numpy as np
+
+        ids = list(inputs.keys())
+        rows = self._rows(ids)
+        self.step += 1
+        rng = _native.call_rng_for(self.seed, self.step, 0).generator
+        parents, children, outputs = self.model.evolve_batch(
+            self._states[rows], np.asarray([inputs[i] for i in ids]), rng
+        )
+        parents = np.asarray(parents, dtype=np.int64)
+        if len(parents) != len(children) or len(parents) != len(outputs):
+            raise TypeError("evolve_batch must return (parents, children, outputs) of one length")
+        if len(parents) and (np.any(np.diff(parents) < 0) or parents[0] < 0 or parents[-1] >= len(ids)):
+            raise TypeError("evolve_batch's parents must be non-decreasing rows of the states it was given")
+        kid_ids = self._fresh(len(parents))
+        out: Dict[int, List[Tuple[int, Any]]] = {i: [] for i in ids}
+        for k, p in enumerate(parents.tolist()):
+            out[ids[p]].append((kid_ids[k], outputs[k]))
+        keep = np.ones(len(self._ids), dtype=bool)
+        keep[rows] = False
+        kept = [i for i, f in zip(self._ids, keep) if f]
+        states = np.concatenate([self._states[keep], np.asarray(children).reshape((-1,) + self._states.shape[1:])])
+        self._store(kept + kid_ids, states)
+        return out
+
+    def fetch(self, ids: Sequence[int]) -> List[Any]:
+        return [self._states[r] for r in self._rows(ids)]
+
+    def drop(self, ids: Sequence[int]) -> None:
+        rows = set(self._rows(ids))
+        keep = [r for r in range(len(self._ids)) if r not in rows]
+        self._store([self._ids[r] for r in keep], self._states[keep])
