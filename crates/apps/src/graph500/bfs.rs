@@ -5,17 +5,20 @@
 //! (SC 2012). Each level runs in one of two directions:
 //!
 //! - **top-down**: workers take chunks of the frontier (a vertex list) from
-//!   a shared counter, and claim each unvisited neighbour with a
-//!   compare-and-swap on its parent; a worker keeps what it claimed in a
-//!   local buffer and appends it to the next frontier in one `fetch_add`
-//!   on the list's length;
-//! - **bottom-up**: workers take chunks of 64-vertex words; each unvisited
-//!   vertex scans its neighbours for one in the frontier (a bitmap) and
-//!   stops at the first. A word of the next bitmap is written only by the
-//!   worker that owns its chunk, so no claim is contended.
+//!   a shared counter; a neighbour not yet in the visited bitmap is claimed
+//!   with a compare-and-swap on its parent; a worker keeps what it claimed
+//!   in a local buffer and appends it to the queue in one `fetch_add`;
+//! - **bottom-up**: workers take chunks of 64-vertex words; each vertex
+//!   not in the visited bitmap scans its neighbours (hubs first, as kernel
+//!   1 orders them) for one in the frontier bitmap and stops at the first.
+//!   A word of the visited and next bitmaps is written only by the worker
+//!   that owns its chunk, so no claim is contended.
 //!
-//! Every level writes the next frontier both as a list and as a bitmap, so
-//! either direction can follow. The switch is Beamer's heuristic with his
+//! Every level appends the vertices it finds to one queue (so the frontier
+//! is always a contiguous stretch of it) and sets their bits in the next
+//! frontier's bitmap, so either direction can follow. Levels are not
+//! written during the search: [`Searcher::tree`] works them out afterwards
+//! from the parents, in queue order. The switch is Beamer's heuristic with his
 //! constants: go bottom-up when the frontier's edges `m_f` exceed the
 //! unexplored edges `m_u` divided by [`ALPHA`] (15); come back top-down
 //! when the frontier has fewer than `n / BETA` vertices ([`BETA`] = 18).
@@ -29,7 +32,7 @@
 //!
 //! ## Memory ordering
 //!
-//! Within a level, parents, levels, frontier lists and bitmaps are written
+//! Within a level, parents, the queue and the bitmaps are written
 //! with `Relaxed` atomics. A worker counts each finished chunk with an
 //! `AcqRel` `fetch_add` on `finished`: the worker that finishes the last
 //! chunk thereby acquires every write of the level. It then prepares the
@@ -211,6 +214,11 @@ impl<'g> Searcher<'g> {
         // The thread spawn's happens-before makes the writes above visible.
         let this = &*self;
         par::on_workers(self.workers, |_| this.work());
+    }
+
+    /// How many vertices the last search reached (its root included).
+    pub fn reached(&self) -> usize {
+        self.tail.load(Ordering::Relaxed)
     }
 
     /// The tree of the last search, with every vertex's level (worked out

@@ -6,8 +6,11 @@ use super::par;
 use crate::mem::{huge_filled, huge_vec};
 
 /// An undirected graph: the neighbours of `v` are
-/// `adjacency[offsets[v]..offsets[v + 1]]`, sorted, without duplicates and
-/// without `v` itself.
+/// `adjacency[offsets[v]..offsets[v + 1]]`, without duplicates and
+/// without `v` itself, hubs first: ordered by the number of bits of their
+/// degree, descending, then by label. (A bottom-up BFS step scans a
+/// vertex's neighbours until one is in the frontier; hubs are the likeliest
+/// to be, so the scan stops sooner.)
 ///
 /// Every input tuple `(u, v)` with `u != v` puts `v` among the neighbours
 /// of `u` and `u` among those of `v`; self-loops and repeated tuples add
@@ -65,28 +68,36 @@ impl Csr {
         // 2. Offsets, and where each worker's share of each bucket starts:
         // a bucket's slots are those of its vertices, filled worker by worker.
         let mut offsets: Vec<usize> = huge_vec(vertices + 1);
-        let mut starts = vec![vec![0usize; buckets]; workers];
+        // `firsts[b * workers + w]`: the first slot of worker w in bucket b.
+        let mut firsts = Vec::with_capacity(buckets * workers);
         let mut sum = 0usize;
         for b in 0..buckets {
             let range = b * BUCKET..((b + 1) * BUCKET).min(vertices);
-            let at = sum;
+            let mut at = sum;
             for v in range.clone() {
                 offsets.push(sum);
                 sum += counts.iter().map(|c| c[v] as usize).sum::<usize>();
             }
-            let mut at = at;
-            for (w, c) in counts.iter().enumerate() {
-                starts[w][b] = at;
+            for c in &counts {
+                firsts.push(at);
                 at += c[range.clone()].iter().map(|&d| d as usize).sum::<usize>();
             }
         }
         offsets.push(sum);
         drop(std::mem::take(&mut counts));
+        // How many bits each vertex's degree takes (tuples counted before
+        // deduplication): lists put the neighbours of higher rank first.
+        let rank: Vec<u8> = (0..vertices)
+            .map(|v| (usize::BITS - (offsets[v + 1] - offsets[v]).leading_zeros()) as u8)
+            .collect();
         // 3. Each tuple, both ways, into its source's bucket: `(u << 32) | v`.
         // A worker writes `buckets` sequential streams, not `2 * tuples`
         // scattered slots.
         let mut pairs: Vec<AtomicU64> = huge_vec(sum);
         pairs.extend((0..sum).map(|_| AtomicU64::new(0)));
+        let starts: Vec<Vec<usize>> = (0..workers)
+            .map(|w| firsts.iter().skip(w).step_by(workers).copied().collect())
+            .collect();
         par::on_each(starts, |w, mut cursor| {
             let mut put = |from: u32, to: u32| {
                 let b = from as usize / BUCKET;
@@ -104,9 +115,10 @@ impl Csr {
         // in the cache: place each pair in its source's list, then sort and
         // deduplicate the lists.
         let next = AtomicUsize::new(0);
-        let parts: Vec<Vec<(usize, Vec<u32>, Vec<u32>)>> = par::on_workers(workers, |_| {
+        let parts: Vec<Vec<Bucket>> = par::on_workers(workers, |_| {
             let mut done = Vec::new();
-            let mut slots: Vec<u32> = Vec::new();
+            // Sort keys: `(!rank << 32) | neighbour`.
+            let mut slots: Vec<u64> = Vec::new();
             let mut cursor: Vec<u32> = Vec::new();
             loop {
                 let b = next.fetch_add(1, Ordering::Relaxed);
@@ -122,7 +134,8 @@ impl Csr {
                 for pair in &pairs[base..offsets[hi]] {
                     let pair = pair.load(Ordering::Relaxed);
                     let c = &mut cursor[(pair >> 32) as usize - lo];
-                    slots[*c as usize] = pair as u32;
+                    let to = pair as u32;
+                    slots[*c as usize] = u64::from(!rank[to as usize]) << 32 | u64::from(to);
                     *c += 1;
                 }
                 let mut adj = Vec::with_capacity(slots.len());
@@ -131,7 +144,8 @@ impl Csr {
                     let list = &mut slots[offsets[v] - base..offsets[v + 1] - base];
                     list.sort_unstable();
                     let start = adj.len();
-                    for &x in list.iter() {
+                    for &key in list.iter() {
+                        let x = key as u32;
                         if adj.len() == start || adj[adj.len() - 1] != x {
                             adj.push(x);
                         }
@@ -157,6 +171,10 @@ impl Csr {
         Csr { offsets, adjacency }
     }
 }
+
+/// One bucket of kernel 1's output: its number, its lists one after
+/// another, and their lengths.
+type Bucket = (usize, Vec<u32>, Vec<u32>);
 
 /// Consecutive vertices per bucket of kernel 1: a bucket's lists (about
 /// `2 * edgefactor` slots a vertex) fit in the core's cache.

@@ -10,11 +10,12 @@
 //! a k-mer of up to 32 bases is one integer: the last `k` bases of a rolling
 //! 36-bit code. The sequence is cut into one contiguous range of k-mer start
 //! positions per worker; each worker, pinned to a CPU of its own, counts
-//! every k-mer length needed, one pass over its range per length (so one
-//! table at a time is hot in the cache) — into arrays
-//! indexed by the code for short k-mers ([`DIRECT_MAX_K`]) and into
-//! open-addressing tables whose slots are prefetched ahead ([`KmerTable`]) for long ones — and the per-worker
-//! tables are summed at the end.
+//! its range one pass per length (so one table at a time is hot in the
+//! cache): for short k-mers ([`DIRECT_MAX_K`]) one pass for the longest
+//! into an array indexed by the code, the shorter ones summed from it; for
+//! each long k-mer length one pass into an open-addressing table of 8-byte
+//! slots prefetched ahead ([`KmerTable`]). The per-worker tables are summed
+//! at the end.
 //!
 //! ```
 //! let fasta = statepipe_apps::fasta::generate(100);
