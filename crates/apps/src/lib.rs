@@ -18,6 +18,7 @@
 pub mod fasta;
 pub mod graph500;
 pub mod kmer;
+mod mem;
 
 /// The number of workers to start: one per CPU this process may use.
 pub fn default_workers() -> usize {

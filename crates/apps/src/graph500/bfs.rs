@@ -5,17 +5,20 @@
 //! (SC 2012). Each level runs in one of two directions:
 //!
 //! - **top-down**: workers take chunks of the frontier (a vertex list) from
-//!   a shared counter, and claim each unvisited neighbour with a
-//!   compare-and-swap on its parent; a worker keeps what it claimed in a
-//!   local buffer and appends it to the next frontier in one `fetch_add`
-//!   on the list's length;
-//! - **bottom-up**: workers take chunks of 64-vertex words; each unvisited
-//!   vertex scans its neighbours for one in the frontier (a bitmap) and
-//!   stops at the first. A word of the next bitmap is written only by the
-//!   worker that owns its chunk, so no claim is contended.
+//!   a shared counter; a neighbour not yet in the visited bitmap is claimed
+//!   with a compare-and-swap on its parent; a worker keeps what it claimed
+//!   in a local buffer and appends it to the queue in one `fetch_add`;
+//! - **bottom-up**: workers take chunks of 64-vertex words; each vertex
+//!   not in the visited bitmap scans its neighbours (hubs first, as kernel
+//!   1 orders them) for one in the frontier bitmap and stops at the first.
+//!   A word of the visited and next bitmaps is written only by the worker
+//!   that owns its chunk, so no claim is contended.
 //!
-//! Every level writes the next frontier both as a list and as a bitmap, so
-//! either direction can follow. The switch is Beamer's heuristic with his
+//! Every level appends the vertices it finds to one queue (so the frontier
+//! is always a contiguous stretch of it) and sets their bits in the next
+//! frontier's bitmap, so either direction can follow. Levels are not
+//! written during the search: [`Searcher::tree`] works them out afterwards
+//! from the parents, in queue order. The switch is Beamer's heuristic with his
 //! constants: go bottom-up when the frontier's edges `m_f` exceed the
 //! unexplored edges `m_u` divided by [`ALPHA`] (15); come back top-down
 //! when the frontier has fewer than `n / BETA` vertices ([`BETA`] = 18).
@@ -29,7 +32,7 @@
 //!
 //! ## Memory ordering
 //!
-//! Within a level, parents, levels, frontier lists and bitmaps are written
+//! Within a level, parents, the queue and the bitmaps are written
 //! with `Relaxed` atomics. A worker counts each finished chunk with an
 //! `AcqRel` `fetch_add` on `finished`: the worker that finishes the last
 //! chunk thereby acquires every write of the level. It then prepares the
@@ -41,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 
 use super::csr::Csr;
 use super::par;
+use crate::mem::huge_vec;
 
 /// Beamer's α: go bottom-up when `m_f > m_u / ALPHA`.
 pub const ALPHA: u64 = 15;
@@ -54,7 +58,7 @@ pub const NONE: u32 = u32::MAX;
 const TOP_DOWN_CHUNK: usize = 64;
 /// Bitmap words (64 vertices each) a bottom-up worker takes at once.
 const BOTTOM_UP_CHUNK: usize = 16;
-/// Vertices a worker gathers before appending them to the next frontier.
+/// Vertices a worker gathers before appending them to the queue.
 const LOCAL_BUFFER: usize = 1024;
 
 /// A BFS tree: the result of kernel 2.
@@ -70,23 +74,44 @@ pub struct BfsTree {
     pub bottom_up_levels: u32,
 }
 
-struct Search<'g> {
+/// The arrays of a search over one graph, allocated once and reset by
+/// each [`search`](Searcher::search), as the specification's reference
+/// code allocates its tree and queue outside the timed kernel.
+///
+/// ```
+/// use statepipe_apps::graph500::{bfs::Searcher, csr::Csr, generator};
+///
+/// let edges = generator::generate(8, 16, 1, 2);
+/// let g = Csr::build(256, &edges, 2);
+/// let mut searcher = Searcher::new(&g, 2);
+/// searcher.search(edges[0][0]);
+/// let tree = searcher.tree();
+/// assert_eq!(tree.level[edges[0][0] as usize], 0);
+/// ```
+pub struct Searcher<'g> {
     g: &'g Csr,
+    workers: usize,
+    root: u32,
     parent: Vec<AtomicU32>,
-    level: Vec<AtomicU32>,
-    lists: [Vec<AtomicU32>; 2],
-    lengths: [AtomicUsize; 2],
+    /// Vertices in the tree so far, one bit each.
+    visited: Vec<AtomicU64>,
+    /// The current and the next frontier, one bit per vertex.
     bitmaps: [Vec<AtomicU64>; 2],
+    /// Every vertex found, in the order found: level by level, so the
+    /// current frontier is `queue[level_start..level_end]`.
+    queue: Vec<AtomicU32>,
+    /// How many vertices `queue` holds.
+    tail: AtomicUsize,
+    level_start: AtomicUsize,
+    level_end: AtomicUsize,
     /// `(level number << 32) | next chunk to claim` of the current level.
     claim: AtomicU64,
     /// Chunks of the current level finished so far.
     finished: AtomicUsize,
     /// Chunks of the current level.
     chunks: AtomicUsize,
-    /// Which of the two buffers holds the current frontier.
+    /// Which bitmap holds the current frontier.
     current: AtomicUsize,
-    /// The depth the current level assigns to the vertices it finds.
-    depth: AtomicU32,
     /// Degrees summed over the next frontier (`m_f`).
     next_edges: AtomicU64,
     bottom_up: AtomicBool,
@@ -98,84 +123,148 @@ struct Search<'g> {
     bottom_up_levels: AtomicU32,
 }
 
-/// Searches `g` from `root` on `workers` pinned threads.
+/// Searches `g` from `root` on `workers` pinned threads (a [`Searcher`]
+/// used once).
 ///
 /// # Panics
 ///
 /// If `root` is not a vertex of `g`.
 pub fn bfs(g: &Csr, root: u32, workers: usize) -> BfsTree {
-    let n = g.vertices();
-    assert!((root as usize) < n, "root {root} outside 0..{n}");
-    let atomics = |len: usize, v: u32| (0..len).map(|_| AtomicU32::new(v)).collect::<Vec<_>>();
-    let words = n.div_ceil(64);
-    let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
-    let s = Search {
-        g,
-        parent: atomics(n, NONE),
-        level: atomics(n, NONE),
-        lists: [atomics(n, 0), atomics(n, 0)],
-        lengths: [AtomicUsize::new(1), AtomicUsize::new(0)],
-        bitmaps: [bitmap(), bitmap()],
-        claim: AtomicU64::new(0),
-        finished: AtomicUsize::new(0),
-        chunks: AtomicUsize::new(1),
-        current: AtomicUsize::new(0),
-        depth: AtomicU32::new(1),
-        next_edges: AtomicU64::new(0),
-        bottom_up: AtomicBool::new(false),
-        done: AtomicBool::new(false),
-        unexplored: AtomicU64::new((g.adjacency.len() - g.degree(root)) as u64),
-        frontier_edges: AtomicU64::new(g.degree(root) as u64),
-        bottom_up_levels: AtomicU32::new(0),
-    };
-    let r = root as usize;
-    s.parent[r].store(root, Ordering::Relaxed);
-    s.level[r].store(0, Ordering::Relaxed);
-    s.lists[0][0].store(root, Ordering::Relaxed);
-    s.bitmaps[0][r / 64].store(1 << (r % 64), Ordering::Relaxed);
-    // The thread spawn's happens-before makes the stores above visible.
-    par::on_workers(workers.max(1), |_| s.work());
-    BfsTree {
-        root,
-        parent: s.parent.into_iter().map(AtomicU32::into_inner).collect(),
-        level: s.level.into_iter().map(AtomicU32::into_inner).collect(),
-        bottom_up_levels: s.bottom_up_levels.into_inner(),
-    }
+    let mut s = Searcher::new(g, workers);
+    s.search(root);
+    s.tree()
 }
 
-impl Search<'_> {
-    /// Marks `v` found at `depth` in the next frontier's bitmap and list.
-    fn found(&self, v: u32, next: usize, local: &mut Vec<u32>) {
-        self.bitmaps[next][v as usize / 64].fetch_or(1 << (v % 64), Ordering::Relaxed);
-        local.push(v);
-        if local.len() == LOCAL_BUFFER {
-            self.flush(next, local);
+impl<'g> Searcher<'g> {
+    /// The arrays for searches of `g` on `workers` pinned threads.
+    pub fn new(g: &'g Csr, workers: usize) -> Self {
+        let n = g.vertices();
+        let atomics = |v: u32| {
+            let mut a = huge_vec(n);
+            a.extend((0..n).map(|_| AtomicU32::new(v)));
+            a
+        };
+        let bitmap = || {
+            (0..n.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect::<Vec<_>>()
+        };
+        Searcher {
+            g,
+            workers: workers.max(1),
+            root: 0,
+            parent: atomics(NONE),
+            visited: bitmap(),
+            bitmaps: [bitmap(), bitmap()],
+            queue: atomics(0),
+            tail: AtomicUsize::new(0),
+            level_start: AtomicUsize::new(0),
+            level_end: AtomicUsize::new(0),
+            claim: AtomicU64::new(0),
+            finished: AtomicUsize::new(0),
+            chunks: AtomicUsize::new(0),
+            current: AtomicUsize::new(0),
+            next_edges: AtomicU64::new(0),
+            bottom_up: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+            unexplored: AtomicU64::new(0),
+            frontier_edges: AtomicU64::new(0),
+            bottom_up_levels: AtomicU32::new(0),
         }
     }
 
-    /// Appends a worker's gathered vertices to the next frontier list.
-    fn flush(&self, next: usize, local: &mut Vec<u32>) {
+    /// Searches from `root`: afterwards the parent of every vertex is set
+    /// ([`NONE`] outside the root's component). Everything kernel 2 must
+    /// compute happens here (time this); [`tree`](Searcher::tree) then
+    /// copies the result out.
+    ///
+    /// # Panics
+    ///
+    /// If `root` is not a vertex of the graph.
+    pub fn search(&mut self, root: u32) {
+        let g = self.g;
+        let n = g.vertices();
+        assert!((root as usize) < n, "root {root} outside 0..{n}");
+        let r = root as usize;
+        self.root = root;
+        for p in &mut self.parent {
+            *p.get_mut() = NONE;
+        }
+        for word in self.visited.iter_mut().chain(&mut self.bitmaps[0]) {
+            *word.get_mut() = 0;
+        }
+        // The other bitmap is left empty by every level.
+        *self.parent[r].get_mut() = root;
+        *self.visited[r / 64].get_mut() = 1 << (r % 64);
+        *self.bitmaps[0][r / 64].get_mut() = 1 << (r % 64);
+        *self.queue[0].get_mut() = root;
+        *self.tail.get_mut() = 1;
+        *self.level_start.get_mut() = 0;
+        *self.level_end.get_mut() = 1;
+        *self.claim.get_mut() = 0;
+        *self.finished.get_mut() = 0;
+        *self.chunks.get_mut() = 1;
+        *self.current.get_mut() = 0;
+        *self.next_edges.get_mut() = 0;
+        *self.bottom_up.get_mut() = false;
+        *self.done.get_mut() = false;
+        *self.unexplored.get_mut() = (g.adjacency.len() - g.degree(root)) as u64;
+        *self.frontier_edges.get_mut() = g.degree(root) as u64;
+        *self.bottom_up_levels.get_mut() = 0;
+        // The thread spawn's happens-before makes the writes above visible.
+        let this = &*self;
+        par::on_workers(self.workers, |_| this.work());
+    }
+
+    /// How many vertices the last search reached (its root included).
+    pub fn reached(&self) -> usize {
+        self.tail.load(Ordering::Relaxed)
+    }
+
+    /// The tree of the last search, with every vertex's level (worked out
+    /// from the parents in the order the search found the vertices).
+    pub fn tree(&self) -> BfsTree {
+        let n = self.parent.len();
+        let parent: Vec<u32> = self
+            .parent
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .collect();
+        let mut level = vec![NONE; n];
+        level[self.root as usize] = 0;
+        let found = self.tail.load(Ordering::Relaxed);
+        for v in &self.queue[1..found] {
+            let v = v.load(Ordering::Relaxed) as usize;
+            level[v] = level[parent[v] as usize].wrapping_add(1);
+        }
+        BfsTree {
+            root: self.root,
+            parent,
+            level,
+            bottom_up_levels: self.bottom_up_levels.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Appends a worker's gathered vertices (and their degrees, `edges`)
+    /// to the queue.
+    fn flush(&self, local: &mut Vec<u32>, edges: &mut u64) {
         if local.is_empty() {
             return;
         }
-        let at = self.lengths[next].fetch_add(local.len(), Ordering::Relaxed);
-        let mut edges = 0;
-        for (slot, &v) in self.lists[next][at..at + local.len()]
-            .iter()
-            .zip(local.iter())
-        {
+        let at = self.tail.fetch_add(local.len(), Ordering::Relaxed);
+        for (slot, &v) in self.queue[at..at + local.len()].iter().zip(local.iter()) {
             slot.store(v, Ordering::Relaxed);
-            edges += self.g.degree(v) as u64;
         }
-        self.next_edges.fetch_add(edges, Ordering::Relaxed);
+        self.next_edges.fetch_add(*edges, Ordering::Relaxed);
         local.clear();
+        *edges = 0;
     }
 
     /// One worker: claim chunks of the current level until the search ends.
     fn work(&self) {
         let mut local = Vec::with_capacity(LOCAL_BUFFER);
         let mut seen = u32::MAX;
-        let (mut cur, mut bottom_up, mut depth, mut chunks) = (0, false, 0, 0);
+        let (mut cur, mut bottom_up, mut chunks, mut frontier) = (0, false, 0, 0..0);
         let mut idle = 0u32;
         loop {
             // Acquire: pairs with the Release store of `claim` in `next_level`.
@@ -188,8 +277,9 @@ impl Search<'_> {
                 seen = generation;
                 cur = self.current.load(Ordering::Relaxed);
                 bottom_up = self.bottom_up.load(Ordering::Relaxed);
-                depth = self.depth.load(Ordering::Relaxed);
                 chunks = self.chunks.load(Ordering::Relaxed);
+                frontier = self.level_start.load(Ordering::Relaxed)
+                    ..self.level_end.load(Ordering::Relaxed);
             }
             let chunk = (word & 0xffff_ffff) as usize;
             if chunk >= chunks {
@@ -211,30 +301,36 @@ impl Search<'_> {
             {
                 continue;
             }
+            let mut edges = 0;
             if bottom_up {
-                self.bottom_up_chunk(cur, depth, chunk, &mut local);
+                self.bottom_up_chunk(cur, chunk, &mut local, &mut edges);
             } else {
-                self.top_down_chunk(cur, depth, chunk, &mut local);
+                let start = frontier.start + chunk * TOP_DOWN_CHUNK;
+                let end = (start + TOP_DOWN_CHUNK).min(frontier.end);
+                self.top_down_chunk(1 - cur, start..end, &mut local, &mut edges);
             }
-            self.flush(1 - cur, &mut local);
+            self.flush(&mut local, &mut edges);
             // AcqRel: releases this chunk's writes; the last one acquires all.
             if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
-                self.next_level(cur, bottom_up, depth, generation);
+                self.next_level(cur, bottom_up, generation);
             }
         }
     }
 
     /// Run by whoever finished the level's last chunk: every other worker
     /// is idle or about to find the level's chunks all claimed.
-    fn next_level(&self, cur: usize, was_bottom_up: bool, depth: u32, generation: u32) {
+    fn next_level(&self, cur: usize, was_bottom_up: bool, generation: u32) {
         let n = self.parent.len();
-        let found = self.lengths[1 - cur].load(Ordering::Relaxed);
+        let start = self.level_end.load(Ordering::Relaxed);
+        let end = self.tail.load(Ordering::Relaxed);
+        let found = end - start;
         let m_f = self.next_edges.swap(0, Ordering::Relaxed);
-        self.lengths[cur].store(0, Ordering::Relaxed);
         for word in &self.bitmaps[cur] {
             word.store(0, Ordering::Relaxed);
         }
         self.current.store(1 - cur, Ordering::Relaxed);
+        self.level_start.store(start, Ordering::Relaxed);
+        self.level_end.store(end, Ordering::Relaxed);
         self.bottom_up_levels
             .fetch_add(u32::from(was_bottom_up), Ordering::Relaxed);
         let unexplored = self.unexplored.load(Ordering::Relaxed).saturating_sub(m_f);
@@ -247,12 +343,11 @@ impl Search<'_> {
         };
         self.bottom_up.store(go_bottom_up, Ordering::Relaxed);
         let chunks = if go_bottom_up {
-            self.bitmaps[0].len().div_ceil(BOTTOM_UP_CHUNK)
+            self.visited.len().div_ceil(BOTTOM_UP_CHUNK)
         } else {
             found.div_ceil(TOP_DOWN_CHUNK)
         };
         self.chunks.store(chunks, Ordering::Relaxed);
-        self.depth.store(depth + 1, Ordering::Relaxed);
         self.finished.store(0, Ordering::Relaxed);
         self.done.store(found == 0, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `claim` in `work`.
@@ -260,55 +355,71 @@ impl Search<'_> {
             .store(u64::from(generation + 1) << 32, Ordering::Release);
     }
 
-    fn top_down_chunk(&self, cur: usize, depth: u32, chunk: usize, local: &mut Vec<u32>) {
-        let next = 1 - cur;
-        let len = self.lengths[cur].load(Ordering::Relaxed);
-        let start = chunk * TOP_DOWN_CHUNK;
-        for slot in &self.lists[cur][start..(start + TOP_DOWN_CHUNK).min(len)] {
+    fn top_down_chunk(
+        &self,
+        next: usize,
+        frontier: std::ops::Range<usize>,
+        local: &mut Vec<u32>,
+        edges: &mut u64,
+    ) {
+        for slot in &self.queue[frontier] {
             let u = slot.load(Ordering::Relaxed);
             for &v in self.g.neighbours(u) {
+                let (word, bit) = (v as usize / 64, 1u64 << (v % 64));
+                // The bitmap first: most neighbours are already in the tree.
+                if self.visited[word].load(Ordering::Relaxed) & bit != 0 {
+                    continue;
+                }
                 let p = &self.parent[v as usize];
-                // A plain load first: most neighbours are already claimed.
-                if p.load(Ordering::Relaxed) == NONE
-                    && p.compare_exchange(NONE, u, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
+                if p.compare_exchange(NONE, u, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
                 {
-                    self.level[v as usize].store(depth, Ordering::Relaxed);
-                    self.found(v, next, local);
+                    self.visited[word].fetch_or(bit, Ordering::Relaxed);
+                    self.bitmaps[next][word].fetch_or(bit, Ordering::Relaxed);
+                    *edges += self.g.degree(v) as u64;
+                    local.push(v);
+                    if local.len() == LOCAL_BUFFER {
+                        self.flush(local, edges);
+                    }
                 }
             }
         }
     }
 
-    fn bottom_up_chunk(&self, cur: usize, depth: u32, chunk: usize, local: &mut Vec<u32>) {
+    fn bottom_up_chunk(&self, cur: usize, chunk: usize, local: &mut Vec<u32>, edges: &mut u64) {
         let next = 1 - cur;
-        let words = self.bitmaps[cur].len();
+        let words = self.visited.len();
         let n = self.parent.len();
         let frontier = &self.bitmaps[cur];
         let start = chunk * BOTTOM_UP_CHUNK;
         for word in start..(start + BOTTOM_UP_CHUNK).min(words) {
+            // Only the holder of this chunk writes these 64 vertices in this level.
+            let seen = self.visited[word].load(Ordering::Relaxed);
+            let mut todo = !seen;
+            if word == words - 1 && n % 64 != 0 {
+                todo &= (1 << (n % 64)) - 1;
+            }
             let mut bits = 0u64;
-            for v in word * 64..(word * 64 + 64).min(n) {
-                if self.parent[v].load(Ordering::Relaxed) != NONE {
-                    continue;
-                }
-                for &u in self.g.neighbours(v as u32) {
-                    let in_frontier =
-                        frontier[u as usize / 64].load(Ordering::Relaxed) & (1 << (u % 64)) != 0;
-                    if in_frontier {
-                        // Only the holder of this chunk writes vertex v in this level.
+            while todo != 0 {
+                let i = todo.trailing_zeros();
+                todo &= todo - 1;
+                let v = word * 64 + i as usize;
+                let neighbours = self.g.neighbours(v as u32);
+                for &u in neighbours {
+                    if frontier[u as usize / 64].load(Ordering::Relaxed) & (1 << (u % 64)) != 0 {
                         self.parent[v].store(u, Ordering::Relaxed);
-                        self.level[v].store(depth, Ordering::Relaxed);
-                        bits |= 1 << (v % 64);
+                        bits |= 1 << i;
+                        *edges += neighbours.len() as u64;
                         local.push(v as u32);
                         if local.len() == LOCAL_BUFFER {
-                            self.flush(next, local);
+                            self.flush(local, edges);
                         }
                         break;
                     }
                 }
             }
             if bits != 0 {
+                self.visited[word].store(seen | bits, Ordering::Relaxed);
                 self.bitmaps[next][word].store(bits, Ordering::Relaxed);
             }
         }

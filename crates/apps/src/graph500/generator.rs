@@ -115,7 +115,7 @@ pub fn generate(scale: u32, edgefactor: u32, seed: u64, workers: usize) -> Vec<[
             })
             .collect::<Vec<_>>()
     });
-    let mut edges = Vec::with_capacity(m as usize);
+    let mut edges = crate::mem::huge_vec(m as usize);
     for part in parts {
         edges.extend(part);
     }

@@ -61,17 +61,18 @@ impl Default for Config {
 }
 
 impl Config {
-    /// About how many bytes a run needs at its peak: the edge list, the
-    /// scattered and the sorted adjacency of kernel 1, and the per-vertex
-    /// arrays of kernels 1 and 2 and of validation.
+    /// About how many bytes a run needs at its peak: the edge list, kernel
+    /// 1's bucketed tuples and its two copies of the adjacency, and the
+    /// per-vertex arrays of kernels 1 and 2 and of validation.
     pub fn bytes_needed(&self) -> u64 {
         let n = 1u64 << self.scale;
         let m = u64::from(self.edgefactor) << self.scale;
         let edge_list = 8 * m;
-        let adjacency = 2 * 4 * (2 * m); // scattered and sorted copies
-        let per_vertex = n * (8 + 8 + 4) // offsets twice, degrees
-            + n * (4 + 4 + 8 + 2 * 4 + 1) // parent, level, lists, bitmaps, validation
-            + n * 4; // the tree handed back
+        let adjacency = 8 * (2 * m) + 2 * 4 * (2 * m); // tuples both ways, two copies
+        let workers = self.workers.max(1) as u64;
+        let per_vertex = n * (8 + 8 + 1 + 4 * workers) // offsets twice, ranks, degrees
+            + n * (4 + 4 + 1) // parent, queue, bitmaps
+            + n * (4 + 4 + 2); // the tree handed back, validation
         edge_list + adjacency + per_vertex
     }
 
@@ -210,10 +211,12 @@ pub fn run(
         seconds: construction_seconds,
     });
     let mut searches = Vec::with_capacity(config.roots);
+    let mut searcher = bfs::Searcher::new(&g, config.workers);
     for root in sample_roots(&g, config.roots, config.seed) {
         let started = Instant::now();
-        let tree = bfs::bfs(&g, root, config.workers);
+        searcher.search(root);
         let seconds = started.elapsed().as_secs_f64();
+        let tree = searcher.tree();
         let nedge = validate::validate(&edges, &tree, config.workers)
             .map_err(|error| Graph500Error::Invalid { root, error })?;
         let search = Search {

@@ -10,11 +10,12 @@
 //! a k-mer of up to 32 bases is one integer: the last `k` bases of a rolling
 //! 36-bit code. The sequence is cut into one contiguous range of k-mer start
 //! positions per worker; each worker, pinned to a CPU of its own, counts
-//! every k-mer length needed, one pass over its range per length (so one
-//! table at a time is hot in the cache) — into arrays
-//! indexed by the code for short k-mers ([`DIRECT_MAX_K`]) and into
-//! open-addressing tables whose slots are prefetched ahead ([`KmerTable`]) for long ones — and the per-worker
-//! tables are summed at the end.
+//! its range one pass per length (so one table at a time is hot in the
+//! cache): for short k-mers ([`DIRECT_MAX_K`]) one pass for the longest
+//! into an array indexed by the code, the shorter ones summed from it; for
+//! each long k-mer length one pass into an open-addressing table of 8-byte
+//! slots prefetched ahead ([`KmerTable`]). The per-worker tables are summed
+//! at the end.
 //!
 //! ```
 //! let fasta = statepipe_apps::fasta::generate(100);
@@ -24,6 +25,11 @@
 //! ```
 
 use std::fmt::Write as _;
+
+mod table;
+
+pub use table::KmerTable;
+use table::PREFETCH_AHEAD;
 
 /// k-mers of at most this many bases are counted in arrays indexed by
 /// their code (`4^k` counters); longer ones in hash tables.
@@ -68,7 +74,7 @@ pub enum KmerError {
 }
 
 /// The 2-bit code of a base (case-insensitive), or `None`.
-pub fn base_code(byte: u8) -> Option<u8> {
+pub const fn base_code(byte: u8) -> Option<u8> {
     match byte {
         b'A' | b'a' => Some(0),
         b'C' | b'c' => Some(1),
@@ -97,35 +103,56 @@ pub fn three_codes(input: &[u8]) -> Result<Vec<u8>, KmerError> {
     if input.is_empty() {
         return Err(KmerError::Empty);
     }
-    let mut line_no = 0;
-    let mut lines = input.split(|&b| b == b'\n');
-    loop {
+    let header = if input.starts_with(b">THREE") {
+        0
+    } else {
+        memchr::memmem::find(input, b"\n>THREE").ok_or(KmerError::NoThree)? + 1
+    };
+    let mut line_no = 1 + memchr::memchr_iter(b'\n', &input[..header]).count();
+    let Some(first) = memchr::memchr(b'\n', &input[header..]) else {
+        return Ok(Vec::new());
+    };
+    let mut rest = &input[header + first + 1..];
+    let mut codes = Vec::with_capacity(rest.len());
+    while !rest.is_empty() && rest[0] != b'>' {
         line_no += 1;
-        match lines.next() {
-            None => return Err(KmerError::NoThree),
-            Some(line) if line.starts_with(b">THREE") => break,
-            Some(_) => {}
-        }
-    }
-    let mut codes = Vec::with_capacity(input.len() / 2);
-    for line in lines {
-        line_no += 1;
-        if line.first() == Some(&b'>') {
-            break;
-        }
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        rest = next;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let start = codes.len();
-        codes.extend(line.iter().map(|&b| base_code(b).unwrap_or(u8::MAX)));
-        if let Some(bad) = codes[start..].iter().position(|&c| c == u8::MAX) {
+        let at = codes.len();
+        let mut bad = 0;
+        codes.extend(line.iter().map(|&b| {
+            let c = CODE[usize::from(b)];
+            bad |= c;
+            c
+        }));
+        if bad > 3 {
+            let column = codes[at..].iter().position(|&c| c > 3).unwrap_or(0);
             return Err(KmerError::NotABase {
-                byte: char::from(line[bad]),
+                byte: char::from(line[column]),
                 line: line_no,
-                column: bad + 1,
+                column: column + 1,
             });
         }
     }
     Ok(codes)
 }
+
+/// [`base_code`] as a table, with `0xFF` for a byte that is not a base.
+const CODE: [u8; 256] = {
+    let mut t = [0xFF; 256];
+    let mut b = 0;
+    while b < 256 {
+        if let Some(c) = base_code(b as u8) {
+            t[b] = c;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// The 2-bit code of a k-mer written in letters.
 ///
@@ -166,7 +193,7 @@ impl Table {
         if k <= DIRECT_MAX_K {
             Table::Direct(vec![0; 1 << (2 * k)])
         } else {
-            Table::Hashed(KmerTable::new())
+            Table::Hashed(KmerTable::new(k))
         }
     }
 
@@ -196,107 +223,9 @@ impl Table {
             (Table::Direct(a), Table::Direct(b)) => {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
             }
-            (Table::Hashed(a), Table::Hashed(b)) => {
-                for (c, n) in b.iter() {
-                    a.add(c, n);
-                }
-            }
+            (Table::Hashed(a), Table::Hashed(b)) => a.merge(&b),
             _ => unreachable!("tables of one k are of one kind"),
         }
-    }
-}
-
-/// How many k-mers ahead the counting loop prefetches a table slot.
-const PREFETCH_AHEAD: usize = 16;
-
-/// A hash table from k-mer code to count: open addressing, linear probing,
-/// at most half full, a folded 64×64→128-bit multiply as the hash.
-///
-/// The counting loop knows every k-mer long before it counts it, so it
-/// prefetches the slot of the k-mer `PREFETCH_AHEAD` (16) positions on: with
-/// the table larger than the core's cache (the benchmark's 12- and 18-mers
-/// fill about 140,000 slots), the misses then overlap instead of stalling
-/// one by one. A general-purpose table (`hashbrown`) hides where a key's
-/// slot is, so it cannot be prefetched.
-#[derive(Debug, Clone)]
-pub struct KmerTable {
-    /// `(code, count)`; a count of 0 marks an empty slot.
-    slots: Vec<(u64, u64)>,
-    len: usize,
-}
-
-impl KmerTable {
-    fn new() -> Self {
-        KmerTable {
-            slots: vec![(0, 0); 1 << 12],
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn slot_of(&self, code: u64) -> usize {
-        let p = u128::from(code ^ 0x243f_6a88_85a3_08d3) * 0x9e37_79b9_7f4a_7c15;
-        ((p as u64) ^ ((p >> 64) as u64)) as usize & (self.slots.len() - 1)
-    }
-
-    #[inline]
-    fn prefetch(&self, code: u64) {
-        let slot: *const (u64, u64) = &self.slots[self.slot_of(code)];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint: it never faults and changes no memory
-        // (and `slot` points into `self.slots` anyway).
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot.cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
-    }
-
-    #[inline]
-    fn add(&mut self, code: u64, n: u64) {
-        if 2 * (self.len + 1) > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = self.slot_of(code);
-        loop {
-            let slot = &mut self.slots[i];
-            if slot.1 == 0 {
-                *slot = (code, n);
-                self.len += 1;
-                return;
-            }
-            if slot.0 == code {
-                slot.1 += n;
-                return;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    fn grow(&mut self) {
-        let bigger = vec![(0, 0); 2 * self.slots.len()];
-        let old = std::mem::replace(&mut self.slots, bigger);
-        self.len = 0;
-        for (code, n) in old.into_iter().filter(|s| s.1 > 0) {
-            self.add(code, n);
-        }
-    }
-
-    fn get(&self, code: u64) -> u64 {
-        let mask = self.slots.len() - 1;
-        let mut i = self.slot_of(code);
-        loop {
-            let (c, n) = self.slots[i];
-            if n == 0 || c == code {
-                return n;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.slots.iter().copied().filter(|s| s.1 > 0)
     }
 }
 
@@ -378,54 +307,99 @@ pub fn count(codes: &[u8], ks: &[usize], workers: usize) -> Result<Counts, KmerE
     })
 }
 
+/// The start positions, within `start..end`, of the k-mers of a sequence
+/// of `len` bases.
+fn starts(len: usize, k: usize, start: usize, end: usize) -> std::ops::Range<usize> {
+    start..(len + 1).saturating_sub(k).min(end).max(start)
+}
+
+/// The code of the k-mer of `codes` that starts at `p`.
+fn code_at(codes: &[u8], p: usize, k: usize) -> u64 {
+    codes[p..p + k]
+        .iter()
+        .fold(0u64, |c, &b| (c << 2) | u64::from(b))
+}
+
 /// Counts the k-mers that start in `start..end` (they may end past `end`).
+///
+/// Short k-mers ([`DIRECT_MAX_K`]): only the longest asked for is counted,
+/// in one pass into `4^k` counters; a shorter k-mer's count is the sum over
+/// the longer ones it begins, plus the few k-mers that start too near the
+/// end to begin a longer one. Long k-mers: one pass per length into a
+/// [`KmerTable`], so only one table is hot in the cache at a time.
 fn count_range(codes: &[u8], start: usize, end: usize, ks: &[usize]) -> Vec<Table> {
-    // One pass per k, so that only one table is hot in the cache at a time.
-    ks.iter()
-        .map(|&k| {
-            let mut table = Table::new(k);
-            // Start positions start..last; the k-mer at p ends at p + k - 1.
-            let last = (codes.len() + 1).saturating_sub(k).min(end);
-            if start >= last {
-                return table;
+    let mut tables: Vec<Table> = ks.iter().map(|&k| Table::new(k)).collect();
+    if let Some(long) = ks.iter().copied().filter(|&k| k <= DIRECT_MAX_K).max() {
+        let counted = starts(codes.len(), long, start, end);
+        let direct = count_direct(codes, counted.clone(), long);
+        for (table, &k) in tables.iter_mut().zip(ks) {
+            let Table::Direct(v) = table else { continue };
+            let shift = 2 * (long - k);
+            for (code, &n) in direct.iter().enumerate() {
+                v[code >> shift] += n;
             }
-            let mask = if k == 32 {
-                u64::MAX
-            } else {
-                (1 << (2 * k)) - 1
-            };
-            let mut code = codes[start..start + k - 1]
-                .iter()
-                .fold(0u64, |c, &b| (c << 2) | u64::from(b));
-            let window = &codes[start + k - 1..last + k - 1];
-            match &mut table {
-                Table::Direct(v) => {
-                    for &b in window {
-                        code = ((code << 2) | u64::from(b)) & mask;
-                        v[code as usize] += 1;
-                    }
-                }
-                Table::Hashed(m) => {
-                    // `ahead` runs PREFETCH_AHEAD k-mers before `code`.
-                    let lead = PREFETCH_AHEAD.min(window.len());
-                    let mut ahead = code;
-                    for &b in &window[..lead] {
-                        ahead = ((ahead << 2) | u64::from(b)) & mask;
-                        m.prefetch(ahead);
-                    }
-                    for (j, &b) in window.iter().enumerate() {
-                        if let Some(&next) = window.get(j + lead) {
-                            ahead = ((ahead << 2) | u64::from(next)) & mask;
-                            m.prefetch(ahead);
-                        }
-                        code = ((code << 2) | u64::from(b)) & mask;
-                        m.add(code, 1);
-                    }
-                }
+            for p in starts(codes.len(), k, counted.end, end) {
+                v[code_at(codes, p, k) as usize] += 1;
             }
-            table
-        })
-        .collect()
+        }
+    }
+    for (table, &k) in tables.iter_mut().zip(ks) {
+        if let Table::Hashed(m) = table {
+            count_hashed(codes, starts(codes.len(), k, start, end), k, m);
+        }
+    }
+    tables
+}
+
+/// Counts the k-mers starting at `positions` into `4^k` counters.
+fn count_direct(codes: &[u8], positions: std::ops::Range<usize>, k: usize) -> Vec<u64> {
+    let mut total = vec![0u64; 1 << (2 * k)];
+    // `u32` counters (half the cache), emptied into `total` before they can wrap.
+    let mut counts = vec![0u32; 1 << (2 * k)];
+    let mask = (1u64 << (2 * k)) - 1;
+    let mut from = positions.start;
+    while from < positions.end {
+        let to = positions.end.min(from + u32::MAX as usize);
+        let mut code = code_at(codes, from, k - 1);
+        for &b in &codes[from + k - 1..to + k - 1] {
+            code = ((code << 2) | u64::from(b)) & mask;
+            counts[code as usize] += 1;
+        }
+        for (t, c) in total.iter_mut().zip(counts.iter_mut()) {
+            *t += u64::from(std::mem::take(c));
+        }
+        from = to;
+    }
+    total
+}
+
+/// Counts the k-mers starting at `positions` into `table`.
+fn count_hashed(codes: &[u8], positions: std::ops::Range<usize>, k: usize, table: &mut KmerTable) {
+    if positions.is_empty() {
+        return;
+    }
+    let mask = if k == 32 {
+        u64::MAX
+    } else {
+        (1 << (2 * k)) - 1
+    };
+    let mut code = code_at(codes, positions.start, k - 1);
+    let window = &codes[positions.start + k - 1..positions.end + k - 1];
+    // `ahead` runs PREFETCH_AHEAD k-mers before `code`.
+    let lead = PREFETCH_AHEAD.min(window.len());
+    let mut ahead = code;
+    for &b in &window[..lead] {
+        ahead = ((ahead << 2) | u64::from(b)) & mask;
+        table.prefetch(ahead);
+    }
+    for (j, &b) in window.iter().enumerate() {
+        if let Some(&next) = window.get(j + lead) {
+            ahead = ((ahead << 2) | u64::from(next)) & mask;
+            table.prefetch(ahead);
+        }
+        code = ((code << 2) | u64::from(b)) & mask;
+        table.add_one(code);
+    }
 }
 
 /// The k-nucleotide report of a FASTA text, on `workers` threads.
