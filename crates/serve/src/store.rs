@@ -132,21 +132,41 @@ const MAGIC: &[u8; 8] = b"SPSNAP01";
 ///
 /// Any I/O error; the old snapshot then stays in place.
 pub fn write_snapshot(dir: &Path, store: &Store) -> io::Result<()> {
-    let mut body = Vec::with_capacity(24 + store.items.len() * 32);
-    body.extend_from_slice(&store.last_lsn.to_le_bytes());
-    body.extend_from_slice(&store.next_id.to_le_bytes());
-    body.extend_from_slice(&(store.items.len() as u64).to_le_bytes());
+    write_snapshot_bytes(dir, &encode_snapshot(store))
+}
+
+/// The bytes of `store`'s snapshot file (a copy in memory: cheap next to
+/// writing and fsyncing it, which [`write_snapshot_bytes`] does on another
+/// thread while the store goes on changing).
+pub fn encode_snapshot(store: &Store) -> Vec<u8> {
+    let names: usize = store.items.values().map(|i| i.name.len()).sum();
+    let mut out = Vec::with_capacity(MAGIC.len() + 28 + store.items.len() * 24 + names);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&store.last_lsn.to_le_bytes());
+    out.extend_from_slice(&store.next_id.to_le_bytes());
+    out.extend_from_slice(&(store.items.len() as u64).to_le_bytes());
     for (id, item) in &store.items {
-        body.extend_from_slice(&id.to_le_bytes());
-        body.extend_from_slice(&item.price.to_bits().to_le_bytes());
-        body.extend_from_slice(&(item.name.len() as u64).to_le_bytes());
-        body.extend_from_slice(item.name.as_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&item.price.to_bits().to_le_bytes());
+        out.extend_from_slice(&(item.name.len() as u64).to_le_bytes());
+        out.extend_from_slice(item.name.as_bytes());
     }
+    let crc = crc32c::crc32c(&out[MAGIC.len()..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Writes the bytes of [`encode_snapshot`] to `dir/snapshot` atomically: a
+/// temporary file written and fsynced, renamed over the old one, and the
+/// directory fsynced.
+///
+/// # Errors
+///
+/// Any I/O error; the old snapshot then stays in place.
+pub fn write_snapshot_bytes(dir: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(SNAPSHOT_TMP);
     let mut file = File::create(&tmp)?;
-    file.write_all(MAGIC)?;
-    file.write_all(&body)?;
-    file.write_all(&crc32c::crc32c(&body).to_le_bytes())?;
+    file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, dir.join(SNAPSHOT))?;
