@@ -49,6 +49,10 @@ pub enum BenchWhich {
     Cluster(ClusterArgs),
     /// Graph500 BFS and k-nucleotide against rayon and plain-threads peers.
     Apps(AppsArgs),
+    /// `statepipe serve` against axum and actix-web peers with the same
+    /// durability, under wrk (and oha for open-loop overload), server and
+    /// load generator each pinned to its own CPU.
+    Serve(crate::bench_serve::ServeBenchArgs),
 }
 
 /// Options of `statepipe bench apps`.
@@ -162,6 +166,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchWhich::Cluster(args) => run_cluster(&args),
         BenchWhich::Apps(args) => run_apps(&args),
+        BenchWhich::Serve(args) => crate::bench_serve::run(args),
     }
 }
 
@@ -286,7 +291,7 @@ fn run_sizing(args: SizingArgs) -> anyhow::Result<()> {
 }
 
 /// Measures the host and prints it first, so the reader knows what kind of run follows.
-fn measure_host(common: &CommonArgs) -> Host {
+pub(crate) fn measure_host(common: &CommonArgs) -> Host {
     if common.samples < 5 {
         eprintln!(
             "note: {} sample(s) per contender; medians are fragile below 5",
@@ -308,7 +313,7 @@ fn print_progress(done: &SampleDone<'_>) {
 }
 
 /// Prints the table and `notes` under it, and writes the files asked for.
-fn finish(
+pub(crate) fn finish(
     report: &Report,
     common: &CommonArgs,
     started: Instant,
