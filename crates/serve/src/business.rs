@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::{Sender, TrySendError};
+use serde::Serialize;
 use statepipe_ring::{EventHandler, EventHandlerMut};
 
 use crate::http::{Response, Route};
@@ -393,7 +394,7 @@ impl Apply {
                 }
             }
             Some(Route::Get(id)) => match self.store.items.get(&id) {
-                Some(item) => Response::json(200, item_json(id, item).to_string().into_bytes()),
+                Some(item) => Response::json(200, to_json(&ItemOut::new(id, item))),
                 None => Response::error(404, "no such item"),
             },
             Some(Route::List { after, limit }) => {
@@ -402,15 +403,14 @@ impl Apply {
                     .items
                     .range(after.saturating_add(1)..)
                     .take(limit)
-                    .map(|(id, item)| item_json(*id, item))
+                    .map(|(id, item)| ItemOut::new(*id, item))
                     .collect();
-                let next = if items.len() == limit {
-                    items.last().map(|i| i["id"].clone())
+                let next_after = if items.len() == limit {
+                    items.last().map(|i| i.id)
                 } else {
                     None
                 };
-                let body = serde_json::json!({ "items": items, "next_after": next });
-                Response::json(200, body.to_string().into_bytes())
+                Response::json(200, to_json(&Page { items, next_after }))
             }
             Some(Route::Health) | Some(Route::Metrics) | None => {
                 Response::error(500, "not a ring request")
@@ -431,8 +431,33 @@ impl Apply {
     }
 }
 
-fn item_json(id: u64, item: &Item) -> serde_json::Value {
-    serde_json::json!({ "id": id, "name": item.name, "price": item.price })
+/// An item as `GET` shows it: `{"id":…,"name":…,"price":…}`.
+#[derive(Serialize)]
+struct ItemOut<'a> {
+    id: u64,
+    name: &'a str,
+    price: f64,
+}
+
+impl<'a> ItemOut<'a> {
+    fn new(id: u64, item: &'a Item) -> Self {
+        ItemOut {
+            id,
+            name: &item.name,
+            price: item.price,
+        }
+    }
+}
+
+/// A page of `GET /item`.
+#[derive(Serialize)]
+struct Page<'a> {
+    items: Vec<ItemOut<'a>>,
+    next_after: Option<u64>,
+}
+
+fn to_json(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("items serialize")
 }
 
 impl EventHandlerMut<Event> for Apply {
