@@ -204,7 +204,9 @@ pub struct OhaResult {
     pub achieved: f64,
     /// Responses by status.
     pub statuses: Vec<(u16, u64)>,
-    /// Requests that got no response (connection errors, timeouts).
+    /// Requests offered (rate × length) that got no response: connection
+    /// errors, timeouts, and those still in flight at the deadline (oha's
+    /// CSV lists only the answered ones).
     pub errors: u64,
     /// p99 of the answers that were not 429, ms.
     pub accepted_p99_ms: f64,
@@ -225,7 +227,8 @@ impl OhaResult {
 
 /// Runs oha at `rate` requests per second (open loop, latency corrected)
 /// against `url` for `length`, and splits latencies by status from its
-/// per-request CSV.
+/// per-request CSV (columns `request-start`, `request-duration` in seconds,
+/// `status`; answered requests only).
 ///
 /// # Errors
 ///
@@ -244,7 +247,6 @@ pub fn oha(
     cmd.args([
         "--no-tui",
         "--latency-correction",
-        "--disable-keepalive=false",
         "-c",
         &connections.to_string(),
         "-q",
@@ -267,7 +269,10 @@ pub fn oha(
             format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
         ));
     }
-    parse_oha_csv(&String::from_utf8_lossy(&out.stdout), rate)
+    let mut r = parse_oha_csv(&String::from_utf8_lossy(&out.stdout), rate)?;
+    let offered = (rate * length.as_secs_f64()).round() as u64;
+    r.errors = offered.saturating_sub(r.statuses.iter().map(|s| s.1).sum());
+    Ok(r)
 }
 
 fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
@@ -283,23 +288,27 @@ fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
             .position(|h| h.trim() == name)
             .ok_or_else(|| BenchError::failed("oha", format!("no column {name} in {header:?}")))
     };
-    let (start, end, status) = (col("request-start")?, col("request-end")?, col("status")?);
+    let (start, took, status) = (
+        col("request-start")?,
+        col("request-duration")?,
+        col("status")?,
+    );
     let mut ok = Vec::new();
     let mut busy = Vec::new();
     let mut statuses: std::collections::BTreeMap<u16, u64> = Default::default();
     let (mut first, mut last) = (f64::MAX, 0f64);
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        let (Some(s), Some(e), Some(st)) = (f.get(start), f.get(end), f.get(status)) else {
+        let (Some(s), Some(d), Some(st)) = (f.get(start), f.get(took), f.get(status)) else {
             continue;
         };
-        let (Ok(s), Ok(e), Ok(st)) = (s.parse::<f64>(), e.parse::<f64>(), st.parse::<u16>()) else {
+        let (Ok(s), Ok(d), Ok(st)) = (s.parse::<f64>(), d.parse::<f64>(), st.parse::<u16>()) else {
             continue;
         };
         first = first.min(s);
-        last = last.max(e);
+        last = last.max(s + d);
         *statuses.entry(st).or_default() += 1;
-        if st == 429 { &mut busy } else { &mut ok }.push((e - s) * 1e3);
+        if st == 429 { &mut busy } else { &mut ok }.push(d * 1e3);
     }
     let answered: u64 = statuses.values().sum();
     let p99 = |v: &mut Vec<f64>| {
