@@ -149,6 +149,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
             1_000_000
         },
         idle_connections: 10_000,
+        cgroup: None,
     };
     println!("{}\n", options.describe());
     let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
@@ -214,6 +215,54 @@ fn extras_rows(
             ));
         }
         Err(e) => notes.push_str(&format!("idle connections: skipped: {e}\n")),
+    }
+    eprintln!("quota: GET /item/{{id}} with each server in a cgroup with a 1-CPU quota");
+    match extras::quota(
+        options,
+        &scratch,
+        &[
+            serve::server::Kind::Statepipe,
+            serve::server::Kind::Axum {
+                worker_threads: None,
+            },
+        ],
+    ) {
+        Ok(results) => {
+            for (kind, r) in results {
+                let mut add = |case: &str, unit: &str, higher: bool, v: f64| {
+                    rows.extend(one(case, unit, higher, &[v]).map(|mut row| {
+                        row.imp = kind.imp().into();
+                        row.config = kind.config();
+                        row
+                    }))
+                };
+                add(
+                    "quota 1 CPU, unpinned/get-one/req/s",
+                    "req/s",
+                    true,
+                    r.rate(),
+                );
+                add(
+                    "quota 1 CPU, unpinned/get-one/p99",
+                    "ms",
+                    false,
+                    r.p99_us as f64 / 1e3,
+                );
+                add(
+                    "quota 1 CPU, unpinned/get-one/p99.9",
+                    "ms",
+                    false,
+                    r.p999_us as f64 / 1e3,
+                );
+                add(
+                    "quota 1 CPU, unpinned/get-one/non-2xx",
+                    "responses",
+                    false,
+                    r.status as f64,
+                );
+            }
+        }
+        Err(e) => notes.push_str(&format!("quota: skipped: {e}\n")),
     }
     if let Some(oha) = &options.oha {
         let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use statepipe_serve::journal::{Op, Writer};
 
-use super::load::{self, OhaResult};
+use super::load::{self, Endpoint, OhaResult, WrkResult};
 use super::server::{get, Kind, Running};
 use super::ServeOptions;
 use crate::BenchError;
@@ -230,4 +230,42 @@ pub fn overload(
     server.stop()?;
     let _ = std::fs::remove_dir_all(&data);
     Ok((result, held))
+}
+
+/// `GET /item/{id}` with each server started inside a cgroup with a 1-CPU
+/// quota (v1 `cpu.cfs_quota_us`, or v2 `cpu.max`), not pinned, wrk not
+/// pinned either: statepipe sizes itself from affinity ∩ quota, tokio's
+/// default runtime from the CPUs it sees. POSTs first fill the store.
+///
+/// # Errors
+///
+/// The cgroup cannot be made (the caller prints it and skips), a server or
+/// wrk fails.
+pub fn quota(
+    options: &ServeOptions,
+    scratch: &Path,
+    kinds: &[Kind],
+) -> Result<Vec<(Kind, WrkResult)>, BenchError> {
+    let name = format!("statepipe-bench-serve-{}", std::process::id());
+    let cgroup = crate::cgroup::QuotaCgroup::create(&name, 1.0)
+        .map_err(|e| BenchError::failed("quota", e))?;
+    let mut inside = options.clone();
+    inside.server_cpu = None;
+    inside.wrk.cpu = None;
+    inside.cgroup = Some(cgroup.dir().to_path_buf());
+    let mut out = Vec::new();
+    for &kind in kinds {
+        let data = scratch.join(format!("quota-{}", kind.slug()));
+        let server = Running::start(&inside, kind, &data, &[])?;
+        let post = load::wrk_script(Endpoint::Post, super::GET_IDS);
+        inside.wrk.run(scratch, &post, server.addr, inside.warmup)?;
+        let get = load::wrk_script(Endpoint::GetOne, super::GET_IDS);
+        inside.wrk.run(scratch, &get, server.addr, inside.warmup)?;
+        let r = inside.wrk.run(scratch, &get, server.addr, inside.window)?;
+        server.stop()?;
+        let _ = std::fs::remove_dir_all(&data);
+        out.push((kind, r));
+    }
+    drop(cgroup);
+    Ok(out)
 }

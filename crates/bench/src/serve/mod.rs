@@ -57,6 +57,8 @@ pub struct ServeOptions {
     pub restart_items: u64,
     /// Idle keep-alive connections of the memory measurement.
     pub idle_connections: usize,
+    /// A cgroup the servers start in (`cgroup.procs` of its directory).
+    pub cgroup: Option<PathBuf>,
 }
 
 impl ServeOptions {

@@ -121,6 +121,20 @@ impl Running {
                 c
             }
         };
+        if let Some(cgroup) = &options.cgroup {
+            // The shell moves itself into the cgroup, then becomes the
+            // server: every thread the server starts is in it from the start.
+            let program = cmd.get_program().to_owned();
+            let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+            let mut wrapped = std::process::Command::new("sh");
+            wrapped
+                .arg("-c")
+                .arg("echo $$ > \"$0\" && exec \"$@\"")
+                .arg(cgroup.join("cgroup.procs"))
+                .arg(program)
+                .args(args);
+            cmd = wrapped;
+        }
         cmd.args(["--listen", "127.0.0.1:0", "--data"])
             .arg(data)
             .args(extra)
