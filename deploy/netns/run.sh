@@ -4,6 +4,7 @@
 # in one namespace and one worker in each of the others.
 #
 #   sudo deploy/netns/run.sh [--check]
+#   sudo deploy/netns/run.sh --serve [--check]
 #
 # Runs, in order:
 #   1. the reference: `statepipe pf --engine workers --workers N` on this host's loopback;
@@ -18,6 +19,15 @@
 #      the kernel has it, else link.py (TAP devices and a user-space
 #      forwarder; needs python3 and /dev/net/tun), which then carries the
 #      workers' links in every run across the bridge.
+# With --serve it runs the HTTP item service instead: `statepipe serve` in
+# one namespace and `wrk` in another (POST /item, then GET /item/{id}, each
+# CONNS keep-alive connections for SECS seconds), on loopback inside the
+# server's namespace, across the bridge, and across the bridge with the
+# client's link delayed (DELAY_MS ± JITTER_MS); then an item read back
+# across the bridge and SIGTERM, which must end the server with status 0.
+# It prints req/s, p50 and p99 per run; every answer must be 2xx with no
+# socket errors (exit 1 otherwise).
+#
 # It prints, per sleep run, wall time, efficiency (busy / workers / wall)
 # and that efficiency over the loopback run's. Exits 0 when every result is
 # identical, 1 when one is not or a run fails, 3 (saying why) when it cannot
@@ -31,7 +41,8 @@
 # SLEEP_MS (30), STATES (32), STEPS (8), PARTICLES (2000), ISLANDS (20),
 # SEED (1), OUT (a directory for the JSON files and logs; default a
 # temporary one, removed at exit), DELAY_MS (2), JITTER_MS (1), LOSS_PCT
-# (0.5), LINK (netem or tap; default: netem if the kernel has it).
+# (0.5), LINK (netem or tap; default: netem if the kernel has it); with
+# --serve: CONNS (50), SECS (5).
 set -euo pipefail
 # Paths given in the environment are relative to the caller's directory.
 if [ -n "${STATEPIPE:-}" ]; then STATEPIPE=$(realpath -m "$STATEPIPE"); fi
@@ -51,6 +62,14 @@ JITTER_MS=${JITTER_MS:-1}
 LOSS_PCT=${LOSS_PCT:-0.5}
 PORT=7878
 MASTER_IP=10.231.0.1
+MODE=cluster
+if [ "${1:-}" = "--serve" ]; then
+  MODE=serve
+  shift
+  WORKERS=1 # node 0: the server, node 1: the load generator
+fi
+CONNS=${CONNS:-50}
+SECS=${SECS:-5}
 
 cannot() { echo "cannot run here: $*" >&2; exit 3; }
 
@@ -74,6 +93,9 @@ if [ "$LINK" = tap ]; then
   fi
 fi
 ip netns del "$PROBE"
+if [ "$MODE" = serve ]; then
+  command -v wrk >/dev/null || cannot "--serve needs wrk (apt-get install wrk)"
+fi
 if [ "${1:-}" = "--check" ]; then
   echo "ok: network namespaces usable; links emulated by $LINK"
   exit 0
@@ -236,7 +258,68 @@ links() {
   done
 }
 
+# One wrk run: $1 the namespace, $2 the base URL, $3 the script, $4 the
+# label. Prints req/s, p50, p99; a non-2xx answer or socket error fails.
+wrk_run() {
+  local line
+  line=$(timeout $((SECS + 30)) ip netns exec "$1" wrk -t1 -c"$CONNS" -d"${SECS}s" \
+    --timeout 5s -s "$3" "$2" 2>&1 | sed -n 's/^WRKJSON //p')
+  if [ -z "$line" ]; then echo "serve $4: wrk printed no figures"; FAILED=1; return; fi
+  echo "$line" >>"$OUT/serve-wrk.jsonl"
+  awk -v l="$line" -v n="$4" 'BEGIN {
+    split(l, kv, /[,{}]/); for (i in kv) { split(kv[i], p, ":"); gsub(/"/, "", p[1]); v[p[1]] = p[2] }
+    errs = v["connect"] + v["read"] + v["write"] + v["timeout"]
+    printf "serve %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms, non-2xx %d, socket errors %d\n",
+      n, v["requests"] / (v["duration_us"] / 1e6), v["p50_us"] / 1e3, v["p99_us"] / 1e3, v["status"], errs
+    exit (v["status"] + errs > 0) }' || FAILED=1
+}
+
+serve_case() {
+  local done_lua='done = function(s, l, r)
+  io.write(string.format("WRKJSON {\"requests\":%d,\"duration_us\":%d,\"connect\":%d,\"read\":%d,\"write\":%d,\"status\":%d,\"timeout\":%d,\"p50_us\":%d,\"p99_us\":%d}\n",
+    s.requests, s.duration, s.errors.connect, s.errors.read, s.errors.write, s.errors.status,
+    s.errors.timeout, l:percentile(50), l:percentile(99)))
+end'
+  printf 'wrk.method = "POST"\nwrk.path = "/item"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\n%s\n' \
+    "'{\"name\":\"widget\",\"price\":9.5}'" "$done_lua" >"$OUT/post.lua"
+  printf 'request = function() return wrk.format("GET", "/item/" .. math.random(1, 1000)) end\n%s\n' \
+    "$done_lua" >"$OUT/get.lua"
+  ip netns exec "$(node 0)" "$STATEPIPE" serve --listen "0.0.0.0:$PORT" --data "$OUT/serve-data" \
+    >"$OUT/serve.out" 2>"$OUT/serve.log" &
+  local server=$!
+  PIDS+=("$server")
+  for _ in $(seq 100); do grep -q listening "$OUT/serve.out" && break; sleep 0.1; done
+  grep -q listening "$OUT/serve.out" || { cat "$OUT/serve.log" >&2; exit 1; }
+  echo "statepipe serve in $(node 0) ($MASTER_IP:$PORT); wrk in $(node 1): $CONNS connections, $SECS s per run"
+  local where ns url
+  for where in loopback bridge delay; do
+    ns=$(node 1); url="http://$MASTER_IP:$PORT"
+    if [ "$where" = loopback ]; then ns=$(node 0); url="http://127.0.0.1:$PORT"; fi
+    if [ "$where" = delay ]; then links "$DELAY_MS" "$JITTER_MS" 0; fi
+    wrk_run "$ns" "$url" "$OUT/post.lua" "$where POST /item"
+    wrk_run "$ns" "$url" "$OUT/get.lua" "$where GET /item/{id}"
+  done
+  local first
+  first=$(timeout 10 ip netns exec "$(node 1)" bash -c \
+    "exec 3<>/dev/tcp/$MASTER_IP/$PORT; printf 'GET /item/1 HTTP/1.1\r\nConnection: close\r\n\r\n' >&3; cat <&3" \
+    | tail -1)
+  echo "GET /item/1 across the bridge: $first"
+  case "$first" in *'"id":1'*) ;; *) FAILED=1 ;; esac
+  kill -TERM "$server"
+  if wait "$server"; then
+    echo "SIGTERM: the server drained and exited 0 ($(wc -l <"$OUT/serve-wrk.jsonl") runs)"
+  else
+    echo "SIGTERM: the server exited with status $?"; FAILED=1
+  fi
+}
+
 FAILED=0
+if [ "$MODE" = serve ]; then
+  serve_case
+  if [ "$FAILED" = 0 ]; then echo "serve: every answer 2xx, no socket errors"; exit 0; fi
+  echo "FAILED: see above" >&2
+  exit 1
+fi
 echo "run $RUN: $WORKERS workers, statepipe $("$STATEPIPE" --version)"
 echo "nile: $PARTICLES particles in $ISLANDS islands, seed $SEED;" \
   "sleep: $STATES states x $STEPS steps of $SLEEP_MS ms"

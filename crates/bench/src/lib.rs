@@ -15,6 +15,8 @@
 //! - [`sizing`] runs one pipeline inside a real cgroup CPU quota ([`cgroup`]), each
 //!   contender in a child process, to show what sizing workers to the quota is worth;
 //! - [`apps`] runs Graph500 BFS and k-nucleotide against rayon and plain-threads peers;
+//! - [`serve`] drives `statepipe serve` and its axum and actix-web peers with `wrk` and
+//!   `oha` over HTTP, each server in its own pinned process;
 //! - [`cluster`] measures the distributed evolve engine's masters with workers that
 //!   sleep for their cost, so hundreds of worker processes fit on a small machine.
 //!
@@ -34,6 +36,7 @@ pub mod host;
 pub mod pipeline;
 pub mod report;
 pub mod ring;
+pub mod serve;
 pub mod sizing;
 pub mod stats;
 pub mod watchdog;

@@ -53,6 +53,10 @@ pub enum BenchWhich {
     /// sets up target/bench-pyenv (peers from PyPI) and runs
     /// bench_python.py with the arguments after `--`.
     Python(PythonArgs),
+    /// `statepipe serve` against axum and actix-web peers with the same
+    /// durability, under wrk (and oha for open-loop overload), server and
+    /// load generator each pinned to its own CPU.
+    Serve(crate::bench_serve::ServeBenchArgs),
 }
 
 /// Options of `statepipe bench python`.
@@ -175,6 +179,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhich::Cluster(args) => run_cluster(&args),
         BenchWhich::Apps(args) => run_apps(&args),
         BenchWhich::Python(args) => run_python(&args),
+        BenchWhich::Serve(args) => crate::bench_serve::run(args),
     }
 }
 
@@ -323,7 +328,7 @@ fn run_sizing(args: SizingArgs) -> anyhow::Result<()> {
 }
 
 /// Measures the host and prints it first, so the reader knows what kind of run follows.
-fn measure_host(common: &CommonArgs) -> Host {
+pub(crate) fn measure_host(common: &CommonArgs) -> Host {
     if common.samples < 5 {
         eprintln!(
             "note: {} sample(s) per contender; medians are fragile below 5",
@@ -345,7 +350,7 @@ fn print_progress(done: &SampleDone<'_>) {
 }
 
 /// Prints the table and `notes` under it, and writes the files asked for.
-fn finish(
+pub(crate) fn finish(
     report: &Report,
     common: &CommonArgs,
     started: Instant,

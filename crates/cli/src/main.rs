@@ -4,6 +4,7 @@
 
 mod apps_cmd;
 mod bench_cmd;
+mod bench_serve;
 mod cluster_cmd;
 mod demos;
 mod netns_cmd;

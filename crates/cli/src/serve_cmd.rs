@@ -7,7 +7,8 @@ use anyhow::Context;
 use clap::Args;
 use statepipe_serve::{Config, Server};
 
-/// `statepipe serve --listen ADDR --data DIR [--max-connections N]`.
+/// `statepipe serve --listen ADDR --data DIR [--max-connections N] [--snapshot-every N]
+/// [--idle-timeout SECONDS]`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// The address to listen on (port 0: any free port; the bound address
@@ -23,6 +24,13 @@ pub struct ServeArgs {
     /// Writes between snapshots (each restarts the journal).
     #[arg(long, default_value_t = 100_000)]
     snapshot_every: u64,
+    /// Slots on the ring (a power of two): requests in flight at most; a
+    /// request that finds it full is answered 429 at once.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    ring_capacity: usize,
+    /// Seconds a keep-alive connection may sit idle before it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    idle_timeout: u64,
 }
 
 /// Serves until SIGINT or SIGTERM, then drains, fsyncs and returns.
@@ -30,6 +38,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config::new(args.listen, args.data);
     config.max_connections = args.max_connections;
     config.snapshot_every = args.snapshot_every;
+    anyhow::ensure!(
+        args.ring_capacity.is_power_of_two(),
+        "--ring-capacity must be a power of two, not {}",
+        args.ring_capacity
+    );
+    config.ring_capacity = args.ring_capacity;
+    config.idle_timeout = std::time::Duration::from_secs(args.idle_timeout);
     let server = Server::bind(config).context("starting the service")?;
     let stop = server.shutdown_handle();
     ctrlc::set_handler(move || stop.shutdown()).context("installing the signal handler")?;

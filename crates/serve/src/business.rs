@@ -6,8 +6,10 @@
 //!   write before it is durable.
 //! * `decode` parses `POST /item` bodies, in parallel with `journal`.
 //! * `apply` owns the items (`&mut`, alone in its stage, no lock), answers
-//!   each request, and now and then writes a snapshot, after which
-//!   `journal` drops the segments the snapshot covers.
+//!   each request, and now and then copies the items into a snapshot's bytes
+//!   for the snapshot thread to write and fsync (so the ring never waits on
+//!   that disk work); once it is durable, `journal` drops the segments the
+//!   snapshot covers.
 //! * `reply` hands each answer to the I/O thread that owns the connection
 //!   (a bounded queue per I/O thread plus its `mio::Waker`).
 
@@ -17,12 +19,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::{Sender, TrySendError};
+use serde::Serialize;
 use statepipe_ring::{EventHandler, EventHandlerMut};
 
 use crate::http::{Response, Route};
 use crate::journal::{Op, Writer};
 use crate::metrics::Metrics;
-use crate::store::{decode_item, write_snapshot, BadItem, Item, Store};
+use crate::store::{decode_item, encode_snapshot, write_snapshot_bytes, BadItem, Item, Store};
 
 /// Where an answer goes: I/O thread, connection slot, and the connection's
 /// generation (a slot reused by a newer connection never gets an old answer).
@@ -250,10 +253,77 @@ impl EventHandler<Event> for Decode {
 pub struct Apply {
     store: Store,
     shared: Arc<Shared>,
-    dir: PathBuf,
+    snapshots: Snapshots,
     snapshot_every: u64,
     writes_since_snapshot: u64,
     cpu: Option<usize>,
+}
+
+/// The snapshot thread: writes, fsyncs and renames the snapshot bytes
+/// `apply` hands it, then tells `journal` which lsn they cover.
+struct Snapshots {
+    dir: PathBuf,
+    /// `(last lsn, file bytes)`; `None` until `on_start` starts the thread.
+    queue: Option<Sender<(u64, Vec<u8>)>>,
+    /// Set by `apply` when it queues a snapshot, cleared by the thread once
+    /// it is written (or failed): at most one snapshot in flight.
+    busy: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Snapshots {
+    fn start(&mut self, shared: &Arc<Shared>, cpu: Option<usize>) {
+        let (tx, rx) = crossbeam_channel::bounded::<(u64, Vec<u8>)>(1);
+        let dir = self.dir.clone();
+        let busy = Arc::clone(&self.busy);
+        let shared = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name("serve-snapshot".into())
+            .spawn(move || {
+                pin(cpu);
+                for (lsn, bytes) in rx {
+                    match write_snapshot_bytes(&dir, &bytes) {
+                        // Relaxed: see `Shared::snapshot_lsn`.
+                        Ok(()) => shared.snapshot_lsn.store(lsn, Ordering::Relaxed),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "snapshot failed; the journal keeps growing")
+                        }
+                    }
+                    drop(bytes);
+                    // Release: pairs with the Acquire in `offer`, so the next
+                    // snapshot starts after this one's file work.
+                    busy.store(false, Ordering::Release);
+                }
+            });
+        match spawned {
+            Ok(t) => {
+                self.queue = Some(tx);
+                self.thread = Some(t);
+            }
+            Err(e) => tracing::warn!(error = %e, "no snapshot thread; the journal keeps growing"),
+        }
+    }
+
+    /// Queues a snapshot of `store` unless one is still being written;
+    /// whether it was queued.
+    fn offer(&mut self, store: &Store) -> bool {
+        let Some(queue) = &self.queue else {
+            return false;
+        };
+        // Acquire: pairs with the Release in the snapshot thread.
+        if self.busy.load(Ordering::Acquire) {
+            return false;
+        }
+        self.busy.store(true, Ordering::Relaxed);
+        queue.send((store.last_lsn, encode_snapshot(store))).is_ok()
+    }
+
+    fn stop(&mut self) {
+        self.queue = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Apply {
@@ -269,7 +339,12 @@ impl Apply {
         Apply {
             store,
             shared,
-            dir,
+            snapshots: Snapshots {
+                dir,
+                queue: None,
+                busy: Arc::new(AtomicBool::new(false)),
+                thread: None,
+            },
             snapshot_every: snapshot_every.max(1),
             writes_since_snapshot: 0,
             cpu,
@@ -319,7 +394,7 @@ impl Apply {
                 }
             }
             Some(Route::Get(id)) => match self.store.items.get(&id) {
-                Some(item) => Response::json(200, item_json(id, item).to_string().into_bytes()),
+                Some(item) => Response::json(200, to_json(&ItemOut::new(id, item))),
                 None => Response::error(404, "no such item"),
             },
             Some(Route::List { after, limit }) => {
@@ -328,15 +403,14 @@ impl Apply {
                     .items
                     .range(after.saturating_add(1)..)
                     .take(limit)
-                    .map(|(id, item)| item_json(*id, item))
+                    .map(|(id, item)| ItemOut::new(*id, item))
                     .collect();
-                let next = if items.len() == limit {
-                    items.last().map(|i| i["id"].clone())
+                let next_after = if items.len() == limit {
+                    items.last().map(|i| i.id)
                 } else {
                     None
                 };
-                let body = serde_json::json!({ "items": items, "next_after": next });
-                Response::json(200, body.to_string().into_bytes())
+                Response::json(200, to_json(&Page { items, next_after }))
             }
             Some(Route::Health) | Some(Route::Metrics) | None => {
                 Response::error(500, "not a ring request")
@@ -344,23 +418,46 @@ impl Apply {
         }
     }
 
+    /// Every `snapshot_every` writes, hands the snapshot thread a copy of
+    /// the items; if it is still writing the previous one, tries again at
+    /// the end of the next batch.
     fn maybe_snapshot(&mut self) {
         if self.writes_since_snapshot < self.snapshot_every {
             return;
         }
-        self.writes_since_snapshot = 0;
-        match write_snapshot(&self.dir, &self.store) {
-            Ok(()) => self
-                .shared
-                .snapshot_lsn
-                .store(self.store.last_lsn, Ordering::Relaxed),
-            Err(e) => tracing::warn!(error = %e, "snapshot failed; the journal keeps growing"),
+        if self.snapshots.offer(&self.store) {
+            self.writes_since_snapshot = 0;
         }
     }
 }
 
-fn item_json(id: u64, item: &Item) -> serde_json::Value {
-    serde_json::json!({ "id": id, "name": item.name, "price": item.price })
+/// An item as `GET` shows it: `{"id":…,"name":…,"price":…}`.
+#[derive(Serialize)]
+struct ItemOut<'a> {
+    id: u64,
+    name: &'a str,
+    price: f64,
+}
+
+impl<'a> ItemOut<'a> {
+    fn new(id: u64, item: &'a Item) -> Self {
+        ItemOut {
+            id,
+            name: &item.name,
+            price: item.price,
+        }
+    }
+}
+
+/// A page of `GET /item`.
+#[derive(Serialize)]
+struct Page<'a> {
+    items: Vec<ItemOut<'a>>,
+    next_after: Option<u64>,
+}
+
+fn to_json(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("items serialize")
 }
 
 impl EventHandlerMut<Event> for Apply {
@@ -373,6 +470,11 @@ impl EventHandlerMut<Event> for Apply {
 
     fn on_start(&mut self) {
         pin(self.cpu);
+        self.snapshots.start(&self.shared, self.cpu);
+    }
+
+    fn on_shutdown(&mut self) {
+        self.snapshots.stop();
     }
 }
 

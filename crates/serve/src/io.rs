@@ -32,6 +32,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// A request's headers must arrive within this.
     pub header_timeout: Duration,
+    /// A keep-alive connection with nothing to read, write or answer is
+    /// closed after this long.
+    pub idle_timeout: Duration,
 }
 
 /// What an I/O thread owns.
@@ -67,6 +70,8 @@ struct Conn {
     peer_closed: bool,
     /// When the unanswered bytes in `inbuf` started arriving.
     since: Option<Instant>,
+    /// When it last received bytes or was answered.
+    active: Instant,
 }
 
 impl IoThread {
@@ -139,7 +144,13 @@ impl IoThread {
                         .since
                         .is_some_and(|s| now.duration_since(s) > self.limits.header_timeout);
                     let idle = conn.in_flight.is_none() && conn.out.is_empty();
-                    if (late && conn.in_flight.is_none()) || (stopping_since.is_some() && idle) {
+                    let idle_too_long = idle
+                        && conn.inbuf.is_empty()
+                        && now.duration_since(conn.active) > self.limits.idle_timeout;
+                    if (late && conn.in_flight.is_none())
+                        || idle_too_long
+                        || (stopping_since.is_some() && idle)
+                    {
                         conn.close_after = true;
                         conn.out.clear();
                         conn.peer_closed = true;
@@ -209,6 +220,7 @@ impl IoThread {
                 close_after: false,
                 peer_closed: false,
                 since: None,
+                active: Instant::now(),
             });
             let conn = conns[slot].as_mut().expect("just put");
             fill(conn);
@@ -294,6 +306,7 @@ impl IoThread {
             response.close = true;
         }
         conn.close_after |= response.close;
+        conn.active = Instant::now();
         response.write_to(&mut conn.out);
         flush(conn);
     }
@@ -323,7 +336,10 @@ fn fill(conn: &mut Conn) {
     while conn.inbuf.len() < MAX_BUFFERED && !conn.peer_closed {
         match conn.stream.read(&mut chunk) {
             Ok(0) => conn.peer_closed = true,
-            Ok(n) => conn.inbuf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                conn.inbuf.extend_from_slice(&chunk[..n]);
+                conn.active = Instant::now();
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => conn.peer_closed = true,

@@ -36,13 +36,17 @@ pub struct Config {
     pub snapshot_every: u64,
     /// A request's headers must arrive within this, or the connection closes.
     pub header_timeout: Duration,
+    /// A keep-alive connection idle this long (no bytes in, nothing owed)
+    /// is closed.
+    pub idle_timeout: Duration,
     /// Whether to pin threads to the usable CPUs.
     pub pin: bool,
 }
 
 impl Config {
     /// Defaults: 10,000 connections, 4,096 ring slots, a snapshot every
-    /// 100,000 writes, a 10 s header timeout, pinned threads.
+    /// 100,000 writes, a 10 s header timeout, a 120 s idle timeout, pinned
+    /// threads.
     pub fn new(listen: SocketAddr, data: impl Into<PathBuf>) -> Self {
         Config {
             listen,
@@ -52,6 +56,7 @@ impl Config {
             ring_capacity: 4096,
             snapshot_every: 100_000,
             header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
             pin: true,
         }
     }
@@ -220,6 +225,7 @@ impl Server {
         let limits = Limits {
             max_connections: config.max_connections,
             header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
         };
         let open = Arc::new(AtomicUsize::new(0));
         let mut threads = Vec::new();

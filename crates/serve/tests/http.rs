@@ -1,5 +1,5 @@
 //! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
-//! the header timeout, and a restart that keeps the items.
+//! the header and idle timeouts, and a restart that keeps the items.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -61,9 +61,16 @@ fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
+/// Whether the server closed the connection (a read that times out says no).
 fn closed(stream: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
-    matches!(stream.read(&mut b), Ok(0) | Err(_))
+    match stream.read(&mut b) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
 }
 
 #[test]
@@ -188,6 +195,33 @@ fn the_connection_cap_answers_503_and_slow_headers_are_closed() {
         closed(&mut first),
         "a client that never finished its headers stays open"
     );
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| {
+        c.idle_timeout = Duration::from_secs(2);
+    });
+    let mut idle = connect(addr);
+    let mut busy = connect(addr);
+    let (st, _, _) = exchange(&mut idle, b"GET /health HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
+    // The busy connection asks every 50 ms for longer than the idle
+    // timeout: it stays open.
+    for _ in 0..60 {
+        let (st, _, _) = exchange(&mut busy, b"GET /item HTTP/1.1\r\n\r\n");
+        assert_eq!(st, 200);
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        closed(&mut idle),
+        "an idle keep-alive connection stays open"
+    );
+    let (st, _, _) = exchange(&mut busy, b"GET /health HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
     stop.shutdown();
     t.join().unwrap();
 }

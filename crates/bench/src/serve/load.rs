@@ -1,0 +1,329 @@
+//! The load generators: `wrk` (closed loop, keep-alive) with a Lua script
+//! per endpoint that prints its figures as JSON, and `oha` in rate mode
+//! (`-q`, open loop) for the overload run.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::BenchError;
+
+/// An endpoint the bench loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `GET /item/{id}`, ids drawn uniformly from the preloaded ones.
+    GetOne,
+    /// `GET /item?after=R&limit=10`.
+    GetList,
+    /// `POST /item` (durable).
+    Post,
+}
+
+impl Endpoint {
+    /// Every endpoint, in the order they run on a fresh server (POST first:
+    /// it fills the store the GETs read).
+    pub const ALL: [Endpoint; 3] = [Endpoint::Post, Endpoint::GetOne, Endpoint::GetList];
+
+    /// Its name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::GetOne => "GET /item/{id}",
+            Endpoint::GetList => "GET /item?limit=10",
+            Endpoint::Post => "POST /item",
+        }
+    }
+
+    /// A short key for the report's case names.
+    pub fn key(self) -> &'static str {
+        match self {
+            Endpoint::GetOne => "get-one",
+            Endpoint::GetList => "get-list",
+            Endpoint::Post => "post",
+        }
+    }
+}
+
+/// The body every POST sends.
+pub const POST_BODY: &str = r#"{"name":"widget","price":9.5}"#;
+
+/// The Lua script of `endpoint` over ids `1..=items`: it builds each request
+/// and, at the end, prints one JSON line with wrk's figures.
+pub fn wrk_script(endpoint: Endpoint, items: u64) -> String {
+    let request = match endpoint {
+        Endpoint::GetOne => format!(
+            "request = function() return wrk.format(\"GET\", \"/item/\" .. math.random(1, {items})) end\n"
+        ),
+        Endpoint::GetList => format!(
+            "request = function() return wrk.format(\"GET\", \"/item?after=\" .. math.random(0, {items}) .. \"&limit=10\") end\n"
+        ),
+        Endpoint::Post => format!(
+            "wrk.method = \"POST\"\nwrk.path = \"/item\"\nwrk.body = '{POST_BODY}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
+        ),
+    };
+    request
+        + r#"done = function(summary, latency, requests)
+  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50_us":%d,"p99_us":%d,"p999_us":%d,"max_us":%d}\n',
+    summary.requests, summary.duration, summary.errors.connect, summary.errors.read,
+    summary.errors.write, summary.errors.status, summary.errors.timeout,
+    latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
+end
+"#
+}
+
+/// What one wrk run measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WrkResult {
+    /// Responses completed.
+    pub requests: u64,
+    /// The run's length in microseconds.
+    pub duration_us: u64,
+    /// Connect errors.
+    pub connect: u64,
+    /// Read errors.
+    pub read: u64,
+    /// Write errors.
+    pub write: u64,
+    /// Responses not 2xx or 3xx.
+    pub status: u64,
+    /// Requests that timed out.
+    pub timeout: u64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile, µs.
+    pub p999_us: u64,
+    /// Largest latency, µs.
+    pub max_us: u64,
+}
+
+impl WrkResult {
+    /// Responses per second.
+    pub fn rate(&self) -> f64 {
+        self.requests as f64 / (self.duration_us.max(1) as f64 / 1e6)
+    }
+
+    /// Socket errors of every kind.
+    pub fn socket_errors(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout
+    }
+}
+
+/// How to run wrk.
+#[derive(Debug, Clone)]
+pub struct Wrk {
+    /// The executable.
+    pub path: PathBuf,
+    /// `taskset -c CPU` prefix, when pinning.
+    pub cpu: Option<usize>,
+    /// Connections.
+    pub connections: usize,
+}
+
+impl Wrk {
+    /// Runs `script` (written to `dir`) against `addr` for `length`.
+    ///
+    /// # Errors
+    ///
+    /// When wrk fails or prints no figures.
+    pub fn run(
+        &self,
+        dir: &Path,
+        script: &str,
+        addr: SocketAddr,
+        length: Duration,
+    ) -> Result<WrkResult, BenchError> {
+        let path = dir.join("load.lua");
+        std::fs::write(&path, script).map_err(|e| BenchError::failed("wrk", e))?;
+        let mut cmd = pinned(self.cpu, &self.path);
+        cmd.args([
+            "-t1",
+            &format!("-c{}", self.connections),
+            &format!("-d{}s", length.as_secs().max(1)),
+            "--timeout",
+            "5s",
+            "-s",
+        ])
+        .arg(&path)
+        .arg(format!("http://{addr}"));
+        let out = cmd
+            .output()
+            .map_err(|e| BenchError::failed("wrk", format!("running {:?}: {e}", self.path)))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("WRKJSON "))
+            .ok_or_else(|| {
+                BenchError::failed(
+                    "wrk",
+                    format!(
+                        "no figures ({}): {stdout}{}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                )
+            })?;
+        serde_json::from_str(line).map_err(|e| BenchError::failed("wrk", e))
+    }
+}
+
+/// `taskset -c CPU PROGRAM`, or just `PROGRAM`.
+pub fn pinned(cpu: Option<usize>, program: &Path) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg(cpu.to_string()).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// `PROGRAM` on `PATH` or in `~/.cargo/bin`.
+pub fn find_tool(program: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".cargo/bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// What an oha rate-mode run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OhaResult {
+    /// The rate asked for, requests per second.
+    pub rate: f64,
+    /// Responses per second achieved.
+    pub achieved: f64,
+    /// Responses by status.
+    pub statuses: Vec<(u16, u64)>,
+    /// Requests offered (rate × length) that got no response: connection
+    /// errors, timeouts, and those still in flight at the deadline (oha's
+    /// CSV lists only the answered ones).
+    pub errors: u64,
+    /// p99 of the answers that were not 429, ms.
+    pub accepted_p99_ms: f64,
+    /// p99 of the 429 answers, ms.
+    pub rejected_p99_ms: f64,
+}
+
+impl OhaResult {
+    /// Responses with `status`.
+    pub fn count(&self, status: u16) -> u64 {
+        self.statuses
+            .iter()
+            .filter(|s| s.0 == status)
+            .map(|s| s.1)
+            .sum()
+    }
+}
+
+/// Runs oha at `rate` requests per second (open loop, latency corrected)
+/// against `url` for `length`, and splits latencies by status from its
+/// per-request CSV (columns `request-start`, `request-duration` in seconds,
+/// `status`; answered requests only).
+///
+/// # Errors
+///
+/// When oha fails or its output does not parse.
+#[allow(clippy::too_many_arguments)]
+pub fn oha(
+    path: &Path,
+    cpu: Option<usize>,
+    url: &str,
+    post: bool,
+    connections: usize,
+    rate: f64,
+    length: Duration,
+) -> Result<OhaResult, BenchError> {
+    let mut cmd = pinned(cpu, path);
+    cmd.args([
+        "--no-tui",
+        "--latency-correction",
+        "-c",
+        &connections.to_string(),
+        "-q",
+        &format!("{rate:.0}"),
+        "-z",
+        &format!("{}s", length.as_secs().max(1)),
+        "--output-format",
+        "csv",
+    ]);
+    if post {
+        cmd.args(["-m", "POST", "-T", "application/json", "-d", POST_BODY]);
+    }
+    cmd.arg(url);
+    let out = cmd
+        .output()
+        .map_err(|e| BenchError::failed("oha", format!("running {path:?}: {e}")))?;
+    if !out.status.success() {
+        return Err(BenchError::failed(
+            "oha",
+            format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+        ));
+    }
+    let mut r = parse_oha_csv(&String::from_utf8_lossy(&out.stdout), rate)?;
+    let offered = (rate * length.as_secs_f64()).round() as u64;
+    r.errors = offered.saturating_sub(r.statuses.iter().map(|s| s.1).sum());
+    Ok(r)
+}
+
+fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or_else(|| BenchError::failed("oha", "empty CSV"))?
+        .split(',')
+        .collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h.trim() == name)
+            .ok_or_else(|| BenchError::failed("oha", format!("no column {name} in {header:?}")))
+    };
+    let (start, took, status) = (
+        col("request-start")?,
+        col("request-duration")?,
+        col("status")?,
+    );
+    let mut ok = Vec::new();
+    let mut busy = Vec::new();
+    let mut statuses: std::collections::BTreeMap<u16, u64> = Default::default();
+    let (mut first, mut last) = (f64::MAX, 0f64);
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let (Some(s), Some(d), Some(st)) = (f.get(start), f.get(took), f.get(status)) else {
+            continue;
+        };
+        let (Ok(s), Ok(d), Ok(st)) = (s.parse::<f64>(), d.parse::<f64>(), st.parse::<u16>()) else {
+            continue;
+        };
+        first = first.min(s);
+        last = last.max(s + d);
+        *statuses.entry(st).or_default() += 1;
+        if st == 429 { &mut busy } else { &mut ok }.push(d * 1e3);
+    }
+    let answered: u64 = statuses.values().sum();
+    let p99 = |v: &mut Vec<f64>| {
+        if v.is_empty() {
+            return 0.0;
+        }
+        v.sort_by(f64::total_cmp);
+        v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1]
+    };
+    Ok(OhaResult {
+        rate,
+        achieved: answered as f64 / (last - first).max(1e-9),
+        statuses: statuses.into_iter().collect(),
+        errors: 0,
+        accepted_p99_ms: p99(&mut ok),
+        rejected_p99_ms: p99(&mut busy),
+    })
+}

@@ -1,0 +1,241 @@
+//! `statepipe bench serve`: `statepipe serve` against the same item service
+//! on axum (tokio's default multi-thread runtime, and oversubscribed with 16
+//! worker threads) and on actix-web (one worker), each with the same
+//! durability (`bench/serve-peers`), under a real load generator.
+//!
+//! Each round starts every server in turn on a fresh data directory, pinned
+//! to one CPU (`taskset`), and drives it from the other CPU with `wrk`
+//! (keep-alive connections, closed loop): `POST /item` (which also fills
+//! the store), then `GET /item/{id}` and `GET /item?limit=10`, each a
+//! warm-up then a measured window. Rounds interleave the servers, in a
+//! rotating order; the report gives the median and spread over rounds.
+//!
+//! Then, for `statepipe serve` alone ([`extras`]): restart time after
+//! SIGKILL with 1 M items journalled, resident memory with 10,000 idle
+//! keep-alive connections, and an open-loop overload run at twice the
+//! measured POST capacity (`oha -q`), whose 201s are then all found in the
+//! store.
+
+pub mod extras;
+pub mod load;
+pub mod server;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::harness::Metric;
+use crate::report::ResultRow;
+use crate::stats::Summary;
+use crate::BenchError;
+use load::{Endpoint, Wrk, WrkResult};
+use server::{Kind, Running};
+
+/// How to run the bench.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The `statepipe` executable (its `serve` subcommand is ours).
+    pub statepipe: PathBuf,
+    /// The `serve-peer` executable (bench/serve-peers).
+    pub peer: PathBuf,
+    /// The load generator.
+    pub wrk: Wrk,
+    /// `oha`, for the overload run (skipped without it).
+    pub oha: Option<PathBuf>,
+    /// The CPU the servers are pinned to.
+    pub server_cpu: Option<usize>,
+    /// Where the data directories go (a fresh one per server start).
+    pub data: PathBuf,
+    /// Warm-up before each measured window.
+    pub warmup: Duration,
+    /// Each measured window.
+    pub window: Duration,
+    /// Rounds.
+    pub samples: usize,
+    /// Whether to run the extras (restart, idle memory, overload).
+    pub extras: bool,
+    /// Items journalled before the restart measurement.
+    pub restart_items: u64,
+    /// Idle keep-alive connections of the memory measurement.
+    pub idle_connections: usize,
+    /// A cgroup the servers start in (`cgroup.procs` of its directory).
+    pub cgroup: Option<PathBuf>,
+}
+
+impl ServeOptions {
+    /// One line per setting, printed before the run.
+    pub fn describe(&self) -> String {
+        format!(
+            "serve: servers pinned to CPU {}, wrk ({}) pinned to CPU {}, {} keep-alive connections, \
+             {} s warm-up + {} s measured per endpoint, {} round(s); data under {}",
+            self.server_cpu.map_or("(none)".into(), |c| c.to_string()),
+            self.wrk.path.display(),
+            self.wrk.cpu.map_or("(none)".into(), |c| c.to_string()),
+            self.wrk.connections,
+            self.warmup.as_secs(),
+            self.window.as_secs(),
+            self.samples,
+            self.data.display(),
+        )
+    }
+}
+
+/// The contenders: statepipe first (ours), then the peers.
+pub fn contenders() -> Vec<Kind> {
+    vec![
+        Kind::Statepipe,
+        Kind::Axum {
+            worker_threads: None,
+        },
+        Kind::Axum {
+            worker_threads: Some(16),
+        },
+        Kind::Actix,
+    ]
+}
+
+/// Ids the GET endpoints draw from (the POST phase creates far more).
+pub const GET_IDS: u64 = 1000;
+
+/// The per-round figures of one contender on one endpoint.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    /// wrk's figures per round.
+    pub wrk: Vec<WrkResult>,
+    /// For statepipe's POST: (fsyncs per second, writes per fsync) per round.
+    pub journal: Vec<(f64, f64)>,
+}
+
+/// Runs the rounds; `progress` gets a line per measured window.
+///
+/// # Errors
+///
+/// A server that does not start or a load generator that fails.
+pub fn run(
+    options: &ServeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<(Kind, Endpoint, Samples)>, BenchError> {
+    let kinds = contenders();
+    let mut results: Vec<(Kind, Endpoint, Samples)> = kinds
+        .iter()
+        .flat_map(|k| {
+            Endpoint::ALL
+                .iter()
+                .map(move |e| (*k, *e, Samples::default()))
+        })
+        .collect();
+    let scratch = tempdir_in(&options.data)?;
+    for round in 0..options.samples {
+        for i in 0..kinds.len() {
+            let kind = kinds[(i + round) % kinds.len()];
+            let data = scratch.join(format!("{}-{round}", kind.slug()));
+            let server = Running::start(options, kind, &data, &[])?;
+            for endpoint in Endpoint::ALL {
+                let script = load::wrk_script(endpoint, GET_IDS);
+                options
+                    .wrk
+                    .run(&scratch, &script, server.addr, options.warmup)?;
+                let before = (kind == Kind::Statepipe && endpoint == Endpoint::Post)
+                    .then(|| server.journal_counters())
+                    .flatten();
+                let r = options
+                    .wrk
+                    .run(&scratch, &script, server.addr, options.window)?;
+                let slot = results
+                    .iter_mut()
+                    .find(|(k, e, _)| *k == kind && *e == endpoint)
+                    .expect("every pair has a slot");
+                if let (Some(b), Some(a)) = (before, server.journal_counters()) {
+                    let secs = r.duration_us as f64 / 1e6;
+                    let fsyncs = (a.fsyncs - b.fsyncs).max(1.0);
+                    let writes = r.requests.saturating_sub(r.status) as f64;
+                    slot.2.journal.push((fsyncs / secs, writes / fsyncs));
+                }
+                progress(&format!(
+                    "round {}/{}: {:<22} {:<20} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  non-2xx {}  socket errors {}",
+                    round + 1,
+                    options.samples,
+                    kind.label(),
+                    endpoint.name(),
+                    r.rate(),
+                    r.p50_us as f64 / 1e3,
+                    r.p99_us as f64 / 1e3,
+                    r.status,
+                    r.socket_errors()
+                ));
+                slot.2.wrk.push(r);
+            }
+            server.stop()?;
+            let _ = std::fs::remove_dir_all(&data);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(results)
+}
+
+/// A fresh directory under `root`.
+pub(crate) fn tempdir_in(root: &std::path::Path) -> Result<PathBuf, BenchError> {
+    let dir = root.join(format!("statepipe-bench-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| BenchError::failed("bench serve", format!("creating {dir:?}: {e}")))?;
+    Ok(dir)
+}
+
+fn row(case: String, unit: &str, higher: bool, kind: Kind, values: &[f64]) -> Option<ResultRow> {
+    let metric = Metric {
+        case,
+        unit: unit.into(),
+        higher_is_better: higher,
+    };
+    Summary::of(values).map(|s| ResultRow::new(&metric, kind.imp(), &kind.config(), s))
+}
+
+/// The report rows of the rounds: per endpoint req/s, p50, p99, p99.9, max
+/// (ms), non-2xx and socket errors (summed over rounds), and for statepipe's
+/// POST the fsyncs per second and writes per fsync.
+pub fn rows(results: &[(Kind, Endpoint, Samples)]) -> Vec<ResultRow> {
+    let mut rows = Vec::new();
+    for endpoint in Endpoint::ALL {
+        let key = endpoint.key();
+        let of = |f: &dyn Fn(&WrkResult) -> f64| {
+            results
+                .iter()
+                .filter(|r| r.1 == endpoint)
+                .map(move |(k, _, s)| (*k, s.wrk.iter().map(f).collect::<Vec<f64>>()))
+                .collect::<Vec<_>>()
+        };
+        type Figure = (&'static str, &'static str, bool, fn(&WrkResult) -> f64);
+        let figures: [Figure; 7] = [
+            ("req/s", "req/s", true, |r| r.rate()),
+            ("p50", "ms", false, |r| r.p50_us as f64 / 1e3),
+            ("p99", "ms", false, |r| r.p99_us as f64 / 1e3),
+            ("p99.9", "ms", false, |r| r.p999_us as f64 / 1e3),
+            ("max", "ms", false, |r| r.max_us as f64 / 1e3),
+            ("non-2xx", "responses", false, |r| r.status as f64),
+            ("socket errors", "errors", false, |r| {
+                r.socket_errors() as f64
+            }),
+        ];
+        for (name, unit, higher, f) in figures {
+            for (kind, values) in of(&f) {
+                rows.extend(row(format!("{key}/{name}"), unit, higher, kind, &values));
+            }
+        }
+        for (kind, _, s) in results.iter().filter(|r| r.1 == endpoint) {
+            if s.journal.is_empty() {
+                continue;
+            }
+            let fsyncs: Vec<f64> = s.journal.iter().map(|j| j.0).collect();
+            let batch: Vec<f64> = s.journal.iter().map(|j| j.1).collect();
+            rows.extend(row(format!("{key}/fsyncs"), "per s", false, *kind, &fsyncs));
+            rows.extend(row(
+                format!("{key}/writes per fsync"),
+                "writes",
+                true,
+                *kind,
+                &batch,
+            ));
+        }
+    }
+    rows
+}

@@ -1,0 +1,408 @@
+//! `statepipe bench serve`: finds (or installs) the load generators, builds
+//! the peers if need be, runs the rounds and the extras, prints the table
+//! and the targets, writes `--json` and `--svg`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use statepipe_bench::report::{Report, ResultRow};
+use statepipe_bench::serve::load::{find_tool, Wrk};
+use statepipe_bench::serve::{self, extras, ServeOptions};
+
+use crate::bench_cmd::CommonArgs;
+
+/// Options of `statepipe bench serve`.
+#[derive(Args, Debug)]
+pub struct ServeBenchArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// The peers' executable (built from bench/serve-peers when missing).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "bench/serve-peers/target/release/serve-peer"
+    )]
+    pub peer: PathBuf,
+    /// Keep-alive connections of the closed-loop runs.
+    #[arg(long, default_value_t = 200)]
+    pub connections: usize,
+    /// Seconds of each measured window (warm-up: a fifth of it, at least 1 s).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub window: u64,
+    /// Where the servers' data directories go (the disk the journal fsyncs to).
+    #[arg(long, value_name = "DIR", default_value = "target/bench-serve")]
+    pub data: PathBuf,
+    /// Skip the restart, idle-memory and overload measurements.
+    #[arg(long)]
+    pub no_extras: bool,
+    /// Install oha with `cargo install oha --locked` when it is missing
+    /// (otherwise the overload run is skipped, saying so).
+    #[arg(long)]
+    pub install_oha: bool,
+}
+
+fn find_or_install_wrk() -> anyhow::Result<PathBuf> {
+    if let Some(p) = find_tool("wrk") {
+        println!("load generator: wrk found at {}", p.display());
+        return Ok(p);
+    }
+    println!("load generator: wrk not found; installing it with apt-get install -y wrk");
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "wrk"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    anyhow::ensure!(ok, "could not install wrk (apt-get install -y wrk failed)");
+    find_tool("wrk").context("wrk installed but not on PATH")
+}
+
+fn find_or_install_oha(install: bool) -> Option<PathBuf> {
+    if let Some(p) = find_tool("oha") {
+        println!("open-loop generator: oha found at {}", p.display());
+        return Some(p);
+    }
+    if !install {
+        println!("open-loop generator: oha not found; the overload run is skipped (--install-oha, or cargo install oha --locked)");
+        return None;
+    }
+    println!("open-loop generator: oha not found; installing it with cargo install oha --locked");
+    let ok = Command::new("cargo")
+        .args(["install", "oha", "--locked"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        println!("cargo install oha failed; the overload run is skipped");
+    }
+    find_tool("oha")
+}
+
+fn find_or_build_peer(path: &Path) -> anyhow::Result<PathBuf> {
+    if !path.is_file() {
+        println!(
+            "peers: {} missing; building bench/serve-peers (cargo build --release)",
+            path.display()
+        );
+        let ok = Command::new("cargo")
+            .args([
+                "build",
+                "--release",
+                "--manifest-path",
+                "bench/serve-peers/Cargo.toml",
+            ])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        anyhow::ensure!(
+            ok,
+            "building bench/serve-peers failed (run from the repository root)"
+        );
+    }
+    Ok(std::fs::canonicalize(path)?)
+}
+
+/// Runs `statepipe bench serve`.
+pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let host = crate::bench_cmd::measure_host(&args.common);
+    let cpus = statepipe_sys::cpus::usable_cpus();
+    let ids = &cpus.ids;
+    let (server_cpu, client_cpu) = match ids.len() {
+        0 => (None, None),
+        1 => (Some(ids[0]), None),
+        _ => (Some(ids[0]), Some(ids[1])),
+    };
+    let wrk = find_or_install_wrk()?;
+    let oha = if args.no_extras {
+        None
+    } else {
+        find_or_install_oha(args.install_oha)
+    };
+    let peer = find_or_build_peer(&args.peer)?;
+    std::fs::create_dir_all(&args.data)?;
+    let window = if args.common.quick {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_secs(args.window.max(1))
+    };
+    let options = ServeOptions {
+        statepipe: std::env::current_exe().context("finding this executable")?,
+        peer,
+        wrk: Wrk {
+            path: wrk,
+            cpu: client_cpu,
+            connections: args.connections,
+        },
+        oha,
+        server_cpu,
+        data: std::fs::canonicalize(&args.data)?,
+        warmup: (window / 5).max(Duration::from_secs(1)),
+        window,
+        samples: args.common.samples.into(),
+        extras: !args.no_extras,
+        restart_items: if args.common.quick {
+            100_000
+        } else {
+            1_000_000
+        },
+        idle_connections: 10_000,
+        cgroup: None,
+    };
+    println!("{}\n", options.describe());
+    let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
+    let mut rows = serve::rows(&results);
+    let mut notes = String::new();
+    if options.extras {
+        extras_rows(&options, &rows.clone(), &mut rows, &mut notes)?;
+    }
+    let report = Report::new("serve", &host, rows);
+    notes = targets(&report) + &notes;
+    crate::bench_cmd::finish(&report, &args.common, started, &notes)
+}
+
+fn ours<'a>(rows: &'a [ResultRow], case: &str) -> Option<&'a ResultRow> {
+    rows.iter().find(|r| r.case == case && r.imp == "statepipe")
+}
+
+fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow> {
+    let s = statepipe_bench::stats::Summary::of(values)?;
+    Some(ResultRow {
+        case: case.into(),
+        imp: "statepipe".into(),
+        config: "mio I/O + ring, group commit".into(),
+        unit: unit.into(),
+        higher_is_better: higher,
+        median: s.median,
+        min: s.min,
+        max: s.max,
+        samples: s.samples,
+    })
+}
+
+fn extras_rows(
+    options: &ServeOptions,
+    measured: &[ResultRow],
+    rows: &mut Vec<ResultRow>,
+    notes: &mut String,
+) -> anyhow::Result<()> {
+    let scratch = options.data.join(format!("extras-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    eprintln!(
+        "restart: journalling {} items, then 3 restarts each after SIGKILL",
+        options.restart_items
+    );
+    let times = extras::restart(options, &scratch, 3)?;
+    let case = format!(
+        "restart after SIGKILL, {} items journalled",
+        options.restart_items
+    );
+    rows.extend(one(&case, "s", false, &times));
+    eprintln!("idle: {} keep-alive connections", options.idle_connections);
+    match extras::idle_rss(options, &scratch) {
+        Ok((before, with)) => {
+            rows.extend(one("RSS, idle server", "MB", false, &[before]));
+            rows.extend(one(
+                &format!(
+                    "RSS, {} idle keep-alive connections",
+                    options.idle_connections
+                ),
+                "MB",
+                false,
+                &[with],
+            ));
+        }
+        Err(e) => notes.push_str(&format!("idle connections: skipped: {e}\n")),
+    }
+    eprintln!("quota: GET /item/{{id}} with each server in a cgroup with a 1-CPU quota");
+    match extras::quota(
+        options,
+        &scratch,
+        &[
+            serve::server::Kind::Statepipe,
+            serve::server::Kind::Axum {
+                worker_threads: None,
+            },
+        ],
+    ) {
+        Ok(results) => {
+            for (kind, r) in results {
+                let mut add = |case: &str, unit: &str, higher: bool, v: f64| {
+                    rows.extend(one(case, unit, higher, &[v]).map(|mut row| {
+                        row.imp = kind.imp().into();
+                        row.config = kind.config();
+                        row
+                    }))
+                };
+                add(
+                    "quota 1 CPU, unpinned/get-one/req/s",
+                    "req/s",
+                    true,
+                    r.rate(),
+                );
+                add(
+                    "quota 1 CPU, unpinned/get-one/p99",
+                    "ms",
+                    false,
+                    r.p99_us as f64 / 1e3,
+                );
+                add(
+                    "quota 1 CPU, unpinned/get-one/p99.9",
+                    "ms",
+                    false,
+                    r.p999_us as f64 / 1e3,
+                );
+                add(
+                    "quota 1 CPU, unpinned/get-one/non-2xx",
+                    "responses",
+                    false,
+                    r.status as f64,
+                );
+            }
+        }
+        Err(e) => notes.push_str(&format!("quota: skipped: {e}\n")),
+    }
+    if let Some(oha) = &options.oha {
+        let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
+        let rate = 2.0 * capacity;
+        let (ring, conns) = (128, 400);
+        eprintln!("overload: oha -q {rate:.0} POST, {conns} connections, ring of {ring}");
+        let (r, held) =
+            extras::overload(options, oha, &scratch, ring, conns, rate, options.window)?;
+        let created = r.count(201);
+        rows.extend(one("overload 2x/offered", "req/s", true, &[r.rate]));
+        rows.extend(one("overload 2x/answered", "req/s", true, &[r.achieved]));
+        rows.extend(one("overload 2x/201", "responses", true, &[created as f64]));
+        rows.extend(one(
+            "overload 2x/429",
+            "responses",
+            false,
+            &[r.count(429) as f64],
+        ));
+        rows.extend(one(
+            "overload 2x/429 p99",
+            "ms",
+            false,
+            &[r.rejected_p99_ms],
+        ));
+        rows.extend(one(
+            "overload 2x/accepted p99",
+            "ms",
+            false,
+            &[r.accepted_p99_ms],
+        ));
+        rows.extend(one(
+            "overload 2x/errors",
+            "requests",
+            false,
+            &[r.errors as f64],
+        ));
+        rows.extend(one(
+            "overload 2x/acked writes lost",
+            "items",
+            false,
+            &[created.saturating_sub(held) as f64],
+        ));
+        notes.push_str(&format!(
+            "overload: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections, oha --latency-correction)\n",
+            r.statuses
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// The targets, each with its figure and whether it is met.
+fn targets(report: &Report) -> String {
+    let rows = &report.results;
+    let mut out = String::from("targets:\n");
+    let mark = |ok: bool| if ok { "met" } else { "NOT met" };
+    let best_peer = |case: &str| {
+        rows.iter()
+            .filter(|r| r.case == case && r.imp != "statepipe")
+            .max_by(|a, b| a.median.total_cmp(&b.median))
+    };
+    let p99_of = |r: &ResultRow, key: &str| {
+        rows.iter()
+            .find(|x| x.case == format!("{key}/p99") && x.imp == r.imp && x.config == r.config)
+            .map(|x| x.median)
+    };
+    for (key, need) in [("get-one", 1.0), ("post", 1.2)] {
+        let case = format!("{key}/req/s");
+        if let (Some(o), Some(p)) = (ours(rows, &case), best_peer(&case)) {
+            let ratio = o.median / p.median;
+            let (op99, pp99) = (p99_of(o, key), p99_of(p, key));
+            out.push_str(&format!(
+                "  {key}: statepipe {:.0} req/s = {ratio:.2}x the best peer ({} {}: {:.0}) [need >= {need}x: {}]",
+                o.median,
+                p.imp,
+                p.config,
+                p.median,
+                mark(ratio >= need)
+            ));
+            if let (Some(a), Some(b)) = (op99, pp99) {
+                out.push_str(&format!(
+                    "; p99 {a:.2} ms vs {b:.2} ms{}",
+                    if key == "get-one" {
+                        format!(" [need <=: {}]", mark(a <= b))
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            out.push('\n');
+        }
+    }
+    if let (Some(f), Some(b)) = (
+        ours(rows, "post/fsyncs"),
+        ours(rows, "post/writes per fsync"),
+    ) {
+        out.push_str(&format!(
+            "  post: {:.0} fsyncs/s, {:.1} writes per fsync (mean)\n",
+            f.median, b.median
+        ));
+    }
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.case.starts_with("restart after SIGKILL"))
+    {
+        out.push_str(&format!(
+            "  {}: ready in {:.2} s (median; max {:.2}) [need < 2 s: {}]\n",
+            r.case,
+            r.median,
+            r.max,
+            mark(r.max < 2.0)
+        ));
+    }
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.case.ends_with("idle keep-alive connections"))
+    {
+        out.push_str(&format!(
+            "  {}: {:.0} MB [need < 200 MB: {}]\n",
+            r.case,
+            r.median,
+            mark(r.median < 200.0)
+        ));
+    }
+    let get = |c: &str| ours(rows, c).map(|r| r.median);
+    if let (Some(busy_p99), Some(acc_p99), Some(errors), Some(lost), Some(busy)) = (
+        get("overload 2x/429 p99"),
+        get("overload 2x/accepted p99"),
+        get("overload 2x/errors"),
+        get("overload 2x/acked writes lost"),
+        get("overload 2x/429"),
+    ) {
+        let unloaded = get("post/p99").unwrap_or(f64::NAN);
+        out.push_str(&format!(
+            "  overload 2x: {busy:.0} answered 429, their p99 {busy_p99:.2} ms [need < 1 ms: {}]; accepted p99 {acc_p99:.2} ms vs unloaded POST p99 {unloaded:.2} ms [need <= 3x: {}]; errors {errors:.0} [need 0: {}]; acked writes lost {lost:.0} [need 0: {}]\n",
+            mark(busy > 0.0 && busy_p99 < 1.0),
+            mark(acc_p99 <= 3.0 * unloaded),
+            mark(errors == 0.0),
+            mark(lost == 0.0),
+        ));
+    }
+    out
+}
