@@ -9,5 +9,6 @@ pub(crate) use common::*;
 
 mod elastic;
 mod failures;
+mod heartbeat;
 mod protocol;
 mod resume;

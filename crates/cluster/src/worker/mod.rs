@@ -49,6 +49,8 @@ pub(crate) struct WorkerCore {
     seed: u64,
     /// Send each child's state bytes with its output.
     copies: bool,
+    /// How often the master wants a heartbeat (from `Setup`).
+    heartbeat: Option<Duration>,
     store: Store,
     /// Outgoing handoffs; without them a `Give` is answered `Given 0`.
     peers: Option<peer::Peers>,
@@ -64,6 +66,7 @@ impl WorkerCore {
             model: None,
             seed: 0,
             copies: false,
+            heartbeat: None,
             store: Store::default(),
             peers: None,
             peer_addr: None,
@@ -99,6 +102,8 @@ impl WorkerCore {
                 self.model = Some(self.registry.build(s.model, s.params)?);
                 self.seed = s.seed;
                 self.copies = s.copies;
+                self.heartbeat =
+                    (s.heartbeat_ms > 0).then(|| Duration::from_millis(s.heartbeat_ms.into()));
                 lock(&self.store).clear();
                 let st = protocol::begin(out, Kind::SetupOk);
                 if let Some(a) = self.peer_addr {
@@ -477,6 +482,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
             .name("statepipe-evolve".into())
             .spawn(move || compute(&rx, &store, &conn))?;
     }
+    let mut heartbeat: Option<conn::Heartbeat> = None;
     let mut buf = Vec::with_capacity(64 << 10);
     let mut out = Vec::with_capacity(64 << 10);
     // A master that refuses the answer to its challenge closes the
@@ -515,6 +521,9 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
                 if let Some(m) = core.model.take() {
                     let _ = tx.send(Job::Model(m, (core.seed, core.copies)));
                 }
+                if let (None, Some(every)) = (&heartbeat, core.heartbeat) {
+                    heartbeat = Some(conn::Heartbeat::start(conn.clone(), every)?);
+                }
                 if conn.send(&out).is_err() {
                     break;
                 }
@@ -527,6 +536,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
         }
     }
     drop(tx);
+    drop(heartbeat);
     let failed = lock(&conn.failed).clone();
     match failed {
         Some(m) => Err(Error::WorkerFailed(m)),
