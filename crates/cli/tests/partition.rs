@@ -3,7 +3,7 @@
 //! one worker's link goes down (`ip link set … down`: no reset, no FIN,
 //! just silence) and comes back three seconds later. The master must
 //! declare that worker lost after its silence (heartbeats every 1 s, lost
-//! after 2 s: the defaults), rerun its share on the other two, and end
+//! after 1.5 s: the defaults), rerun its share on the other two, and end
 //! with the final states of a run without the cut; what the worker sends
 //! after its link returns must not count (its connection was closed: it
 //! gets a reset and exits).
@@ -20,7 +20,7 @@ const WORKERS: usize = 3;
 /// Why this host cannot run the test, if it cannot.
 fn cannot() -> Option<String> {
     let uid = Command::new("id").arg("-u").output().ok();
-    if uid.is_none_or(|o| String::from_utf8_lossy(&o.stdout).trim() != "0") {
+    if !uid.is_some_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0") {
         return Some("needs root (network namespaces)".into());
     }
     let probe = format!("sppr{}", std::process::id() % 100_000);

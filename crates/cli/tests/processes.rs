@@ -187,7 +187,7 @@ fn a_killed_worker_costs_time_not_the_result() {
 #[test]
 fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
     // SIGSTOP one of two workers mid-run: no reset, just silence (its
-    // heartbeat thread stops too). After the default silence (2 s; a
+    // heartbeat thread stops too). After the default silence (1.5 s; a
     // heartbeat every second) the master declares it lost, closes its
     // connection and reruns its share on the other; the result is the
     // clean run's. The stopped worker is woken later: nothing it sends is

@@ -124,10 +124,15 @@ fn faults<'a>(
             Some(false) => {
                 format!("{shape}; {n_kill} of {w} workers SIGKILLed once each, at random steps")
             }
-            Some(true) => format!(
-                "{shape}; {n_kill} of {w} workers SIGSTOPped once each, at random steps \
-                 (silent: lost after the default 2 s of silence, heartbeats every 1 s)"
-            ),
+            Some(true) => {
+                let d = statepipe_cluster::config::Deadlines::default();
+                format!(
+                    "{shape}; {n_kill} of {w} workers SIGSTOPped once each, at random steps \
+                     (silent: lost after {:.2} s of silence, heartbeats every {:.2} s)",
+                    d.silence.as_secs_f64(),
+                    d.heartbeat.unwrap_or_default().as_secs_f64()
+                )
+            }
         };
         let seed = std::cell::Cell::new(0u64);
         let worker = &a.worker;

@@ -70,12 +70,14 @@ impl Heartbeat {
             .spawn(move || {
                 let mut frame = Vec::with_capacity(crate::protocol::HEADER_LEN);
                 crate::protocol::encode(&mut frame, Kind::Heartbeat, &[]);
+                // The first at once: from it on the master times this
+                // worker by its silence.
                 loop {
-                    std::thread::park_timeout(every);
                     // Relaxed: the flag publishes no data, it only ends the loop.
                     if flag.load(Ordering::Relaxed) || conn.send(&frame).is_err() {
                         return;
                     }
+                    std::thread::park_timeout(every);
                 }
             })?;
         Ok(Heartbeat {

@@ -260,6 +260,12 @@ pub struct WorkerOptions {
     /// `PR_SET_PDEATHSIG`), so that a master killed by SIGKILL leaves no
     /// worker behind. [`LocalCluster`](crate::LocalCluster) sets it.
     pub die_with_parent: bool,
+    /// Give up on a master that acknowledges nothing (its host is gone, the
+    /// link is cut) after this long: the kernel's `TCP_USER_TIMEOUT` on
+    /// the connection, which the worker's heartbeats keep busy, so the
+    /// worker exits rather than wait for TCP's own limit (about 15
+    /// minutes). A master that is merely busy still acknowledges.
+    pub unreachable_timeout: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -269,6 +275,7 @@ impl Default for WorkerOptions {
             connect_timeout: Duration::from_secs(30),
             challenge_timeout: Duration::from_secs(5),
             die_with_parent: false,
+            unreachable_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -379,6 +386,8 @@ fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> Result<TcpStream, 
     loop {
         let s = connect(addr, deadline)?;
         s.set_nodelay(true)?;
+        #[cfg(target_os = "linux")]
+        socket2::SockRef::from(&s).set_tcp_user_timeout(Some(opts.unreachable_timeout))?;
         s.set_read_timeout(Some(opts.challenge_timeout.max(Duration::from_millis(1))))?;
         match wire::expect_frame(&mut &s, &mut buf, 64, Kind::Challenge) {
             Ok(()) => {

@@ -118,8 +118,10 @@ pub struct Deadlines {
     /// How often workers send a heartbeat (`None`: never; requests'
     /// allowances apply instead).
     pub heartbeat: Option<Duration>,
-    /// Silence after which a heartbeating worker is lost (2 × `heartbeat`
-    /// by default: one heartbeat may be late, not two).
+    /// Silence after which a heartbeating worker is lost (1.5 × `heartbeat`
+    /// by default: a heartbeat may be half an interval late, and a loss is
+    /// found within two intervals of the worker's last byte even when the
+    /// master is slow to notice by half an interval).
     pub silence: Duration,
     /// One allowance for every request, replacing the measured ones and,
     /// for heartbeating workers, `silence`.
@@ -139,7 +141,7 @@ impl Default for Deadlines {
     fn default() -> Self {
         Deadlines {
             heartbeat: Some(HEARTBEAT),
-            silence: 2 * HEARTBEAT,
+            silence: HEARTBEAT * 3 / 2,
             fixed: None,
             factor: 10.0,
             floor: Duration::from_secs(1),

@@ -3,7 +3,7 @@
 //!
 //! A heartbeating worker (one whose `Setup` asked for heartbeats, once
 //! the first has come) is lost once the master has read nothing from it for
-//! `Deadlines::silence` (2 s by default; `fixed` replaces it): not a
+//! `Deadlines::silence` (1.5 s by default; `fixed` replaces it): not a
 //! heartbeat, not an answer, not a byte of a frame in transit. Its
 //! heartbeats come from a thread of their own, so a long evolve is never
 //! silence, and only a stopped process, a dead host or a cut link is. The
