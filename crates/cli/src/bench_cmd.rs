@@ -153,6 +153,17 @@ pub struct ClusterArgs {
     /// at random moments, against the same run with none killed.
     #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "200")]
     pub faults: Option<usize>,
+    /// Also run the `checkpoint` case: the run with and without a
+    /// checkpoint after every step, on this many workers.
+    #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "450")]
+    pub checkpoint: Option<usize>,
+    /// Also run the `copies` cases: the master's copies against recovery
+    /// off, with states of each of these sizes (KiB), on `--copy-workers`.
+    #[arg(long, value_delimiter = ',')]
+    pub copy_kib: Vec<usize>,
+    /// Workers of the `copies` cases.
+    #[arg(long, default_value_t = 50)]
+    pub copy_workers: usize,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -226,6 +237,9 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         state_kib: a.state_kib,
         no_roundtrips: a.no_roundtrips,
         fault_workers: a.faults.unwrap_or(0),
+        checkpoint_workers: a.checkpoint.unwrap_or(0),
+        copy_kib: a.copy_kib.clone(),
+        copy_workers: a.copy_workers,
         ..ClusterOptions::new(crate::cluster_cmd::worker_command()?)
     };
     println!("{}\n", options.describe());

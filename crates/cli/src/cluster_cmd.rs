@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use statepipe_cluster::config::{Batch, Deadlines, Recovery, SchedConfig, StealVia};
+use statepipe_cluster::config::{Batch, Deadlines, Recovery, SchedConfig, StealVia, HEARTBEAT};
 use statepipe_cluster::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
@@ -141,8 +141,9 @@ pub struct FilterArgs {
     /// the same result) or `off` (the run fails, saying what was lost).
     #[arg(long, value_enum, default_value = "master-copy")]
     pub recovery: RecoveryArg,
-    /// Declare a worker lost after this many seconds without an answer it
-    /// owes (default: 10 × the p99 batch time, at least 1 s).
+    /// Declare a worker lost after this many seconds of silence (default
+    /// 1.5; workers send a heartbeat every second, or every two thirds of
+    /// this if shorter).
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub deadline_s: Option<Duration>,
     /// Write the run's state (every particle, the filter's accumulators)
@@ -352,6 +353,7 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
             recovery: a.recovery.into(),
             deadlines: Deadlines {
                 fixed: a.deadline_s,
+                heartbeat: Some(a.deadline_s.map_or(HEARTBEAT, |d| HEARTBEAT.min(d * 2 / 3))),
                 ..Deadlines::default()
             },
             ..SchedConfig::default()

@@ -97,11 +97,23 @@ pub fn run(a: &SleepArgs) -> anyhow::Result<()> {
         stats.efficiency() * 100.0
     );
     if let Some(path) = &a.json {
+        // When each lost worker was recovered from, as Unix time, so that a
+        // caller that cut a link can tell how long detection took.
+        let (now, unix) = (Instant::now(), std::time::SystemTime::now());
+        let recovered: Vec<f64> = stats
+            .recovered_at
+            .iter()
+            .filter_map(|&t| unix.checked_sub(now.saturating_duration_since(t)))
+            .filter_map(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64())
+            .collect();
         let j = serde_json::json!({
             "states": states,
             "workers": stats.workers.len(),
             "wall_s": wall,
             "efficiency": stats.efficiency(),
+            "lost_workers": stats.lost_workers(),
+            "recovered_unix_s": recovered,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

@@ -226,21 +226,13 @@ fn a_killed_worker_costs_time_not_the_result() {
 
 #[test]
 fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
-    // SIGSTOP one of two workers mid-run: no reset, just silence. After the
-    // deadline (2 s here) the master declares it lost, closes its
+    // SIGSTOP one of two workers mid-run: no reset, just silence (its
+    // heartbeat thread stops too). After the default silence (1.5 s; a
+    // heartbeat every second) the master declares it lost, closes its
     // connection and reruns its share on the other; the result is the
     // clean run's. The stopped worker is woken later: nothing it sends is
     // read, and it leaves no process behind.
-    let args = [
-        "--workers",
-        "2",
-        "--particles",
-        "1000",
-        "--islands",
-        "10",
-        "--deadline-s",
-        "2",
-    ];
+    let args = ["--workers", "2", "--particles", "1000", "--islands", "10"];
     let clean = pf_json(&args, Fault::None);
     let stopped = pf_json(&args, Fault::Stop(Duration::from_millis(400)));
     for key in ["loglik", "loglik_se", "filtered_means"] {

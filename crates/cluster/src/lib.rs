@@ -91,7 +91,7 @@ pub use stats::{Stats, WorkerStats};
 /// (the fields of [`MasterConfig::sched`]).
 pub mod config {
     pub use crate::master::sched::config::{
-        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia,
+        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia, HEARTBEAT,
     };
 }
 

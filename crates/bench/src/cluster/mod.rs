@@ -25,7 +25,14 @@
 //!   and the megabytes per step workers send the master, with nothing
 //!   killed, with 5% of the workers SIGKILLed once each at random moments
 //!   (recovered from the master's copies; the kill-to-recovery time is in
-//!   the row's config), and with recovery off (no copies: what they cost).
+//!   the row's config), with 5% SIGSTOPped (silent, as behind a cut link:
+//!   found by the missing heartbeats), and with recovery off (no copies:
+//!   what they cost).
+//! - `checkpoint/workers=W` (with `checkpoint_workers`): the wall time with
+//!   and without a checkpoint written after every step.
+//! - `copies/kib=K` (with `copy_kib`): what the master's copies cost as
+//!   states grow: wall time and megabytes per step from the workers, with
+//!   and without recovery, on `copy_workers` workers.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -33,7 +40,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, SeedableRng as _};
-use statepipe_cluster::config::{Batch, Recovery, SchedConfig, StealVia};
+use statepipe_cluster::config::{Batch, SchedConfig, StealVia};
 use statepipe_cluster::pf::systematic;
 use statepipe_cluster::{
     Engine, Evolve, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, StateId,
@@ -44,6 +51,7 @@ use crate::harness::{self, Contender, Group, Metric};
 use crate::report::ResultRow;
 use crate::BenchError;
 
+mod faults;
 mod models;
 mod svg;
 
@@ -82,6 +90,12 @@ pub struct ClusterOptions {
     /// moments, under recovery; and without recovery, for the traffic the
     /// master's copies cost.
     pub fault_workers: usize,
+    /// Workers of the `checkpoint` case (0: skip it).
+    pub checkpoint_workers: usize,
+    /// State sizes of the `copies` cases, KiB (none: skip them).
+    pub copy_kib: Vec<usize>,
+    /// Workers of the `copies` cases.
+    pub copy_workers: usize,
 }
 
 impl ClusterOptions {
@@ -100,6 +114,9 @@ impl ClusterOptions {
             state_kib: 0,
             no_roundtrips: false,
             fault_workers: 0,
+            checkpoint_workers: 0,
+            copy_kib: Vec::new(),
+            copy_workers: 50,
         }
     }
 
@@ -198,6 +215,8 @@ struct Sample {
     /// Kill to recovery, per killed worker, microseconds.
     reassign_us: Vec<f64>,
     lost_workers: usize,
+    /// Time spent writing checkpoints, seconds.
+    checkpoint_s: f64,
 }
 
 /// What a sample's failure says.
@@ -234,16 +253,28 @@ fn sample(
 ) -> Result<Sample, Failure> {
     if state_bytes == 0 {
         let (m, c) = cluster(worker, &Sleep, w, imp, sched)?;
-        run_plan(m, c, plan, (0..states as u64).collect(), &[])
+        run_plan(m, c, plan, (0..states as u64).collect(), &During::default())
     } else {
         let (m, c) = cluster(worker, &Ballast, w, imp, sched)?;
         let init = (0..states).map(|i| vec![i as u8; state_bytes]).collect();
-        run_plan(m, c, plan, init, &[])
+        run_plan(m, c, plan, init, &During::default())
     }
 }
 
 /// A worker to kill: (worker index, step, delay into the step).
 type Kill = (usize, usize, Duration);
+
+/// What happens during a run besides the steps.
+#[derive(Default)]
+struct During<'p> {
+    /// Workers to signal, and when.
+    kill: &'p [Kill],
+    /// SIGSTOP (silence, as a cut link) rather than SIGKILL (a reset).
+    stop: bool,
+    /// Write a checkpoint here after every step (the master's snapshot,
+    /// as `statepipe pf --checkpoint` writes it).
+    checkpoint: Option<&'p std::path::Path>,
+}
 
 /// `count` kills of distinct workers of `w`, at random steps of `steps` and
 /// random moments within a step of about `step_time` (drawn from `seed`).
@@ -268,24 +299,27 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     cluster: LocalCluster,
     plan: &Workload,
     init: Vec<E::State>,
-    kill: &[Kill],
+    during: &During<'_>,
 ) -> Result<Sample, Failure> {
+    let signal = if during.stop {
+        nix::sys::signal::Signal::SIGSTOP
+    } else {
+        nix::sys::signal::Signal::SIGKILL
+    };
+    let mut checkpoint_s = 0.0;
     let pids = cluster.pids();
     let mut ids: Vec<StateId> = m.reset_states(init)?;
     let in0: u64 = m.stats().workers.iter().map(|w| w.bytes_in).sum();
     let t0 = Instant::now();
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for (k, step) in plan.iter().enumerate() {
-        for &(who, _, delay) in kill.iter().filter(|x| x.1 == k) {
+        for &(who, _, delay) in during.kill.iter().filter(|x| x.1 == k) {
             let (pid, killed_at) = (pids[who], killed_at.clone());
             std::thread::spawn(move || {
                 std::thread::sleep(delay);
                 let t = Instant::now();
                 if let Ok(pid) = i32::try_from(pid) {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
                 }
                 killed_at.lock().unwrap_or_else(|p| p.into_inner()).push(t);
             });
@@ -301,6 +335,11 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         let mut next: Vec<StateId> = out.into_values().flatten().map(|c| c.0).collect();
         next.sort_unstable();
         ids = next;
+        if let Some(path) = during.checkpoint {
+            let t = Instant::now();
+            faults::write_checkpoint(path, &m.snapshot()?)?;
+            checkpoint_s += t.elapsed().as_secs_f64();
+        }
     }
     let wall = t0.elapsed().as_secs_f64();
     let st = m.stats();
@@ -322,6 +361,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         mb_in_per_step: (in1 - in0) as f64 / 1e6 / plan.len().max(1) as f64,
         reassign_us,
         lost_workers: st.lost_workers(),
+        checkpoint_s,
     })
 }
 
@@ -351,7 +391,7 @@ pub fn run(
     let plan = workload(a.states, a.steps, cost_us);
     let rt = workload(200 * 25, 4, 0);
     let busy: RefCell<Seen> = RefCell::default();
-    let reassign: RefCell<Vec<f64>> = RefCell::default();
+    let recorded = faults::Recorded::default();
     let moves: RefCell<Vec<f64>> = RefCell::default();
     let mut groups = Vec::new();
     let mut cap_series = Series {
@@ -475,76 +515,9 @@ pub fn run(
             contenders,
         });
     }
-    if a.fault_workers > 0 {
-        let w = a.fault_workers;
-        let case = format!("faults/workers={w}");
-        let n_kill = (w / 20).max(1);
-        let step_time = Duration::from_secs_f64(a.cost_ms / 1e3 * a.states as f64 / w as f64);
-        let reassign: &RefCell<Vec<f64>> = &reassign;
-        let mut contenders = Vec::new();
-        for (name, recovery, kill) in [
-            ("no-faults", Recovery::MasterCopy, false),
-            ("5%-killed", Recovery::MasterCopy, true),
-            ("recovery-off", Recovery::Off, false),
-        ] {
-            let (plan, case2) = (&plan, case.clone());
-            let states = a.states;
-            let config = format!(
-                "{shape}; {}",
-                if kill {
-                    format!("{n_kill} of {w} workers SIGKILLed once each, at random steps")
-                } else {
-                    "nothing killed".to_string()
-                }
-            );
-            let seed = std::cell::Cell::new(0u64);
-            contenders.push(Contender::new(name, config, move || {
-                let sched = SchedConfig {
-                    recovery,
-                    ..SchedConfig::default()
-                };
-                seed.set(seed.get() + 1);
-                let schedule = if kill {
-                    kills(w, n_kill, plan.len(), step_time, seed.get())
-                } else {
-                    Vec::new()
-                };
-                let (m, c) = cluster(worker, &Sleep, w, MasterImpl::EventLoop, sched)
-                    .map_err(|e| failed(&case2, &e))?;
-                let s = run_plan(m, c, plan, (0..states as u64).collect(), &schedule)
-                    .map_err(|e| failed(&case2, &e))?;
-                if kill && s.lost_workers != schedule.len() {
-                    return Err(BenchError::failed(
-                        &case2,
-                        format!(
-                            "{} workers recovered of {} killed",
-                            s.lost_workers,
-                            schedule.len()
-                        ),
-                    ));
-                }
-                reassign.borrow_mut().extend(s.reassign_us.iter().copied());
-                Ok(vec![s.wall_s, s.mb_in_per_step])
-            }));
-        }
-        groups.push(Group {
-            name: case.clone(),
-            metrics: vec![
-                metric(format!("{case}/wall"), "s", false),
-                metric(format!("{case}/from-workers"), "MB/step", false),
-            ],
-            contenders,
-        });
-    }
+    groups.extend(faults::groups(&a, &plan, &shape, &recorded));
     let mut rows = harness::run(groups, a.samples, progress)?;
-    let r = reassign.into_inner();
-    if !r.is_empty() {
-        let max = r.iter().copied().fold(0.0, f64::max);
-        let p50 = crate::stats::Summary::of(&r).map_or(0.0, |s| s.median);
-        for row in rows.iter_mut().filter(|x| x.imp == "5%-killed") {
-            row.config += &format!("; kill to recovery p50 {p50:.0} us, max {max:.0} us");
-        }
-    }
+    recorded.annotate(&mut rows);
     let busy = busy.into_inner();
     annotate_busy(&mut rows, &busy, a.samples);
     let mut series = svg_series(&rows);

@@ -13,7 +13,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use super::driver::Driver;
-use super::sched::{Scheduler, WorkerId, CHECK_EVERY};
+use super::sched::{Io, Scheduler, WorkerId, CHECK_EVERY};
 use crate::protocol::{self, HEADER_LEN};
 
 /// Initial read buffer per connection; grows to the largest frame seen.
@@ -21,8 +21,10 @@ const READ_BUF: usize = 64 << 10;
 
 struct Conn {
     stream: TcpStream,
-    /// When bytes last moved either way (for the hung-worker deadline).
+    /// When bytes last moved either way, and last came from the worker
+    /// (for the hung-worker deadlines).
     io_at: Instant,
+    read_at: Instant,
     rbuf: Vec<u8>,
     rlen: usize,
     wbuf: Vec<u8>,
@@ -78,6 +80,7 @@ impl EventLoop {
             self.conns.push(Some(Conn {
                 stream,
                 io_at: Instant::now(),
+                read_at: Instant::now(),
                 rbuf: vec![0; READ_BUF],
                 rlen: 0,
                 wbuf: Vec::with_capacity(READ_BUF),
@@ -115,6 +118,7 @@ impl EventLoop {
                 Ok(n) => {
                     c.rlen += n;
                     c.io_at = Instant::now();
+                    c.read_at = c.io_at;
                     Self::dispatch(c, w, sched, self.max_frame)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -197,6 +201,21 @@ impl EventLoop {
     }
 }
 
+impl EventLoop {
+    fn overdue(
+        &self,
+        sched: &Scheduler,
+        now: Instant,
+    ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
+        sched.overdue(now, &|w| {
+            self.conns[w].as_ref().map_or(Io::default(), |c| Io {
+                any: Some(c.io_at),
+                read: Some(c.read_at),
+            })
+        })
+    }
+}
+
 impl Driver for EventLoop {
     fn add(&mut self, streams: Vec<std::net::TcpStream>) -> io::Result<()> {
         self.register(streams)
@@ -210,10 +229,15 @@ impl Driver for EventLoop {
         while !sched.is_quiet() {
             let now = Instant::now();
             if now >= next_check {
-                next_check = now + CHECK_EVERY;
-                let conns = &self.conns;
-                let late = sched.overdue(now, &|w| conns[w].as_ref().map(|c| c.io_at));
+                let (late, next) = self.overdue(sched, now);
+                next_check = next.map_or(now + CHECK_EVERY, |t| t.min(now + CHECK_EVERY));
                 if !late.is_empty() {
+                    // Frames may have waited in the kernel while this loop
+                    // was busy: read them before judging anyone silent.
+                    for &(w, _) in &late {
+                        self.read(w, sched);
+                    }
+                    let (late, _) = self.overdue(sched, Instant::now());
                     for (w, reason) in late {
                         self.drop_conn(w, sched, &reason);
                     }

@@ -25,6 +25,7 @@ use crate::stats::WorkerStats;
 
 pub(crate) mod config;
 mod deadline;
+pub(crate) use deadline::Io;
 mod finish;
 mod ops;
 mod plan;
@@ -87,6 +88,10 @@ struct Slot {
     last_heard: Instant,
     /// When its last `Evolved` came.
     last_evolved: Instant,
+    /// It sends heartbeats (one came, and the config asks for them):
+    /// silence since this instant, or since the master last read from it,
+    /// makes it lost (see `deadline.rs`).
+    beats_from: Option<Instant>,
     stats: WorkerStats,
 }
 
@@ -120,6 +125,7 @@ impl Slot {
             owing_since: now,
             last_heard: now,
             last_evolved: now,
+            beats_from: None,
             stats: WorkerStats::default(),
         }
     }
@@ -260,8 +266,14 @@ impl Scheduler {
         self.collision = None;
         self.evolving = false;
         self.holding = 0;
+        let now = Instant::now();
         for s in &mut self.slots {
             s.incoming = 0;
+            // The master did not read between operations: silence counts
+            // from now.
+            if let Some(t) = s.beats_from.as_mut() {
+                *t = now;
+            }
         }
         if self.slots.iter().any(|s| s.alive) {
             Ok(())
@@ -335,6 +347,14 @@ impl Scheduler {
         }
         let s = &mut self.slots[w];
         s.stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;
+        if kind == Kind::Heartbeat {
+            // Nothing is owed or matched; from now on silence is what
+            // makes this worker lost (`deadline.rs`).
+            if self.cfg.deadlines.heartbeat.is_some() && s.beats_from.is_none() {
+                s.beats_from = Some(Instant::now());
+            }
+            return Ok(());
+        }
         s.last_heard = Instant::now();
         let at = match kind {
             Kind::Failed => return Err(format!("worker reported: {}", String::from_utf8_lossy(p))),

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::driver::Driver;
-use super::sched::{SchedConfig, Scheduler, WorkerId, CHECK_EVERY};
+use super::sched::{Io, SchedConfig, Scheduler, WorkerId, CHECK_EVERY};
 use crate::protocol::Kind;
 use crate::wire;
 
@@ -37,20 +37,32 @@ struct Inner {
 struct Shared {
     inner: Mutex<Inner>,
     cv: Condvar,
-    /// Per worker, when bytes last moved on its socket, in nanoseconds
-    /// since `base` (for the hung-worker deadline).
+    /// Per worker, when bytes last moved on its socket, and when they last
+    /// came from the worker, in nanoseconds since `base` (for the
+    /// hung-worker deadlines).
     io: Vec<AtomicU64>,
+    read: Vec<AtomicU64>,
     base: Instant,
 }
 
 impl Shared {
-    fn touch(&self, w: WorkerId) {
-        self.io[w].store(self.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    fn touch(&self, w: WorkerId, read: bool) {
+        let t = self.base.elapsed().as_nanos() as u64;
+        self.io[w].store(t, Ordering::Relaxed);
+        if read {
+            self.read[w].store(t, Ordering::Relaxed);
+        }
     }
 
-    fn last_io(&self, w: WorkerId) -> Option<Instant> {
-        let ns = self.io.get(w)?.load(Ordering::Relaxed);
-        Some(self.base + Duration::from_nanos(ns))
+    fn last_io(&self, w: WorkerId) -> Io {
+        let at = |v: &[AtomicU64]| {
+            let ns = v.get(w)?.load(Ordering::Relaxed);
+            Some(self.base + Duration::from_nanos(ns))
+        };
+        Io {
+            any: at(&self.io),
+            read: at(&self.read),
+        }
     }
 }
 
@@ -65,7 +77,7 @@ impl<S: std::io::Read> std::io::Read for Tracked<S> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n > 0 {
-            self.shared.touch(self.w);
+            self.shared.touch(self.w, true);
         }
         Ok(n)
     }
@@ -75,7 +87,7 @@ impl<S: Write> Write for Tracked<S> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         if n > 0 {
-            self.shared.touch(self.w);
+            self.shared.touch(self.w, false);
         }
         Ok(n)
     }
@@ -99,7 +111,11 @@ fn lock(s: &Shared) -> MutexGuard<'_, Inner> {
 impl Inner {
     fn handle(&mut self, ev: Event) {
         let Some(s) = self.sched.as_mut() else {
-            self.backlog.push(ev);
+            // Heartbeats between operations tell nothing: the silence clock
+            // restarts with the next one.
+            if !matches!(ev, Event::Frame(_, Kind::Heartbeat, _)) {
+                self.backlog.push(ev);
+            }
             return;
         };
         let closed = match ev {
@@ -152,6 +168,7 @@ impl Threaded {
             }),
             cv: Condvar::new(),
             io: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            read: (0..n).map(|_| AtomicU64::new(0)).collect(),
             base: Instant::now(),
         });
         let mut threads = Vec::with_capacity(2 * n);
@@ -228,9 +245,9 @@ impl Driver for Threaded {
             }
             let now = Instant::now();
             if now >= next_check {
-                next_check = now + CHECK_EVERY;
                 let sh = &self.shared;
-                let late = s.overdue(now, &|w| sh.last_io(w));
+                let (late, next) = s.overdue(now, &|w| sh.last_io(w));
+                next_check = next.map_or(now + CHECK_EVERY, |t| t.min(now + CHECK_EVERY));
                 if !late.is_empty() {
                     for (w, reason) in late {
                         g.close_worker(w, &reason);

@@ -22,7 +22,7 @@ pub(crate) mod msg;
 /// First byte of every frame.
 pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub(crate) const VERSION: u8 = 3;
+pub(crate) const VERSION: u8 = 4;
 /// Bytes in a frame header.
 pub(crate) const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (64 MiB).
@@ -86,6 +86,9 @@ kinds! {
     Given = 0x89,
     /// Worker to master, unasked: the states of a `Handoff` arrived and are held.
     Arrived = 0x8A,
+    /// Worker to master, unasked, empty: still here (every `Setup`'s
+    /// heartbeat interval, whatever else it is doing).
+    Heartbeat = 0x8B,
 }
 
 /// Why bytes are not a frame.

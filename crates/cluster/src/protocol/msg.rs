@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! Challenge  nonce[32]                      Auth      mac[32]
-//! Setup      seed u64, model bytes, params bytes
+//! Setup      seed u64, model bytes, params bytes, copies u8, heartbeat_ms u32
 //! Evolve     step u64, n u32, n × (id u64, input bytes)
 //! Add        n u32, n × (id u64, state bytes)        (= Removed = Fetched)
 //! Remove     n u32, n × id u64                       (= Drop = Fetch)
@@ -15,6 +15,7 @@
 //! Give       ticket u64, peer address bytes, n u32, n × id u64
 //! Handoff    ticket u64, then `Add`'s layout         Arrived   ticket u64, n u32
 //! Failed     message bytes (UTF-8)                    Shutdown: empty
+//! Heartbeat  empty (worker to master, unasked)
 //! ```
 //!
 //! `Removed` has exactly `Add`'s layout so that the master forwards a stolen
@@ -132,6 +133,8 @@ pub(crate) struct Setup<'a> {
     pub params: &'a [u8],
     /// Send each child's state bytes with its output (`Recovery::MasterCopy`).
     pub copies: bool,
+    /// Send a `Heartbeat` this often, in milliseconds (0: never).
+    pub heartbeat_ms: u32,
 }
 
 pub(crate) fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
@@ -139,6 +142,7 @@ pub(crate) fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
     put_bytes(out, s.model.as_bytes());
     put_bytes(out, s.params);
     out.push(u8::from(s.copies));
+    put_u32(out, s.heartbeat_ms);
 }
 
 pub(crate) fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
@@ -147,12 +151,14 @@ pub(crate) fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
     let model = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
     let params = r.bytes()?;
     let copies = r.array::<1>()?[0] != 0;
+    let heartbeat_ms = r.u32()?;
     r.end()?;
     Ok(Setup {
         seed,
         model,
         params,
         copies,
+        heartbeat_ms,
     })
 }
 

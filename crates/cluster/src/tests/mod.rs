@@ -10,5 +10,6 @@ pub(crate) use common::*;
 mod auto;
 mod elastic;
 mod failures;
+mod heartbeat;
 mod protocol;
 mod resume;

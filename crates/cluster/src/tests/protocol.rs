@@ -49,6 +49,7 @@ fn sample_frames() -> Vec<Vec<u8>> {
             model: "sleep",
             params: &[],
             copies: true,
+            heartbeat_ms: 1000,
         },
     );
     protocol::finish(&mut f, st);

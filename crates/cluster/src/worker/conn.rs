@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::evolve::StateId;
 use crate::protocol::Kind;
@@ -46,5 +49,50 @@ impl Conn {
 
     pub(crate) fn fail(&self, msg: &str) {
         fail(self, msg);
+    }
+}
+
+/// A thread that sends the master a `Heartbeat` every interval, whatever
+/// the other threads are doing, until dropped or the connection fails.
+/// A long evolve keeps its worker audible; a stopped process, a dead host
+/// or a cut link falls silent (the master's `Deadlines::silence`).
+pub(super) struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    pub(super) fn start(conn: Conn, every: Duration) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("statepipe-heartbeat".into())
+            .spawn(move || {
+                let mut frame = Vec::with_capacity(crate::protocol::HEADER_LEN);
+                crate::protocol::encode(&mut frame, Kind::Heartbeat, &[]);
+                // The first at once: from it on the master times this
+                // worker by its silence.
+                loop {
+                    // Relaxed: the flag publishes no data, it only ends the loop.
+                    if flag.load(Ordering::Relaxed) || conn.send(&frame).is_err() {
+                        return;
+                    }
+                    std::thread::park_timeout(every);
+                }
+            })?;
+        Ok(Heartbeat {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
     }
 }

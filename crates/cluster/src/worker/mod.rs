@@ -49,6 +49,8 @@ pub(crate) struct WorkerCore {
     seed: u64,
     /// Send each child's state bytes with its output.
     copies: bool,
+    /// How often the master wants a heartbeat (from `Setup`).
+    heartbeat: Option<Duration>,
     store: Store,
     /// Outgoing handoffs; without them a `Give` is answered `Given 0`.
     peers: Option<peer::Peers>,
@@ -64,6 +66,7 @@ impl WorkerCore {
             model: None,
             seed: 0,
             copies: false,
+            heartbeat: None,
             store: Store::default(),
             peers: None,
             peer_addr: None,
@@ -99,6 +102,8 @@ impl WorkerCore {
                 self.model = Some(self.registry.build(s.model, s.params)?);
                 self.seed = s.seed;
                 self.copies = s.copies;
+                self.heartbeat =
+                    (s.heartbeat_ms > 0).then(|| Duration::from_millis(s.heartbeat_ms.into()));
                 lock(&self.store).clear();
                 let st = protocol::begin(out, Kind::SetupOk);
                 if let Some(a) = self.peer_addr {
@@ -255,6 +260,12 @@ pub struct WorkerOptions {
     /// `PR_SET_PDEATHSIG`), so that a master killed by SIGKILL leaves no
     /// worker behind. [`LocalCluster`](crate::LocalCluster) sets it.
     pub die_with_parent: bool,
+    /// Give up on a master that acknowledges nothing (its host is gone, the
+    /// link is cut) after this long: the kernel's `TCP_USER_TIMEOUT` on
+    /// the connection, which the worker's heartbeats keep busy, so the
+    /// worker exits rather than wait for TCP's own limit (about 15
+    /// minutes). A master that is merely busy still acknowledges.
+    pub unreachable_timeout: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -264,6 +275,7 @@ impl Default for WorkerOptions {
             connect_timeout: Duration::from_secs(30),
             challenge_timeout: Duration::from_secs(5),
             die_with_parent: false,
+            unreachable_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -374,6 +386,8 @@ fn join(addr: &str, secret: &Secret, opts: &WorkerOptions) -> Result<TcpStream, 
     loop {
         let s = connect(addr, deadline)?;
         s.set_nodelay(true)?;
+        #[cfg(target_os = "linux")]
+        socket2::SockRef::from(&s).set_tcp_user_timeout(Some(opts.unreachable_timeout))?;
         s.set_read_timeout(Some(opts.challenge_timeout.max(Duration::from_millis(1))))?;
         match wire::expect_frame(&mut &s, &mut buf, 64, Kind::Challenge) {
             Ok(()) => {
@@ -477,6 +491,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
             .name("statepipe-evolve".into())
             .spawn(move || compute(&rx, &store, &conn))?;
     }
+    let mut heartbeat: Option<conn::Heartbeat> = None;
     let mut buf = Vec::with_capacity(64 << 10);
     let mut out = Vec::with_capacity(64 << 10);
     // A master that refuses the answer to its challenge closes the
@@ -515,6 +530,9 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
                 if let Some(m) = core.model.take() {
                     let _ = tx.send(Job::Model(m, (core.seed, core.copies)));
                 }
+                if let (None, Some(every)) = (&heartbeat, core.heartbeat) {
+                    heartbeat = Some(conn::Heartbeat::start(conn.clone(), every)?);
+                }
                 if conn.send(&out).is_err() {
                     break;
                 }
@@ -527,6 +545,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
         }
     }
     drop(tx);
+    drop(heartbeat);
     let failed = lock(&conn.failed).clone();
     match failed {
         Some(m) => Err(Error::WorkerFailed(m)),

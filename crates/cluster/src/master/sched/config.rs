@@ -98,10 +98,33 @@ impl Default for SchedConfig {
     }
 }
 
-/// How long a worker that owes answers may stay silent.
+/// When a worker is declared lost without closing its connection.
+///
+/// Workers send a `Heartbeat` every `heartbeat` from the moment they have
+/// the model, on a thread of their own, whatever they are evolving. Once a
+/// worker's first heartbeat has come, silence is the time since the master last
+/// read any byte from it (a heartbeat, an answer, part of a frame still in
+/// transit), and a worker silent for `silence` is lost: a stopped process,
+/// a dead host or a cut link, however long its evolve calls are. Before
+/// that (fake workers in tests, a worker of `heartbeat: None`), each
+/// outstanding request has an allowance instead (`factor`, `floor`,
+/// `unmeasured`; see `deadline.rs`).
+///
+/// A worker whose evolve never returns (a model that loops forever) still
+/// heartbeats: it is not lost, and the operation waits for it as a
+/// [`Local`](crate::Local) engine would.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deadlines {
-    /// One allowance for every request, replacing the measured ones.
+    /// How often workers send a heartbeat (`None`: never; requests'
+    /// allowances apply instead).
+    pub heartbeat: Option<Duration>,
+    /// Silence after which a heartbeating worker is lost (1.5 × `heartbeat`
+    /// by default: a heartbeat may be half an interval late, and a loss is
+    /// found within two intervals of the worker's last byte even when the
+    /// master is slow to notice by half an interval).
+    pub silence: Duration,
+    /// One allowance for every request, replacing the measured ones and,
+    /// for heartbeating workers, `silence`.
     pub fixed: Option<Duration>,
     /// Multiple of the expected (p99) evolve time of a batch.
     pub factor: f64,
@@ -111,13 +134,32 @@ pub struct Deadlines {
     pub unmeasured: Duration,
 }
 
+/// The default heartbeat interval.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
 impl Default for Deadlines {
     fn default() -> Self {
         Deadlines {
+            heartbeat: Some(HEARTBEAT),
+            silence: HEARTBEAT * 3 / 2,
             fixed: None,
             factor: 10.0,
             floor: Duration::from_secs(1),
             unmeasured: Duration::from_secs(60),
         }
+    }
+}
+
+impl Deadlines {
+    /// The silence after which a heartbeating worker is lost.
+    pub(crate) fn silence(&self) -> Duration {
+        self.fixed.unwrap_or(self.silence)
+    }
+
+    /// The heartbeat interval sent in `Setup`, in milliseconds (0: none).
+    pub(crate) fn heartbeat_ms(&self) -> u32 {
+        self.heartbeat.map_or(0, |h| {
+            u32::try_from(h.as_millis()).unwrap_or(u32::MAX).max(1)
+        })
     }
 }

@@ -1,7 +1,18 @@
-//! Hung workers: a worker that owes answers and stays silent too long is
+//! Hung and partitioned workers: a worker that stays silent too long is
 //! declared lost, exactly as if it had disconnected.
 //!
-//! A worker's silence is the time since it started owing an answer, since
+//! A heartbeating worker (one whose `Setup` asked for heartbeats, once
+//! the first has come) is lost once the master has read nothing from it for
+//! `Deadlines::silence` (1.5 s by default; `fixed` replaces it): not a
+//! heartbeat, not an answer, not a byte of a frame in transit. Its
+//! heartbeats come from a thread of their own, so a long evolve is never
+//! silence, and only a stopped process, a dead host or a cut link is. The
+//! silence clock restarts at the start of every operation (the master reads
+//! nothing between operations). [`Scheduler::overdue`] also says when the
+//! next such deadline falls, so that drivers wake up for it.
+//!
+//! A worker that does not heartbeat (before its first heartbeat; fake
+//! workers in tests; `heartbeat: None`) is timed per request: its silence is the time since it started owing an answer, since
 //! it last sent a frame, or since bytes last moved on its connection in
 //! either direction (the driver reports that), whichever is latest: each
 //! answer restarts the clock, so a worker is only ever timed on the
@@ -65,22 +76,57 @@ impl Scheduler {
         }
     }
 
-    /// Workers silent past their allowance, with the reason to drop them.
-    /// `last_io(w)` is when bytes last moved on `w`'s connection, if known.
-    /// The caller drops each connection and calls [`Scheduler::on_disconnect`].
+    /// Workers silent past their allowance, with the reason to drop them,
+    /// and when the next heartbeat deadline falls. `io(w)` is when bytes
+    /// last moved on `w`'s connection, either way and from the worker, if
+    /// known. The caller drops each connection and calls
+    /// [`Scheduler::on_disconnect`].
     pub(crate) fn overdue(
         &self,
         now: Instant,
-        last_io: &dyn Fn(WorkerId) -> Option<Instant>,
-    ) -> Vec<(WorkerId, String)> {
+        io: &dyn Fn(WorkerId) -> Io,
+    ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         let p99 = self.p99();
         let mut late = Vec::new();
+        let mut next: Option<Instant> = None;
+        let silence = self.cfg.deadlines.silence();
         for (w, s) in self.slots.iter().enumerate() {
-            if !s.alive || s.in_flight.is_empty() {
+            if !s.alive {
+                continue;
+            }
+            let io = io(w);
+            if let Some(from) = s.beats_from {
+                let heard = [Some(from), io.read, Some(s.last_heard)]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .unwrap_or(from);
+                let quiet = now.saturating_duration_since(heard);
+                if quiet > silence {
+                    late.push((
+                        w,
+                        format!(
+                            "silent for {:.2} s (heartbeats every {:.2} s, lost after {:.2} s)",
+                            quiet.as_secs_f64(),
+                            self.cfg
+                                .deadlines
+                                .heartbeat
+                                .unwrap_or_default()
+                                .as_secs_f64(),
+                            silence.as_secs_f64()
+                        ),
+                    ));
+                } else {
+                    let at = heard + silence + Duration::from_millis(1);
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+                continue;
+            }
+            if s.in_flight.is_empty() {
                 continue;
             }
             let mut since = s.owing_since.max(s.last_heard);
-            if let Some(t) = last_io(w) {
+            if let Some(t) = io.any {
                 since = since.max(t);
             }
             let silent = now.saturating_duration_since(since);
@@ -106,6 +152,15 @@ impl Scheduler {
                 ));
             }
         }
-        late
+        (late, next)
     }
+}
+
+/// When bytes last moved on a worker's connection, as its driver saw it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Io {
+    /// Either way.
+    pub any: Option<Instant>,
+    /// From the worker.
+    pub read: Option<Instant>,
 }

@@ -44,6 +44,7 @@ impl Scheduler {
                     model,
                     params,
                     copies: self.recovering(),
+                    heartbeat_ms: self.cfg.deadlines.heartbeat_ms(),
                 },
             );
             protocol::finish(&mut f, st);

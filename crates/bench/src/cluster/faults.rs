@@ -1,0 +1,273 @@
+//! The recovery cases of `statepipe bench cluster`: lost workers (killed or
+//! silent), checkpoints, and what the master's copies cost as states grow.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use statepipe_cluster::config::{Recovery, SchedConfig};
+use statepipe_cluster::{MasterImpl, Snapshot};
+
+use super::{cluster, failed, kills, metric, run_plan, During, Workload};
+use super::{Ballast, ClusterOptions, Sleep};
+use crate::harness::{Contender, Group};
+use crate::report::ResultRow;
+use crate::BenchError;
+
+/// Per contender: signal to recovery, microseconds, over every sample.
+#[derive(Default)]
+pub(super) struct Recorded {
+    reassign: RefCell<HashMap<String, Vec<f64>>>,
+    checkpoint: RefCell<Vec<(f64, f64)>>,
+}
+
+impl Recorded {
+    /// Adds the recovery times and the checkpoint share to the rows' configs.
+    pub(super) fn annotate(&self, rows: &mut [ResultRow]) {
+        let median = |v: &[f64]| crate::stats::Summary::of(v).map_or(0.0, |s| s.median);
+        for (imp, r) in self.reassign.borrow().iter() {
+            if r.is_empty() {
+                continue;
+            }
+            let max = r.iter().copied().fold(0.0, f64::max);
+            let p50 = median(r);
+            let what = if imp.ends_with("stopped") {
+                "stop"
+            } else {
+                "kill"
+            };
+            for row in rows.iter_mut().filter(|x| &x.imp == imp) {
+                row.config += &format!(
+                    "; {what} to recovery p50 {:.1} ms, max {:.1} ms (n={})",
+                    p50 / 1e3,
+                    max / 1e3,
+                    r.len()
+                );
+            }
+        }
+        let c = self.checkpoint.borrow();
+        if !c.is_empty() {
+            let share: Vec<f64> = c.iter().map(|(ck, wall)| ck / wall).collect();
+            let per: Vec<f64> = c.iter().map(|(ck, _)| *ck).collect();
+            for row in rows.iter_mut().filter(|x| x.imp == "every-step") {
+                row.config += &format!(
+                    "; writing checkpoints: median {:.2}% of the run, {:.3} s per run",
+                    median(&share) * 100.0,
+                    median(&per)
+                );
+            }
+        }
+    }
+}
+
+/// Writes `s` as `statepipe pf --checkpoint` writes its checkpoints: a
+/// temporary file beside `path`, fsynced, renamed over it, the folder
+/// fsynced.
+pub(super) fn write_checkpoint(path: &Path, s: &Snapshot) -> std::io::Result<()> {
+    let bytes = postcard::to_allocvec(s).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(d) = path.parent() {
+        std::fs::File::open(d)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The `faults`, `checkpoint` and `copies` groups the options ask for.
+pub(super) fn groups<'a>(
+    a: &'a ClusterOptions,
+    plan: &'a Workload,
+    shape: &str,
+    rec: &'a Recorded,
+) -> Vec<Group<'a>> {
+    let mut groups = Vec::new();
+    if a.fault_workers > 0 {
+        groups.push(faults(a, plan, shape, rec));
+    }
+    if a.checkpoint_workers > 0 {
+        groups.push(checkpoint(a, plan, shape, rec));
+    }
+    for &kib in &a.copy_kib {
+        groups.push(copies(a, plan, shape, kib));
+    }
+    groups
+}
+
+fn faults<'a>(
+    a: &'a ClusterOptions,
+    plan: &'a Workload,
+    shape: &str,
+    rec: &'a Recorded,
+) -> Group<'a> {
+    let w = a.fault_workers;
+    let case = format!("faults/workers={w}");
+    let n_kill = (w / 20).max(1);
+    let step_time = Duration::from_secs_f64(a.cost_ms / 1e3 * a.states as f64 / w as f64);
+    let mut contenders = Vec::new();
+    for (name, recovery, signal) in [
+        ("no-faults", Recovery::MasterCopy, None),
+        ("5%-killed", Recovery::MasterCopy, Some(false)),
+        ("5%-stopped", Recovery::MasterCopy, Some(true)),
+        ("recovery-off", Recovery::Off, None),
+    ] {
+        let case2 = case.clone();
+        let states = a.states;
+        let config = match signal {
+            None => format!("{shape}; nothing killed"),
+            Some(false) => {
+                format!("{shape}; {n_kill} of {w} workers SIGKILLed once each, at random steps")
+            }
+            Some(true) => {
+                let d = statepipe_cluster::config::Deadlines::default();
+                format!(
+                    "{shape}; {n_kill} of {w} workers SIGSTOPped once each, at random steps \
+                     (silent: lost after {:.2} s of silence, heartbeats every {:.2} s)",
+                    d.silence.as_secs_f64(),
+                    d.heartbeat.unwrap_or_default().as_secs_f64()
+                )
+            }
+        };
+        let seed = std::cell::Cell::new(0u64);
+        let worker = &a.worker;
+        contenders.push(Contender::new(name, config, move || {
+            let sched = SchedConfig {
+                recovery,
+                ..SchedConfig::default()
+            };
+            seed.set(seed.get() + 1);
+            let schedule = match signal {
+                Some(_) => kills(w, n_kill, plan.len(), step_time, seed.get()),
+                None => Vec::new(),
+            };
+            let (m, c) = cluster(worker, &Sleep, w, MasterImpl::EventLoop, sched)
+                .map_err(|e| failed(&case2, &e))?;
+            let during = During {
+                kill: &schedule,
+                stop: signal == Some(true),
+                checkpoint: None,
+            };
+            let s = run_plan(m, c, plan, (0..states as u64).collect(), &during)
+                .map_err(|e| failed(&case2, &e))?;
+            if signal.is_some() && s.lost_workers != schedule.len() {
+                return Err(BenchError::failed(
+                    &case2,
+                    format!(
+                        "{} workers recovered of {} signalled",
+                        s.lost_workers,
+                        schedule.len()
+                    ),
+                ));
+            }
+            rec.reassign
+                .borrow_mut()
+                .entry(name.to_string())
+                .or_default()
+                .extend(s.reassign_us.iter().copied());
+            Ok(vec![s.wall_s, s.mb_in_per_step])
+        }));
+    }
+    Group {
+        name: case.clone(),
+        metrics: vec![
+            metric(format!("{case}/wall"), "s", false),
+            metric(format!("{case}/from-workers"), "MB/step", false),
+        ],
+        contenders,
+    }
+}
+
+fn checkpoint<'a>(
+    a: &'a ClusterOptions,
+    plan: &'a Workload,
+    shape: &str,
+    rec: &'a Recorded,
+) -> Group<'a> {
+    let w = a.checkpoint_workers;
+    let case = format!("checkpoint/workers={w}");
+    let mut contenders = Vec::new();
+    for every_step in [false, true] {
+        let (name, config) = if every_step {
+            (
+                "every-step",
+                format!(
+                    "{shape}; after every step the master's snapshot, postcard, written \
+                     atomically (temporary file, fsync, rename, fsync of the folder)"
+                ),
+            )
+        } else {
+            ("none", format!("{shape}; no checkpoint"))
+        };
+        let (case2, states, worker) = (case.clone(), a.states, &a.worker);
+        contenders.push(Contender::new(name, config, move || {
+            let dir = std::env::temp_dir()
+                .join(format!("statepipe-bench-checkpoint-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| BenchError::failed(&case2, e))?;
+            let path = dir.join("run.ckpt");
+            let (m, c) = cluster(
+                worker,
+                &Sleep,
+                w,
+                MasterImpl::EventLoop,
+                SchedConfig::default(),
+            )
+            .map_err(|e| failed(&case2, &e))?;
+            let during = During {
+                checkpoint: every_step.then_some(path.as_path()),
+                ..During::default()
+            };
+            let s = run_plan(m, c, plan, (0..states as u64).collect(), &during)
+                .map_err(|e| failed(&case2, &e))?;
+            let _ = std::fs::remove_dir_all(&dir);
+            if every_step {
+                rec.checkpoint.borrow_mut().push((s.checkpoint_s, s.wall_s));
+            }
+            Ok(vec![s.wall_s])
+        }));
+    }
+    Group {
+        name: case.clone(),
+        metrics: vec![metric(format!("{case}/wall"), "s", false)],
+        contenders,
+    }
+}
+
+fn copies<'a>(a: &'a ClusterOptions, plan: &'a Workload, shape: &str, kib: usize) -> Group<'a> {
+    let w = a.copy_workers;
+    let case = format!("copies/kib={kib}");
+    let mut contenders = Vec::new();
+    for recovery in [Recovery::MasterCopy, Recovery::Off] {
+        let name = match recovery {
+            Recovery::MasterCopy => "master-copy",
+            Recovery::Off => "recovery-off",
+        };
+        let config = format!("{shape}; {kib} KiB states; {w} workers");
+        let (case2, states, worker) = (case.clone(), a.states, &a.worker);
+        contenders.push(Contender::new(name, config, move || {
+            let sched = SchedConfig {
+                recovery,
+                ..SchedConfig::default()
+            };
+            let (m, c) = cluster(worker, &Ballast, w, MasterImpl::EventLoop, sched)
+                .map_err(|e| failed(&case2, &e))?;
+            let init = (0..states).map(|i| vec![i as u8; kib * 1024]).collect();
+            let s =
+                run_plan(m, c, plan, init, &During::default()).map_err(|e| failed(&case2, &e))?;
+            Ok(vec![s.wall_s, s.mb_in_per_step])
+        }));
+    }
+    Group {
+        name: case.clone(),
+        metrics: vec![
+            metric(format!("{case}/wall"), "s", false),
+            metric(format!("{case}/from-workers"), "MB/step", false),
+        ],
+        contenders,
+    }
+}
