@@ -19,8 +19,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -210,7 +210,9 @@ fn list(state: &Shared, q: &ListQuery) -> Result<String, String> {
             });
         }
     }
-    let next_after = (page.len() == limit).then(|| page.last().map(|i| i.id)).flatten();
+    let next_after = (page.len() == limit)
+        .then(|| page.last().map(|i| i.id))
+        .flatten();
     Ok(serde_json::to_string(&Page {
         items: page,
         next_after,
@@ -377,7 +379,8 @@ mod actix_peer {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: serve-peer axum|actix --listen ADDR --data DIR [--worker-threads N] [--workers N]";
+    let usage =
+        "usage: serve-peer axum|actix --listen ADDR --data DIR [--worker-threads N] [--workers N]";
     let Some(kind) = args.first().cloned() else {
         eprintln!("{usage}");
         std::process::exit(2);

@@ -200,6 +200,9 @@ impl Journal {
 impl EventHandler<Event> for Journal {
     fn on_event(&mut self, event: &Event, _seq: u64, end_of_batch: bool) {
         self.batch_events += 1;
+        if end_of_batch {
+            self.shared.metrics.stage_events[0].inc_by(self.batch_events);
+        }
         let op = match &event.route {
             Some(Route::Create(body)) => Some(Op::Create(body.clone())),
             Some(Route::Delete(id)) => Some(Op::Delete(*id)),
@@ -228,19 +231,29 @@ impl EventHandler<Event> for Journal {
 /// The `decode` handler.
 pub struct Decode {
     cpu: Option<usize>,
+    shared: Arc<Shared>,
+    batch: u64,
 }
 
 impl Decode {
     /// Pinned to `cpu`, if any.
-    pub fn new(cpu: Option<usize>) -> Self {
-        Decode { cpu }
+    pub fn new(shared: Arc<Shared>, cpu: Option<usize>) -> Self {
+        Decode {
+            cpu,
+            shared,
+            batch: 0,
+        }
     }
 }
 
 impl EventHandler<Event> for Decode {
-    fn on_event(&mut self, event: &Event, _seq: u64, _end_of_batch: bool) {
+    fn on_event(&mut self, event: &Event, _seq: u64, end_of_batch: bool) {
         if let Some(Route::Create(body)) = &event.route {
             let _ = event.decoded.set(decode_item(body));
+        }
+        self.batch += 1;
+        if end_of_batch {
+            self.shared.metrics.stage_events[1].inc_by(std::mem::take(&mut self.batch));
         }
     }
 
@@ -256,6 +269,8 @@ pub struct Apply {
     snapshots: Snapshots,
     snapshot_every: u64,
     writes_since_snapshot: u64,
+    /// Events in the current batch (for the stage counter).
+    batch: u64,
     cpu: Option<usize>,
 }
 
@@ -347,6 +362,7 @@ impl Apply {
             },
             snapshot_every: snapshot_every.max(1),
             writes_since_snapshot: 0,
+            batch: 0,
             cpu,
         }
     }
@@ -463,7 +479,9 @@ fn to_json(value: &impl Serialize) -> Vec<u8> {
 impl EventHandlerMut<Event> for Apply {
     fn on_event(&mut self, event: &mut Event, _seq: u64, end_of_batch: bool) {
         event.response = Some(self.answer(event));
+        self.batch += 1;
         if end_of_batch {
+            self.shared.metrics.stage_events[2].inc_by(std::mem::take(&mut self.batch));
             self.maybe_snapshot();
         }
     }
@@ -487,6 +505,8 @@ pub struct ReplyHandler {
     wakers: Vec<Arc<mio::Waker>>,
     to_wake: Vec<bool>,
     shared: Arc<Shared>,
+    /// Events in the current batch (for the stage counter).
+    batch: u64,
     cpu: Option<usize>,
 }
 
@@ -504,6 +524,7 @@ impl ReplyHandler {
             wakers,
             to_wake: vec![false; n],
             shared,
+            batch: 0,
             cpu,
         }
     }
@@ -537,7 +558,9 @@ impl EventHandlerMut<Event> for ReplyHandler {
             }
         }
         self.to_wake[io] = true;
+        self.batch += 1;
         if end_of_batch {
+            self.shared.metrics.stage_events[3].inc_by(std::mem::take(&mut self.batch));
             for (io, wake) in self.to_wake.iter_mut().enumerate() {
                 if std::mem::take(wake) {
                     let _ = self.wakers[io].wake();

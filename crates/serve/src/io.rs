@@ -274,6 +274,7 @@ impl IoThread {
                             match self.producer.try_publish(Event::new(origin, route)) {
                                 Ok(_) => {
                                     self.shared.metrics.ring_depth.inc();
+                                    self.shared.metrics.published.inc();
                                     conn.in_flight = Some(label);
                                 }
                                 Err(TryPublishError::Full(_)) => {

@@ -17,6 +17,17 @@ pub struct RequestLabels {
     pub status: u16,
 }
 
+/// A ring stage.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    /// `journal`, `decode`, `apply` or `reply`.
+    pub stage: &'static str,
+}
+
+/// The ring's stages, in the order their counters sit in
+/// [`Metrics::stage_events`].
+pub const STAGES: [&str; 4] = ["journal", "decode", "apply", "reply"];
+
 /// Every metric `/metrics` shows.
 #[derive(Debug)]
 pub struct Metrics {
@@ -31,6 +42,14 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Events per journal batch (group commit).
     pub batch_size: Histogram,
+    /// Requests published on the ring.
+    pub published: Counter,
+    /// Events each stage has handled, in [`STAGES`] order (added once per
+    /// batch).
+    pub stage_events: [Counter; 4],
+    /// Events published that a stage has not handled yet (set when
+    /// `/metrics` is read).
+    stage_depth: Family<StageLabels, Gauge>,
 }
 
 impl Metrics {
@@ -67,8 +86,30 @@ impl Metrics {
             "Events per journal batch",
             batch_size.clone(),
         );
+        let published = Counter::default();
+        registry.register(
+            "ring_published",
+            "Requests published on the ring",
+            published.clone(),
+        );
+        let events = Family::<StageLabels, Counter>::default();
+        registry.register(
+            "stage_events",
+            "Events handled, by ring stage",
+            events.clone(),
+        );
+        let stage_events = STAGES.map(|stage| events.get_or_create(&StageLabels { stage }).clone());
+        let stage_depth = Family::<StageLabels, Gauge>::default();
+        registry.register(
+            "stage_depth",
+            "Events published that the stage has not handled yet",
+            stage_depth.clone(),
+        );
         Metrics {
             registry,
+            published,
+            stage_events,
+            stage_depth,
             requests,
             busy,
             ring_depth,
@@ -86,6 +127,13 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
+        let published = self.published.get();
+        for (stage, events) in STAGES.iter().zip(&self.stage_events) {
+            let depth = published.saturating_sub(events.get());
+            self.stage_depth
+                .get_or_create(&StageLabels { stage })
+                .set(i64::try_from(depth).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out

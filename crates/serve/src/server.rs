@@ -203,7 +203,7 @@ impl Server {
                 "journal",
                 Journal::new(writer, Arc::clone(&shared), ring_cpu),
             )
-            .handler("decode", Decode::new(ring_cpu))
+            .handler("decode", Decode::new(Arc::clone(&shared), ring_cpu))
             .then()
             .handler_mut(
                 "apply",

@@ -117,6 +117,23 @@ fn error_paths_answer_and_keep_or_close_the_connection() {
         body.contains("statepipe_serve_journal_fsync_seconds"),
         "{body}"
     );
+    // Per-stage throughput and depth: the six item requests so far (three
+    // POSTs, GET and DELETE of 77, GET of 1) went through every stage; the
+    // 404, the 405, /health and /metrics are answered by the I/O thread.
+    for stage in ["journal", "decode", "apply", "reply"] {
+        assert!(
+            body.contains(&format!(
+                "statepipe_serve_stage_depth{{stage=\"{stage}\"}} 0"
+            )),
+            "{body}"
+        );
+        assert!(
+            body.contains(&format!(
+                "statepipe_serve_stage_events_total{{stage=\"{stage}\"}} 6"
+            )),
+            "{body}"
+        );
+    }
 
     // Malformed: 400 and close.
     let mut s = connect(addr);

@@ -327,3 +327,34 @@ fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
         rejected_p99_ms: p99(&mut busy),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oha_csv_splits_latencies_by_status() {
+        let csv = "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n\
+                   0.0,0,0,0.001,0.002,8,201\n\
+                   0.5,0,0,0.0001,0.0002,30,429\n\
+                   1.0,0,0,0.003,0.004,8,201\n\
+                   garbage line\n";
+        let r = parse_oha_csv(csv, 10.0).unwrap();
+        assert_eq!(r.statuses, vec![(201, 2), (429, 1)]);
+        assert_eq!((r.count(201), r.count(429), r.count(500)), (2, 1, 0));
+        assert!((r.accepted_p99_ms - 4.0).abs() < 1e-9);
+        assert!((r.rejected_p99_ms - 0.2).abs() < 1e-9);
+        assert!((r.achieved - 3.0 / 1.004).abs() < 1e-9);
+        assert!(parse_oha_csv("status\n", 1.0).is_err());
+    }
+
+    #[test]
+    fn every_script_prints_its_figures() {
+        for e in Endpoint::ALL {
+            let s = wrk_script(e, 1000);
+            assert!(s.contains("WRKJSON"), "{s}");
+            assert!(s.contains("/item"), "{s}");
+        }
+        assert!(wrk_script(Endpoint::Post, 1).contains(POST_BODY));
+    }
+}
