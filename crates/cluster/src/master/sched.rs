@@ -25,7 +25,6 @@ use crate::stats::WorkerStats;
 
 pub(crate) mod config;
 mod deadline;
-pub(crate) use deadline::Io;
 mod finish;
 mod ops;
 mod plan;
@@ -129,6 +128,15 @@ impl Slot {
             stats: WorkerStats::default(),
         }
     }
+}
+
+/// When bytes last moved on a worker's connection, as its driver saw it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Io {
+    /// Either way.
+    pub any: Option<Instant>,
+    /// From the worker.
+    pub read: Option<Instant>,
 }
 
 /// Outcome of an evolve: children and outputs per parent.

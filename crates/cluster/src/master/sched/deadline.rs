@@ -32,7 +32,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Req, Scheduler, WorkerId};
+use super::{Io, Req, Scheduler, WorkerId};
 
 /// Recent batches kept for the percentile.
 const SAMPLES: usize = 1024;
@@ -154,13 +154,4 @@ impl Scheduler {
         }
         (late, next)
     }
-}
-
-/// When bytes last moved on a worker's connection, as its driver saw it.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Io {
-    /// Either way.
-    pub any: Option<Instant>,
-    /// From the worker.
-    pub read: Option<Instant>,
 }
