@@ -18,8 +18,9 @@ use crate::engine::{Engine, Local, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
-use crate::master::{Master, MasterConfig, Snapshot};
+use crate::master::{Master, MasterConfig};
 use crate::registry::encode;
+use crate::snapshot::Snapshot;
 
 /// What [`Auto`] assumes about shipping states to workers: the figures a
 /// decision is made from besides the measured evolve cost.

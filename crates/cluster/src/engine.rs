@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::evolve::{call_rng, child_id, root_id, Evolve, IdHash, StateId};
-use crate::master::Snapshot;
 use crate::registry::{decode, encode};
+use crate::snapshot::Snapshot;
 
 /// A parent's children's ids and outputs.
 type Children<E> = Vec<(StateId, <E as Evolve>::Output)>;

@@ -65,6 +65,7 @@ mod master;
 pub mod pf;
 mod protocol;
 mod registry;
+mod snapshot;
 mod spawn;
 mod stats;
 mod wire;
@@ -82,8 +83,9 @@ pub use engine::{Engine, Local, Outputs};
 pub use error::{Error, WorkerLost};
 pub use evolve::{call_rng, Evolve, Rng, StateId};
 pub use listen::{Joined, Listener};
-pub use master::{Master, MasterConfig, MasterImpl, Snapshot};
+pub use master::{Master, MasterConfig, MasterImpl};
 pub use registry::Registry;
+pub use snapshot::Snapshot;
 pub use spawn::{kill_spawned_workers, LocalCluster, WorkerCommand};
 pub use stats::{Stats, WorkerStats};
 

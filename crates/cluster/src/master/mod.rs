@@ -8,9 +8,8 @@
 mod driver;
 mod event_loop;
 pub(crate) mod sched;
-mod snapshot;
 
-pub use snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 mod threaded;
 
 use std::collections::HashMap;

@@ -3,8 +3,8 @@
 use super::{Placement, Req, Scheduler, WorkerId};
 use crate::error::Error;
 use crate::evolve::{root_id, StateId};
-use crate::master::snapshot::Snapshot;
 use crate::protocol::{self, msg, Kind};
+use crate::snapshot::Snapshot;
 
 impl Scheduler {
     /// Sends the model to every worker.
