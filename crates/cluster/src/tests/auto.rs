@@ -4,38 +4,11 @@
 
 use std::time::Duration;
 
-use rand::Rng as _;
-use serde::{Deserialize, Serialize};
-
+use super::resume::Walk;
 use crate::auth::Secret;
 use crate::listen::{Joined, Listener};
-use crate::pf::{self, Bootstrap, PfConfig, SsModel};
-use crate::{worker, Auto, AutoConfig, Error, Local, MasterConfig, Registry, Rng, ShipCost};
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Walk {
-    y: Vec<f64>,
-}
-
-impl SsModel for Walk {
-    const NAME: &'static str = "test-auto-walk";
-    type X = f64;
-    fn steps(&self) -> usize {
-        self.y.len()
-    }
-    fn prior(&self, rng: &mut Rng) -> f64 {
-        rng.random::<f64>() * 10.0 - 5.0
-    }
-    fn transition(&self, x: &f64, _t: usize, rng: &mut Rng) -> f64 {
-        x + rng.random::<f64>() - 0.5
-    }
-    fn log_obs(&self, x: &f64, t: usize) -> f64 {
-        -0.5 * (self.y[t] - x).powi(2)
-    }
-    fn summary(&self, x: &f64) -> f64 {
-        *x
-    }
-}
+use crate::pf::{self, Bootstrap, PfConfig};
+use crate::{worker, Auto, AutoConfig, Error, Local, MasterConfig, Registry, ShipCost};
 
 fn workers(n: usize) -> Result<Vec<Joined>, Error> {
     let secret = Secret::random();
@@ -78,6 +51,17 @@ fn auto_cfg(ship: ShipCost, threads: usize) -> AutoConfig {
     }
 }
 
+/// Shipping that costs nothing: any run with more workers than threads moves.
+fn free() -> ShipCost {
+    ShipCost {
+        per_state: Duration::ZERO,
+        per_byte: Duration::ZERO,
+        per_step: Duration::ZERO,
+        start_per_worker: Duration::ZERO,
+        start: Duration::ZERO,
+    }
+}
+
 #[test]
 fn threads_do_not_change_the_bits() {
     for threads in [2, 3, 7] {
@@ -107,15 +91,8 @@ fn a_cheap_model_stays_in_process_and_never_starts_workers() {
 
 #[test]
 fn free_shipping_moves_the_run_to_workers_with_the_same_bits() {
-    let free = ShipCost {
-        per_state: Duration::ZERO,
-        per_byte: Duration::ZERO,
-        per_step: Duration::ZERO,
-        start_per_worker: Duration::ZERO,
-        start: Duration::ZERO,
-    };
     let mut started = 0;
-    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free, 1), || {
+    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free(), 1), || {
         started += 1;
         workers(3)
     });
@@ -130,14 +107,7 @@ fn free_shipping_moves_the_run_to_workers_with_the_same_bits() {
 
 #[test]
 fn workers_that_cannot_start_fail_the_step_with_their_error() {
-    let free = ShipCost {
-        per_state: Duration::ZERO,
-        per_byte: Duration::ZERO,
-        per_step: Duration::ZERO,
-        start_per_worker: Duration::ZERO,
-        start: Duration::ZERO,
-    };
-    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free, 1), || {
+    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free(), 1), || {
         Err(Error::NoWorkers)
     });
     let e = pf::run(&mut auto, &walk(), CFG, |_| {}).unwrap_err();

@@ -11,10 +11,10 @@ use crate::listen::{Joined, Listener};
 use crate::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
 use crate::{worker, Error, Master, MasterConfig, Registry, Rng, Snapshot};
 
-/// A Gaussian random walk seen with noise.
+/// A Gaussian random walk seen with noise (also the in-process tests' model).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Walk {
-    y: Vec<f64>,
+pub(super) struct Walk {
+    pub(super) y: Vec<f64>,
 }
 
 impl SsModel for Walk {
