@@ -56,6 +56,7 @@ HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
 
 from nile_pf import M0, P0, VAR_EPS, VAR_ETA, Nile, load_nile  # noqa: E402
+from statepipe.pf import systematic  # noqa: E402  (the package's own resampling, for every system)
 
 PARTICLES, STEPS, CHUNK = 2000, 20, 5
 SLEEP_PER_CHILD = 0.030 / CHUNK
@@ -65,15 +66,6 @@ SLEEP_PER_CHILD = 0.030 / CHUNK
 def log_obs(x: np.ndarray, y: float) -> np.ndarray:
     d = y - x
     return -0.5 * (math.log(2 * math.pi * VAR_EPS) + d * d / VAR_EPS)
-
-
-def systematic(log_w: np.ndarray, n: int, u: float) -> np.ndarray:
-    w = np.exp(log_w - np.max(log_w))
-    cum = np.cumsum(w / np.sum(w) * n)
-    below = np.clip(np.ceil(cum - u), 0, n).astype(np.int64)
-    counts = np.diff(below, prepend=0)
-    counts[-1] += n - below[-1]
-    return counts
 
 
 def evolve_chunk(states: "np.ndarray | None", counts: np.ndarray, t: int, y: float, seed: int):

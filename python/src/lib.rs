@@ -113,6 +113,19 @@ struct NativeEngine {
 type Evolved = Vec<(u64, Vec<(u64, Py<PyAny>)>)>;
 
 impl NativeEngine {
+    /// An engine over a master and, if this engine spawned them, its
+    /// worker processes.
+    fn on_master(master: Master<PyModel>, cluster: Option<LocalCluster>, workers: usize) -> Self {
+        NativeEngine {
+            inner: Mutex::new(Some(Inner::Cluster {
+                master: Box::new(master),
+                cluster,
+            })),
+            step: 0,
+            workers,
+        }
+    }
+
     fn with<T: Send>(
         &mut self,
         py: Python<'_>,
@@ -188,14 +201,7 @@ impl NativeEngine {
             Master::new(&m, joined, cfg)
         })?
         .map_err(to_py)?;
-        Ok(NativeEngine {
-            inner: Mutex::new(Some(Inner::Cluster {
-                master: Box::new(master),
-                cluster: Some(cluster),
-            })),
-            step: 0,
-            workers,
-        })
+        Ok(Self::on_master(master, Some(cluster), workers))
     }
 
     /// An engine over `workers` workers that join a listener on `addr`
@@ -224,14 +230,7 @@ impl NativeEngine {
             Master::new(&m, joined, cfg)
         })?
         .map_err(to_py)?;
-        Ok(NativeEngine {
-            inner: Mutex::new(Some(Inner::Cluster {
-                master: Box::new(master),
-                cluster: None,
-            })),
-            step: 0,
-            workers,
-        })
+        Ok(Self::on_master(master, None, workers))
     }
 
     /// Worker processes (0: in this process).
