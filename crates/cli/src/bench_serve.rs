@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use statepipe_bench::report::{Report, ResultRow};
-use statepipe_bench::serve::load::{find_tool, Wrk};
+use statepipe_bench::serve::load::{find_tool, RateGenerator, Wrk};
 use statepipe_bench::serve::{self, extras, ServeOptions};
 
 use crate::bench_cmd::CommonArgs;
@@ -38,10 +38,18 @@ pub struct ServeBenchArgs {
     /// Skip the restart, idle-memory and overload measurements.
     #[arg(long)]
     pub no_extras: bool,
-    /// Install oha with `cargo install oha --locked` when it is missing
+    /// Install oha with `cargo install oha --locked` when neither h2load
+    /// nor oha is found and h2load cannot be installed with apt-get
     /// (otherwise the overload run is skipped, saying so).
     #[arg(long)]
     pub install_oha: bool,
+    /// The overload run's generator: `h2load` (the default; installed with
+    /// `apt-get install -y nghttp2-client` when missing) or `oha`.
+    #[arg(long, default_value = "h2load", value_parser = ["h2load", "oha"])]
+    pub overload_generator: String,
+    /// Connections of the overload run.
+    #[arg(long, default_value_t = 400)]
+    pub overload_connections: usize,
 }
 
 fn find_or_install_wrk() -> anyhow::Result<PathBuf> {
@@ -57,6 +65,35 @@ fn find_or_install_wrk() -> anyhow::Result<PathBuf> {
         .unwrap_or(false);
     anyhow::ensure!(ok, "could not install wrk (apt-get install -y wrk failed)");
     find_tool("wrk").context("wrk installed but not on PATH")
+}
+
+fn find_or_install_h2load() -> Option<PathBuf> {
+    if let Some(p) = find_tool("h2load") {
+        println!("rate generator: h2load found at {}", p.display());
+        return Some(p);
+    }
+    println!(
+        "rate generator: h2load not found; installing it with apt-get install -y nghttp2-client"
+    );
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "nghttp2-client"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        println!("apt-get install -y nghttp2-client failed");
+    }
+    find_tool("h2load")
+}
+
+fn rate_generator(args: &ServeBenchArgs) -> Option<RateGenerator> {
+    if args.overload_generator == "h2load" {
+        if let Some(p) = find_or_install_h2load() {
+            return Some(RateGenerator::H2load(p));
+        }
+        println!("rate generator: trying oha instead of h2load");
+    }
+    find_or_install_oha(args.install_oha).map(RateGenerator::Oha)
 }
 
 fn find_or_install_oha(install: bool) -> Option<PathBuf> {
@@ -116,10 +153,10 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
         _ => (Some(ids[0]), Some(ids[1])),
     };
     let wrk = find_or_install_wrk()?;
-    let oha = if args.no_extras {
+    let rate = if args.no_extras {
         None
     } else {
-        find_or_install_oha(args.install_oha)
+        rate_generator(&args)
     };
     let peer = find_or_build_peer(&args.peer)?;
     std::fs::create_dir_all(&args.data)?;
@@ -136,7 +173,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
             cpu: client_cpu,
             connections: args.connections,
         },
-        oha,
+        rate,
         server_cpu,
         data: std::fs::canonicalize(&args.data)?,
         warmup: (window / 5).max(Duration::from_secs(1)),
@@ -156,7 +193,13 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     let mut rows = serve::rows(&results);
     let mut notes = String::new();
     if options.extras {
-        extras_rows(&options, &rows.clone(), &mut rows, &mut notes)?;
+        extras_rows(
+            &options,
+            args.overload_connections,
+            &rows.clone(),
+            &mut rows,
+            &mut notes,
+        )?;
     }
     let report = Report::new("serve", &host, rows);
     notes = targets(&report) + &notes;
@@ -184,6 +227,7 @@ fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow
 
 fn extras_rows(
     options: &ServeOptions,
+    conns: usize,
     measured: &[ResultRow],
     rows: &mut Vec<ResultRow>,
     notes: &mut String,
@@ -264,15 +308,24 @@ fn extras_rows(
         }
         Err(e) => notes.push_str(&format!("quota: skipped: {e}\n")),
     }
-    if let Some(oha) = &options.oha {
+    if let Some(generator) = &options.rate {
         let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
         let rate = 2.0 * capacity;
-        let (ring, conns) = (128, 400);
-        eprintln!("overload: oha -q {rate:.0} POST, {conns} connections, ring of {ring}");
-        let (r, held) =
-            extras::overload(options, oha, &scratch, ring, conns, rate, options.window)?;
+        let ring = 128;
+        let name = generator.name();
+        eprintln!("overload: {name} at {rate:.0} POST/s, {conns} connections, ring of {ring}");
+        let (r, held) = extras::overload(
+            options,
+            generator,
+            &scratch,
+            ring,
+            conns,
+            rate,
+            options.window,
+        )?;
         let created = r.count(201);
         rows.extend(one("overload 2x/offered", "req/s", true, &[r.rate]));
+        rows.extend(one("overload 2x/sent", "req/s", true, &[r.sent]));
         rows.extend(one("overload 2x/answered", "req/s", true, &[r.achieved]));
         rows.extend(one("overload 2x/201", "responses", true, &[created as f64]));
         rows.extend(one(
@@ -306,8 +359,12 @@ fn extras_rows(
             &[created.saturating_sub(held) as f64],
         ));
         notes.push_str(&format!(
-            "overload: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections, oha --latency-correction)\n",
-            r.statuses
+            "overload: {name}: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections{})\n",
+            r.statuses,
+            match generator {
+                RateGenerator::H2load(_) => ", h2load --rps per connection: latency from each request's send",
+                RateGenerator::Oha(_) => ", oha --latency-correction: latency from each request's scheduled start",
+            }
         ));
     }
     let _ = std::fs::remove_dir_all(&scratch);
@@ -396,6 +453,13 @@ fn targets(report: &Report) -> String {
         get("overload 2x/429"),
     ) {
         let unloaded = get("post/p99").unwrap_or(f64::NAN);
+        if let (Some(offered), Some(sent)) = (get("overload 2x/offered"), get("overload 2x/sent")) {
+            out.push_str(&format!(
+                "  overload 2x: asked {offered:.0} req/s, the generator sent {sent:.0} req/s ({:.2}x the POST capacity){}\n",
+                2.0 * sent / offered,
+                if sent < 0.95 * offered { ": the generator, not the server, set the rate" } else { "" }
+            ));
+        }
         out.push_str(&format!(
             "  overload 2x: {busy:.0} answered 429, their p99 {busy_p99:.2} ms [need < 1 ms: {}]; accepted p99 {acc_p99:.2} ms vs unloaded POST p99 {unloaded:.2} ms [need <= 3x: {}]; errors {errors:.0} [need 0: {}]; acked writes lost {lost:.0} [need 0: {}]\n",
             mark(busy > 0.0 && busy_p99 < 1.0),

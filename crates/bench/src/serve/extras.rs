@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use statepipe_serve::journal::{Op, Writer};
 
-use super::load::{self, Endpoint, OhaResult, WrkResult};
+use super::load::{self, Endpoint, RateGenerator, RateResult, WrkResult};
 use super::server::{get, Kind, Running};
 use super::ServeOptions;
 use crate::BenchError;
@@ -175,22 +175,22 @@ pub fn idle_rss(options: &ServeOptions, scratch: &Path) -> Result<(f64, f64), Be
     Ok((before, with))
 }
 
-/// The overload run: statepipe with a ring of `ring` slots, `oha` sending
-/// POSTs open-loop at `rate` per second over `connections` connections for
+/// The overload run: statepipe with a ring of `ring` slots, `generator`
+/// sending POSTs at `rate` per second over `connections` connections for
 /// `length`; then every 201 must be an item in the store.
 ///
 /// # Errors
 ///
-/// A server or oha that fails, or acknowledged writes missing.
+/// A server or generator that fails, or acknowledged writes missing.
 pub fn overload(
     options: &ServeOptions,
-    oha: &Path,
+    generator: &RateGenerator,
     scratch: &Path,
     ring: usize,
     connections: usize,
     rate: f64,
     length: Duration,
-) -> Result<(OhaResult, u64), BenchError> {
+) -> Result<(RateResult, u64), BenchError> {
     let data = scratch.join("overload");
     let ring_s = ring.to_string();
     let server = Running::start(
@@ -200,7 +200,16 @@ pub fn overload(
         &["--ring-capacity", &ring_s],
     )?;
     let url = format!("http://{}/item", server.addr);
-    let result = load::oha(oha, options.wrk.cpu, &url, true, connections, rate, length);
+    let result = load::rate_run(
+        generator,
+        options.wrk.cpu,
+        &url,
+        true,
+        connections,
+        rate,
+        length,
+        &scratch.join("generator"),
+    );
     let result = match result {
         Ok(r) => r,
         Err(e) => {

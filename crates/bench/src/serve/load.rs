@@ -1,6 +1,7 @@
 //! The load generators: `wrk` (closed loop, keep-alive) with a Lua script
-//! per endpoint that prints its figures as JSON, and `oha` in rate mode
-//! (`-q`, open loop) for the overload run.
+//! per endpoint that prints its figures as JSON; and for the overload run a
+//! rate-driven one, `h2load` (`--rps` per connection; nghttp2's benchmark
+//! tool, written in C) or `oha` (`-q`, open loop).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -195,18 +196,42 @@ pub fn find_tool(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// What an oha rate-mode run measured.
+/// The generator of the overload run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateGenerator {
+    /// `h2load --h1 --rps R/C -c C`: each connection sends on its own clock
+    /// at `R/C` requests per second, one request in flight at a time.
+    H2load(PathBuf),
+    /// `oha -q R --latency-correction`: open loop over a pool of
+    /// connections, latency counted from each request's scheduled start.
+    Oha(PathBuf),
+}
+
+impl RateGenerator {
+    /// Its name in the report.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RateGenerator::H2load(_) => "h2load",
+            RateGenerator::Oha(_) => "oha",
+        }
+    }
+}
+
+/// What a rate-driven run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OhaResult {
+pub struct RateResult {
     /// The rate asked for, requests per second.
     pub rate: f64,
+    /// Requests the generator sent per second (below `rate` when the
+    /// generator, not the server, was the limit).
+    pub sent: f64,
     /// Responses per second achieved.
     pub achieved: f64,
     /// Responses by status.
     pub statuses: Vec<(u16, u64)>,
-    /// Requests offered (rate × length) that got no response: connection
-    /// errors, timeouts, and those still in flight at the deadline (oha's
-    /// CSV lists only the answered ones).
+    /// Requests that got no response: connection errors and timeouts
+    /// (h2load's `errored` and `timeout`; for oha, the requests offered by
+    /// `rate × length` that are not in its CSV of answered ones).
     pub errors: u64,
     /// p99 of the answers that were not 429, ms.
     pub accepted_p99_ms: f64,
@@ -214,7 +239,7 @@ pub struct OhaResult {
     pub rejected_p99_ms: f64,
 }
 
-impl OhaResult {
+impl RateResult {
     /// Responses with `status`.
     pub fn count(&self, status: u16) -> u64 {
         self.statuses
@@ -225,16 +250,38 @@ impl OhaResult {
     }
 }
 
-/// Runs oha at `rate` requests per second (open loop, latency corrected)
-/// against `url` for `length`, and splits latencies by status from its
-/// per-request CSV (columns `request-start`, `request-duration` in seconds,
-/// `status`; answered requests only).
+/// Runs `generator` at `rate` requests per second of `POST url` (when
+/// `post`, else `GET`) over `connections` keep-alive connections for
+/// `length`, pinned to `cpu`, and splits latencies by status. `scratch`
+/// holds the request body and the per-request log.
 ///
 /// # Errors
 ///
-/// When oha fails or its output does not parse.
+/// When the generator fails or its output does not parse.
 #[allow(clippy::too_many_arguments)]
-pub fn oha(
+pub fn rate_run(
+    generator: &RateGenerator,
+    cpu: Option<usize>,
+    url: &str,
+    post: bool,
+    connections: usize,
+    rate: f64,
+    length: Duration,
+    scratch: &Path,
+) -> Result<RateResult, BenchError> {
+    match generator {
+        RateGenerator::H2load(p) => h2load(p, cpu, url, post, connections, rate, length, scratch),
+        RateGenerator::Oha(p) => oha(p, cpu, url, post, connections, rate, length),
+    }
+}
+
+/// `h2load --h1` with `--rps rate/connections` per connection: a
+/// connection sends its next request on its own clock, as soon as the one
+/// in flight is answered if that clock has passed. Latencies come from
+/// `--log-file` (tab-separated: start in µs since the epoch, status, µs to
+/// the end of the response; every request, warm-up included).
+#[allow(clippy::too_many_arguments)]
+fn h2load(
     path: &Path,
     cpu: Option<usize>,
     url: &str,
@@ -242,7 +289,103 @@ pub fn oha(
     connections: usize,
     rate: f64,
     length: Duration,
-) -> Result<OhaResult, BenchError> {
+    scratch: &Path,
+) -> Result<RateResult, BenchError> {
+    let fail = |m: String| BenchError::failed("h2load", m);
+    std::fs::create_dir_all(scratch).map_err(|e| fail(format!("{scratch:?}: {e}")))?;
+    let log = scratch.join("h2load.log");
+    let body = scratch.join("body.json");
+    std::fs::write(&body, POST_BODY).map_err(|e| fail(format!("{body:?}: {e}")))?;
+    // h2load appends to its log: start from an empty one.
+    let _ = std::fs::remove_file(&log);
+    let per_conn = rate / connections.max(1) as f64;
+    let mut cmd = pinned(cpu, path);
+    cmd.args(["--h1", "-c", &connections.to_string(), "-t", "1"])
+        .args(["--rps", &format!("{per_conn:.3}")])
+        .args(["-D", &length.as_secs().max(1).to_string()])
+        .args(["--warm-up-time", "1"])
+        .arg("--log-file")
+        .arg(&log);
+    if post {
+        cmd.arg("-d")
+            .arg(&body)
+            .args(["-H", "content-type: application/json"]);
+    }
+    cmd.arg(url);
+    let out = cmd
+        .output()
+        .map_err(|e| fail(format!("running {path:?}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(fail(format!(
+            "{}: {}{}",
+            out.status,
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let text = std::fs::read_to_string(&log).map_err(|e| fail(format!("{log:?}: {e}")))?;
+    let _ = std::fs::remove_file(&log);
+    let mut r = parse_h2load_log(&text, rate)?;
+    r.errors = parse_h2load_errors(&stdout)?;
+    Ok(r)
+}
+
+/// `errored + timeout` from h2load's `requests:` summary line.
+fn parse_h2load_errors(stdout: &str) -> Result<u64, BenchError> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("requests:"))
+        .ok_or_else(|| BenchError::failed("h2load", format!("no requests: line in {stdout}")))?;
+    let mut errors = 0;
+    for part in line.trim_start_matches("requests:").split(',') {
+        let mut words = part.split_whitespace();
+        if let (Some(n), Some(what)) = (words.next(), words.next()) {
+            if what == "errored" || what == "timeout" {
+                errors += n.parse::<u64>().map_err(|_| {
+                    BenchError::failed("h2load", format!("bad count {n:?} in {line:?}"))
+                })?;
+            }
+        }
+    }
+    Ok(errors)
+}
+
+fn parse_h2load_log(text: &str, rate: f64) -> Result<RateResult, BenchError> {
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split('\t');
+        let (Some(start), Some(status), Some(took)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let (Ok(start), Ok(status), Ok(took)) = (
+            start.trim().parse::<f64>(),
+            status.trim().parse::<u16>(),
+            took.trim().parse::<f64>(),
+        ) else {
+            continue;
+        };
+        samples.push((start / 1e6, took / 1e6, status));
+    }
+    if samples.is_empty() {
+        return Err(BenchError::failed("h2load", "its log lists no request"));
+    }
+    Ok(summarise(rate, &samples))
+}
+
+/// Runs oha at `rate` requests per second (open loop, latency corrected)
+/// against `url` for `length`, and splits latencies by status from its
+/// per-request CSV (columns `request-start`, `request-duration` in seconds,
+/// `status`; answered requests only).
+fn oha(
+    path: &Path,
+    cpu: Option<usize>,
+    url: &str,
+    post: bool,
+    connections: usize,
+    rate: f64,
+    length: Duration,
+) -> Result<RateResult, BenchError> {
     let mut cmd = pinned(cpu, path);
     cmd.args([
         "--no-tui",
@@ -275,7 +418,7 @@ pub fn oha(
     Ok(r)
 }
 
-fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
+fn parse_oha_csv(csv: &str, rate: f64) -> Result<RateResult, BenchError> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines
         .next()
@@ -293,10 +436,7 @@ fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
         col("request-duration")?,
         col("status")?,
     );
-    let mut ok = Vec::new();
-    let mut busy = Vec::new();
-    let mut statuses: std::collections::BTreeMap<u16, u64> = Default::default();
-    let (mut first, mut last) = (f64::MAX, 0f64);
+    let mut samples = Vec::new();
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
         let (Some(s), Some(d), Some(st)) = (f.get(start), f.get(took), f.get(status)) else {
@@ -305,8 +445,21 @@ fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
         let (Ok(s), Ok(d), Ok(st)) = (s.parse::<f64>(), d.parse::<f64>(), st.parse::<u16>()) else {
             continue;
         };
+        samples.push((s, d, st));
+    }
+    Ok(summarise(rate, &samples))
+}
+
+/// Statuses, rates and p99s of `(start s, duration s, status)` samples.
+fn summarise(rate: f64, samples: &[(f64, f64, u16)]) -> RateResult {
+    let mut ok = Vec::new();
+    let mut busy = Vec::new();
+    let mut statuses: std::collections::BTreeMap<u16, u64> = Default::default();
+    let (mut first, mut last, mut last_start) = (f64::MAX, 0f64, 0f64);
+    for &(s, d, st) in samples {
         first = first.min(s);
         last = last.max(s + d);
+        last_start = last_start.max(s);
         *statuses.entry(st).or_default() += 1;
         if st == 429 { &mut busy } else { &mut ok }.push(d * 1e3);
     }
@@ -318,14 +471,15 @@ fn parse_oha_csv(csv: &str, rate: f64) -> Result<OhaResult, BenchError> {
         v.sort_by(f64::total_cmp);
         v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1]
     };
-    Ok(OhaResult {
+    RateResult {
         rate,
+        sent: answered as f64 / (last_start - first).max(1e-9),
         achieved: answered as f64 / (last - first).max(1e-9),
         statuses: statuses.into_iter().collect(),
         errors: 0,
         accepted_p99_ms: p99(&mut ok),
         rejected_p99_ms: p99(&mut busy),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +500,24 @@ mod tests {
         assert!((r.rejected_p99_ms - 0.2).abs() < 1e-9);
         assert!((r.achieved - 3.0 / 1.004).abs() < 1e-9);
         assert!(parse_oha_csv("status\n", 1.0).is_err());
+    }
+
+    #[test]
+    fn h2load_log_and_summary_parse() {
+        let log = "1700000000000000\t201\t2000\n\
+                   1700000000500000\t429\t200\n\
+                   1700000001000000\t201\t4000\n\
+                   not a line\n";
+        let r = parse_h2load_log(log, 10.0).unwrap();
+        assert_eq!(r.statuses, vec![(201, 2), (429, 1)]);
+        assert!((r.accepted_p99_ms - 4.0).abs() < 1e-9);
+        assert!((r.rejected_p99_ms - 0.2).abs() < 1e-9);
+        assert!((r.sent - 3.0).abs() < 1e-6);
+        assert!(parse_h2load_log("", 1.0).is_err());
+        let out = "finished in 6.02s, 25943.40 req/s, 2.72MB/s\n\
+                   requests: 129717 total, 129822 started, 129717 done, 52090 succeeded, 77627 failed, 3 errored, 4 timeout\n";
+        assert_eq!(parse_h2load_errors(out).unwrap(), 7);
+        assert!(parse_h2load_errors("nothing").is_err());
     }
 
     #[test]

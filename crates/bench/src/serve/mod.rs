@@ -12,9 +12,9 @@
 //!
 //! Then, for `statepipe serve` alone ([`extras`]): restart time after
 //! SIGKILL with 1 M items journalled, resident memory with 10,000 idle
-//! keep-alive connections, and an open-loop overload run at twice the
-//! measured POST capacity (`oha -q`), whose 201s are then all found in the
-//! store.
+//! keep-alive connections, and a rate-driven overload run at twice the
+//! measured POST capacity (`h2load --rps`, or `oha -q`), whose 201s are
+//! then all found in the store.
 
 pub mod extras;
 pub mod load;
@@ -39,8 +39,8 @@ pub struct ServeOptions {
     pub peer: PathBuf,
     /// The load generator.
     pub wrk: Wrk,
-    /// `oha`, for the overload run (skipped without it).
-    pub oha: Option<PathBuf>,
+    /// The generator of the overload run (skipped without one).
+    pub rate: Option<load::RateGenerator>,
     /// The CPU the servers are pinned to.
     pub server_cpu: Option<usize>,
     /// Where the data directories go (a fresh one per server start).
