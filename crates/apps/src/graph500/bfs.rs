@@ -23,6 +23,11 @@
 //! unexplored edges `m_u` divided by [`ALPHA`] (15); come back top-down
 //! when the frontier has fewer than `n / BETA` vertices ([`BETA`] = 18).
 //!
+//! A search starts with a level of its own, the reset: workers clear the
+//! parents and bitmaps of the previous search in chunks, in parallel (the
+//! specification's reference code clears its tree inside the timed
+//! kernel too), and whoever finishes the last chunk plants the root.
+//!
 //! No lock is taken and no worker waits for another to arrive: a level is a
 //! numbered set of chunks; workers claim chunks with a compare-and-swap on
 //! one word holding `(level, next chunk)`, so a worker the OS has
@@ -60,6 +65,14 @@ const TOP_DOWN_CHUNK: usize = 64;
 const BOTTOM_UP_CHUNK: usize = 16;
 /// Vertices a worker gathers before appending them to the queue.
 const LOCAL_BUFFER: usize = 1024;
+/// Vertices whose parent and bitmap bits a worker clears at once in the
+/// reset level (a multiple of 64).
+const RESET_CHUNK: usize = 64 * 256;
+
+/// What the chunks of the current level are.
+const RESET: u32 = 0;
+const TOP_DOWN: u32 = 1;
+const BOTTOM_UP: u32 = 2;
 
 /// A BFS tree: the result of kernel 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +127,9 @@ pub struct Searcher<'g> {
     current: AtomicUsize,
     /// Degrees summed over the next frontier (`m_f`).
     next_edges: AtomicU64,
-    bottom_up: AtomicBool,
+    /// [`RESET`], [`TOP_DOWN`] or [`BOTTOM_UP`]: what the current level's
+    /// chunks are.
+    mode: AtomicU32,
     done: AtomicBool,
     /// Bookkeeping between levels: edges not yet explored (`m_u`), the
     /// current frontier's edges, levels run bottom-up.
@@ -165,7 +180,7 @@ impl<'g> Searcher<'g> {
             chunks: AtomicUsize::new(0),
             current: AtomicUsize::new(0),
             next_edges: AtomicU64::new(0),
-            bottom_up: AtomicBool::new(false),
+            mode: AtomicU32::new(RESET),
             done: AtomicBool::new(false),
             unexplored: AtomicU64::new(0),
             frontier_edges: AtomicU64::new(0),
@@ -185,32 +200,14 @@ impl<'g> Searcher<'g> {
         let g = self.g;
         let n = g.vertices();
         assert!((root as usize) < n, "root {root} outside 0..{n}");
-        let r = root as usize;
         self.root = root;
-        for p in &mut self.parent {
-            *p.get_mut() = NONE;
-        }
-        for word in self.visited.iter_mut().chain(&mut self.bitmaps[0]) {
-            *word.get_mut() = 0;
-        }
-        // The other bitmap is left empty by every level.
-        *self.parent[r].get_mut() = root;
-        *self.visited[r / 64].get_mut() = 1 << (r % 64);
-        *self.bitmaps[0][r / 64].get_mut() = 1 << (r % 64);
-        *self.queue[0].get_mut() = root;
-        *self.tail.get_mut() = 1;
-        *self.level_start.get_mut() = 0;
-        *self.level_end.get_mut() = 1;
+        // The first level clears the arrays (`reset_chunk`), then plants
+        // the root (`plant_root`).
+        *self.mode.get_mut() = RESET;
+        *self.chunks.get_mut() = n.div_ceil(RESET_CHUNK);
         *self.claim.get_mut() = 0;
         *self.finished.get_mut() = 0;
-        *self.chunks.get_mut() = 1;
-        *self.current.get_mut() = 0;
-        *self.next_edges.get_mut() = 0;
-        *self.bottom_up.get_mut() = false;
         *self.done.get_mut() = false;
-        *self.unexplored.get_mut() = (g.adjacency.len() - g.degree(root)) as u64;
-        *self.frontier_edges.get_mut() = g.degree(root) as u64;
-        *self.bottom_up_levels.get_mut() = 0;
         // The thread spawn's happens-before makes the writes above visible.
         let this = &*self;
         par::on_workers(self.workers, |_| this.work());
@@ -264,7 +261,7 @@ impl<'g> Searcher<'g> {
     fn work(&self) {
         let mut local = Vec::with_capacity(LOCAL_BUFFER);
         let mut seen = u32::MAX;
-        let (mut cur, mut bottom_up, mut chunks, mut frontier) = (0, false, 0, 0..0);
+        let (mut cur, mut mode, mut chunks, mut frontier) = (0, RESET, 0, 0..0);
         let mut idle = 0u32;
         loop {
             // Acquire: pairs with the Release store of `claim` in `next_level`.
@@ -276,7 +273,7 @@ impl<'g> Searcher<'g> {
             if generation != seen {
                 seen = generation;
                 cur = self.current.load(Ordering::Relaxed);
-                bottom_up = self.bottom_up.load(Ordering::Relaxed);
+                mode = self.mode.load(Ordering::Relaxed);
                 chunks = self.chunks.load(Ordering::Relaxed);
                 frontier = self.level_start.load(Ordering::Relaxed)
                     ..self.level_end.load(Ordering::Relaxed);
@@ -302,19 +299,69 @@ impl<'g> Searcher<'g> {
                 continue;
             }
             let mut edges = 0;
-            if bottom_up {
-                self.bottom_up_chunk(cur, chunk, &mut local, &mut edges);
-            } else {
-                let start = frontier.start + chunk * TOP_DOWN_CHUNK;
-                let end = (start + TOP_DOWN_CHUNK).min(frontier.end);
-                self.top_down_chunk(1 - cur, start..end, &mut local, &mut edges);
+            match mode {
+                RESET => self.reset_chunk(chunk),
+                BOTTOM_UP => self.bottom_up_chunk(cur, chunk, &mut local, &mut edges),
+                _ => {
+                    let start = frontier.start + chunk * TOP_DOWN_CHUNK;
+                    let end = (start + TOP_DOWN_CHUNK).min(frontier.end);
+                    self.top_down_chunk(1 - cur, start..end, &mut local, &mut edges);
+                }
             }
             self.flush(&mut local, &mut edges);
             // AcqRel: releases this chunk's writes; the last one acquires all.
             if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
-                self.next_level(cur, bottom_up, generation);
+                if mode == RESET {
+                    self.plant_root(generation);
+                } else {
+                    self.next_level(cur, mode == BOTTOM_UP, generation);
+                }
             }
         }
+    }
+
+    /// Clears the parents and bitmap words of the reset level's `chunk`.
+    fn reset_chunk(&self, chunk: usize) {
+        let n = self.parent.len();
+        let start = chunk * RESET_CHUNK;
+        for p in &self.parent[start..(start + RESET_CHUNK).min(n)] {
+            p.store(NONE, Ordering::Relaxed);
+        }
+        let words = start / 64..((start + RESET_CHUNK) / 64).min(self.visited.len());
+        for map in [&self.visited, &self.bitmaps[0], &self.bitmaps[1]] {
+            for word in &map[words.clone()] {
+                word.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Run by whoever finished the reset level's last chunk: puts the root
+    /// in the tree and the frontier, and publishes the first level.
+    fn plant_root(&self, generation: u32) {
+        let (g, root) = (self.g, self.root);
+        let r = root as usize;
+        self.parent[r].store(root, Ordering::Relaxed);
+        self.visited[r / 64].store(1 << (r % 64), Ordering::Relaxed);
+        self.bitmaps[0][r / 64].store(1 << (r % 64), Ordering::Relaxed);
+        self.queue[0].store(root, Ordering::Relaxed);
+        self.tail.store(1, Ordering::Relaxed);
+        self.level_start.store(0, Ordering::Relaxed);
+        self.level_end.store(1, Ordering::Relaxed);
+        self.current.store(0, Ordering::Relaxed);
+        self.next_edges.store(0, Ordering::Relaxed);
+        self.unexplored.store(
+            (g.adjacency.len() - g.degree(root)) as u64,
+            Ordering::Relaxed,
+        );
+        self.frontier_edges
+            .store(g.degree(root) as u64, Ordering::Relaxed);
+        self.bottom_up_levels.store(0, Ordering::Relaxed);
+        self.mode.store(TOP_DOWN, Ordering::Relaxed);
+        self.chunks.store(1, Ordering::Relaxed);
+        self.finished.store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of `claim` in `work`.
+        self.claim
+            .store(u64::from(generation + 1) << 32, Ordering::Release);
     }
 
     /// Run by whoever finished the level's last chunk: every other worker
@@ -341,7 +388,10 @@ impl<'g> Searcher<'g> {
         } else {
             growing && m_f > unexplored / ALPHA
         };
-        self.bottom_up.store(go_bottom_up, Ordering::Relaxed);
+        self.mode.store(
+            if go_bottom_up { BOTTOM_UP } else { TOP_DOWN },
+            Ordering::Relaxed,
+        );
         let chunks = if go_bottom_up {
             self.visited.len().div_ceil(BOTTOM_UP_CHUNK)
         } else {
