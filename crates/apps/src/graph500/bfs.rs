@@ -9,7 +9,8 @@
 //!   with a compare-and-swap on its parent; a worker keeps what it claimed
 //!   in a local buffer and appends it to the queue in one `fetch_add`;
 //! - **bottom-up**: workers take chunks of 64-vertex words; each vertex
-//!   not in the visited bitmap scans its neighbours (hubs first, as kernel
+//!   not in the visited bitmap (where vertices without neighbours start
+//!   out, so they cost nothing) scans its neighbours (hubs first, as kernel
 //!   1 orders them) for one in the frontier bitmap and stops at the first.
 //!   A word of the visited and next bitmaps is written only by the worker
 //!   that owns its chunk, so no claim is contended.
@@ -106,7 +107,8 @@ pub struct Searcher<'g> {
     workers: usize,
     root: u32,
     parent: Vec<AtomicU32>,
-    /// Vertices in the tree so far, one bit each.
+    /// Vertices in the tree so far, and those without neighbours (which
+    /// no search reaches), one bit each.
     visited: Vec<AtomicU64>,
     /// The current and the next frontier, one bit per vertex.
     bitmaps: [Vec<AtomicU64>; 2],
@@ -320,7 +322,8 @@ impl<'g> Searcher<'g> {
         }
     }
 
-    /// Clears the parents and bitmap words of the reset level's `chunk`.
+    /// Clears the parents and bitmap words of the reset level's `chunk`
+    /// (the visited bitmap to the graph's isolated vertices).
     fn reset_chunk(&self, chunk: usize) {
         let n = self.parent.len();
         let start = chunk * RESET_CHUNK;
@@ -328,10 +331,18 @@ impl<'g> Searcher<'g> {
             p.store(NONE, Ordering::Relaxed);
         }
         let words = start / 64..((start + RESET_CHUNK) / 64).min(self.visited.len());
-        for map in [&self.visited, &self.bitmaps[0], &self.bitmaps[1]] {
+        for map in [&self.bitmaps[0], &self.bitmaps[1]] {
             for word in &map[words.clone()] {
                 word.store(0, Ordering::Relaxed);
             }
+        }
+        // Vertices without neighbours start out visited: no search reaches
+        // them, and bottom-up steps then skip them.
+        for (word, &isolated) in self.visited[words.clone()]
+            .iter()
+            .zip(&self.g.isolated[words])
+        {
+            word.store(isolated, Ordering::Relaxed);
         }
     }
 
@@ -341,7 +352,7 @@ impl<'g> Searcher<'g> {
         let (g, root) = (self.g, self.root);
         let r = root as usize;
         self.parent[r].store(root, Ordering::Relaxed);
-        self.visited[r / 64].store(1 << (r % 64), Ordering::Relaxed);
+        self.visited[r / 64].fetch_or(1 << (r % 64), Ordering::Relaxed);
         self.bitmaps[0][r / 64].store(1 << (r % 64), Ordering::Relaxed);
         self.queue[0].store(root, Ordering::Relaxed);
         self.tail.store(1, Ordering::Relaxed);

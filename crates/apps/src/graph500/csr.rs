@@ -23,6 +23,10 @@ pub struct Csr {
     pub offsets: Vec<usize>,
     /// The neighbours of every vertex, one after another.
     pub adjacency: Vec<u32>,
+    /// One bit per vertex with no neighbours (bit `v % 64` of word
+    /// `v / 64`): a search never reaches them, so a bottom-up step skips
+    /// them as if already visited.
+    pub isolated: Vec<u64>,
 }
 
 impl Csr {
@@ -168,7 +172,20 @@ impl Csr {
             }
             adjacency.extend_from_slice(&adj);
         }
-        Csr { offsets, adjacency }
+        let isolated = (0..vertices.div_ceil(64))
+            .map(|w| {
+                (0..64)
+                    .map(|i| w * 64 + i)
+                    .take_while(|&v| v < vertices)
+                    .filter(|&v| offsets[v + 1] == offsets[v])
+                    .fold(0u64, |m, v| m | 1 << (v % 64))
+            })
+            .collect();
+        Csr {
+            offsets,
+            adjacency,
+            isolated,
+        }
     }
 }
 
@@ -193,6 +210,7 @@ mod tests {
             assert_eq!(g.neighbours(1), [0, 3]);
             assert!(g.neighbours(2).is_empty());
             assert_eq!(g.neighbours(3), [1]);
+            assert_eq!(g.isolated, [0b0100]);
         }
     }
 }
