@@ -31,6 +31,11 @@ pub struct ServeArgs {
     /// Seconds a keep-alive connection may sit idle before it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     idle_timeout: u64,
+    /// The nice value (0-19) of the ring's handlers. By default 10 when the
+    /// process has one usable CPU, so the I/O threads answer (or refuse
+    /// with 429) first and the pipeline takes what they leave; 0 otherwise.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
+    pipeline_nice: Option<i32>,
 }
 
 /// Serves until SIGINT or SIGTERM, then drains, fsyncs and returns.
@@ -45,6 +50,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     config.ring_capacity = args.ring_capacity;
     config.idle_timeout = std::time::Duration::from_secs(args.idle_timeout);
+    config.pipeline_nice = args.pipeline_nice;
     let server = Server::bind(config).context("starting the service")?;
     let stop = server.shutdown_handle();
     ctrlc::set_handler(move || stop.shutdown()).context("installing the signal handler")?;

@@ -81,16 +81,25 @@ pub struct Shared {
     /// Relaxed: `journal` only needs to see it eventually, and the snapshot
     /// file it relies on was fsynced and renamed before the store.
     snapshot_lsn: AtomicU64,
+    /// The nice value of the ring's handlers and the snapshot thread (0:
+    /// as the I/O threads).
+    handler_nice: i32,
 }
 
 impl Shared {
-    /// With fresh metrics.
+    /// With fresh metrics; handlers at the I/O threads' priority.
     pub fn new() -> Self {
+        Self::with_handler_nice(0)
+    }
+
+    /// With fresh metrics; handlers at nice value `nice`.
+    pub fn with_handler_nice(nice: i32) -> Self {
         Shared {
             metrics: Metrics::new(),
             failed: Mutex::new(Vec::new()),
             any_failed: AtomicBool::new(false),
             snapshot_lsn: AtomicU64::new(0),
+            handler_nice: nice,
         }
     }
 
@@ -112,11 +121,15 @@ impl Default for Shared {
     }
 }
 
-fn pin(cpu: Option<usize>) {
+/// Pins the calling handler thread to `cpu` and sets its nice value.
+fn pin(cpu: Option<usize>, nice: i32) {
     if let Some(cpu) = cpu {
         if !statepipe_sys::pin::pin_current_thread(cpu) {
             tracing::debug!(cpu, "could not pin a ring handler");
         }
+    }
+    if nice != 0 && !statepipe_sys::pin::set_current_thread_nice(nice) {
+        tracing::debug!(nice, "could not lower a ring handler's priority");
     }
 }
 
@@ -220,7 +233,7 @@ impl EventHandler<Event> for Journal {
     }
 
     fn on_start(&mut self) {
-        pin(self.cpu);
+        pin(self.cpu, self.shared.handler_nice);
     }
 
     fn on_shutdown(&mut self) {
@@ -258,7 +271,7 @@ impl EventHandler<Event> for Decode {
     }
 
     fn on_start(&mut self) {
-        pin(self.cpu);
+        pin(self.cpu, self.shared.handler_nice);
     }
 }
 
@@ -295,7 +308,7 @@ impl Snapshots {
         let spawned = std::thread::Builder::new()
             .name("serve-snapshot".into())
             .spawn(move || {
-                pin(cpu);
+                pin(cpu, shared.handler_nice);
                 for (lsn, bytes) in rx {
                     match write_snapshot_bytes(&dir, &bytes) {
                         // Relaxed: see `Shared::snapshot_lsn`.
@@ -487,7 +500,7 @@ impl EventHandlerMut<Event> for Apply {
     }
 
     fn on_start(&mut self) {
-        pin(self.cpu);
+        pin(self.cpu, self.shared.handler_nice);
         self.snapshots.start(&self.shared, self.cpu);
     }
 
@@ -570,6 +583,6 @@ impl EventHandlerMut<Event> for ReplyHandler {
     }
 
     fn on_start(&mut self) {
-        pin(self.cpu);
+        pin(self.cpu, self.shared.handler_nice);
     }
 }

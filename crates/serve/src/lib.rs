@@ -28,4 +28,4 @@ mod server;
 pub mod store;
 
 pub use error::ServeError;
-pub use server::{run, Config, Server, ShutdownHandle};
+pub use server::{run, Config, Server, ShutdownHandle, SHARED_CPU_NICE};

@@ -41,7 +41,17 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Whether to pin threads to the usable CPUs.
     pub pin: bool,
+    /// The nice value of the ring's handlers (and the snapshot thread);
+    /// `None`: [`SHARED_CPU_NICE`] when the process has one usable CPU, so
+    /// the I/O threads run first on it (a request is answered, or refused
+    /// with 429, as soon as it arrives, and the pipeline takes the CPU the
+    /// I/O leaves), else 0.
+    pub pipeline_nice: Option<i32>,
 }
+
+/// The ring handlers' nice value when they share the only usable CPU with
+/// the I/O threads.
+pub const SHARED_CPU_NICE: i32 = 10;
 
 impl Config {
     /// Defaults: 10,000 connections, 4,096 ring slots, a snapshot every
@@ -58,6 +68,7 @@ impl Config {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             pin: true,
+            pipeline_nice: None,
         }
     }
 }
@@ -161,7 +172,12 @@ impl Server {
             .io_threads
             .unwrap_or(usable.len().saturating_sub(1))
             .max(1);
-        tracing::info!(%cpus, io_threads = n_io, "serving");
+        let nice = config.pipeline_nice.unwrap_or(if usable.len() == 1 {
+            SHARED_CPU_NICE
+        } else {
+            0
+        });
+        tracing::info!(%cpus, io_threads = n_io, pipeline_nice = nice, "serving");
         let ring_cpu = config.pin.then(|| usable[0]);
         let io_cpu = |i: usize| {
             config.pin.then(|| {
@@ -180,7 +196,7 @@ impl Server {
             recovered.next_lsn,
         )
         .map_err(|e| ServeError::io("opening the journal", e))?;
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::with_handler_nice(nice));
         let mut polls = Vec::new();
         let mut wakers = Vec::new();
         let mut senders = Vec::new();

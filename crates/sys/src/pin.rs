@@ -1,4 +1,4 @@
-//! Keeping a thread on one CPU.
+//! Keeping a thread on one CPU, and behind the others on it.
 
 /// Pins the calling thread to CPU `cpu`; returns whether it is now pinned.
 ///
@@ -33,6 +33,33 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
 }
 
+/// Sets the calling thread's nice value (`0` normal, up to `19` the
+/// lowest priority); returns whether it took. Raising it needs no
+/// privilege. On Linux a nice value belongs to one thread, so a process
+/// can run some threads behind others that share their CPU.
+///
+/// ```
+/// let lowered = std::thread::spawn(|| statepipe_sys::pin::set_current_thread_nice(5))
+///     .join()
+///     .unwrap();
+/// # let _ = lowered;
+/// ```
+pub fn set_current_thread_nice(nice: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let tid = nix::unistd::gettid().as_raw();
+        // SAFETY: setpriority(2) takes three integers and touches no memory
+        // of this process; `PRIO_PROCESS` with a thread id names that thread.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+        rc == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = nice;
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,6 +74,35 @@ mod tests {
             .join()
             .unwrap();
         assert!(pinned, "could not pin to CPU {cpu}");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn lowers_one_thread_only() {
+        let (this, other) = std::thread::spawn(|| {
+            assert!(set_current_thread_nice(7));
+            let tid = nix::unistd::gettid().as_raw() as libc::id_t;
+            // SAFETY: getpriority(2) takes integers only.
+            let this = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+            let other = std::thread::spawn(|| {
+                let tid = nix::unistd::gettid().as_raw() as libc::id_t;
+                // SAFETY: as above.
+                unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) }
+            })
+            .join()
+            .unwrap();
+            (this, other)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(this, 7);
+        // A thread started by the lowered one inherits its value; the test
+        // harness's own threads keep theirs.
+        assert_eq!(other, 7);
+        let tid = nix::unistd::gettid().as_raw() as libc::id_t;
+        // SAFETY: as above.
+        let mine = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+        assert_ne!(mine, 7);
     }
 
     #[test]
