@@ -102,6 +102,11 @@ impl PyModel {
         }
     }
 
+    /// Whether the model has an `expected_cost` method.
+    pub(crate) fn has_cost(&self) -> bool {
+        self.has_cost
+    }
+
     fn call(
         &self,
         py: Python<'_>,
@@ -145,6 +150,20 @@ impl PyModel {
             out.push((ByteBuf::from(child), PyOut::Ok(output)));
         }
         Ok(out)
+    }
+}
+
+impl Clone for PyModel {
+    fn clone(&self) -> Self {
+        Python::attach(|py| PyModel {
+            pickled: self.pickled.clone(),
+            obj: self
+                .obj
+                .as_ref()
+                .map(|o| o.clone_ref(py))
+                .map_err(Clone::clone),
+            has_cost: self.has_cost,
+        })
     }
 }
 
