@@ -98,15 +98,17 @@ impl Inner {
 
 /// What shipping a Python model's states to workers costs, for `Auto`:
 /// the Rust defaults, plus a call into the model's `expected_cost` per
-/// state on the master when it has one, and the start of Python workers
-/// (an interpreter that imports numpy and the model: about 0.3 s, most of
-/// it in parallel).
+/// state on the master when it has one, and the start of Python workers:
+/// each an interpreter importing numpy, cloudpickle and the model (about
+/// 0.25 s of CPU on the 2-vCPU development VM), spread over this host's
+/// cores, after a fixed 0.1 s to launch and join.
 fn python_ship_cost(has_cost: bool) -> ShipCost {
     let rust = ShipCost::default();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     ShipCost {
         per_state: rust.per_state + Duration::from_micros(if has_cost { 2 } else { 0 }),
-        start: Duration::from_millis(300),
-        start_per_worker: Duration::from_millis(20),
+        start: Duration::from_millis(100),
+        start_per_worker: Duration::from_millis(250) / cores as u32,
         ..rust
     }
 }
@@ -119,7 +121,10 @@ fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyRes
     let done = &done;
     std::thread::scope(|scope| {
         let handle = scope.spawn(move || {
+            // The master may call the model (expected_cost) per state.
+            let kept = model::KeptThreadState::new();
             let r = f();
+            drop(kept);
             *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
             done.1.notify_all();
             r

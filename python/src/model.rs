@@ -1,6 +1,7 @@
 //! A Python model as a statepipe [`Evolve`]: states, inputs and outputs are
 //! pickled bytes, the parameters are the cloudpickled model.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
@@ -44,6 +45,80 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Clears the interruption at the start of an operation.
 pub(crate) fn clear_interrupt() {
     INTERRUPTED.store(false, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// Whether this thread keeps a Python thread state across calls (see
+    /// [`keep_thread_state`] and [`KeptThreadState`]).
+    static KEPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives this thread a Python thread state that outlives each call into
+/// Python, if it has none: a worker's compute thread (a Rust thread)
+/// would otherwise create and destroy one per evolve call, about half a
+/// call's cost for a cheap model. The state lives as long as the thread;
+/// call it only from threads that live as long as the engine or worker
+/// ([`KeptThreadState`] scopes one instead).
+fn keep_thread_state() {
+    if KEPT.with(|k| k.replace(true)) {
+        return;
+    }
+    // SAFETY: PyGILState_GetThisThreadState reads this thread's slot and
+    // needs no GIL. With no state for this thread, PyGILState_Ensure
+    // creates one and takes the GIL, and PyEval_SaveThread releases the
+    // GIL keeping the state; the Ensure is never released, so later
+    // Ensure/Release pairs (Python::attach) nest inside it and reuse the
+    // state. The interpreter is initialised: this runs only from a PyModel
+    // method, and a PyModel holds a Python object.
+    unsafe {
+        if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+            pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyEval_SaveThread();
+        }
+    }
+}
+
+/// A Python thread state kept for the life of this value, on a thread that
+/// had none (the master's thread of one engine operation): created as
+/// [`keep_thread_state`] does, deleted on drop. Made and dropped on the
+/// same thread, while the interpreter is initialised (an engine exists).
+pub(crate) struct KeptThreadState {
+    made: Option<(*mut pyo3::ffi::PyThreadState, pyo3::ffi::PyGILState_STATE)>,
+}
+
+impl KeptThreadState {
+    pub(crate) fn new() -> Self {
+        if KEPT.with(|k| k.replace(true)) {
+            return KeptThreadState { made: None };
+        }
+        // SAFETY: as in keep_thread_state; the state and the Ensure's
+        // token are kept to undo both on drop.
+        let made = unsafe {
+            if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+                let g = pyo3::ffi::PyGILState_Ensure();
+                Some((pyo3::ffi::PyEval_SaveThread(), g))
+            } else {
+                None
+            }
+        };
+        KeptThreadState { made }
+    }
+}
+
+impl Drop for KeptThreadState {
+    fn drop(&mut self) {
+        KEPT.with(|k| k.set(false));
+        if let Some((ts, g)) = self.made.take() {
+            // SAFETY: on the thread that made `ts` (the value is not Send),
+            // with the GIL released by the PyEval_SaveThread that gave `ts`:
+            // restoring takes the GIL back, and releasing the outermost
+            // Ensure deletes the state and drops the GIL.
+            unsafe {
+                pyo3::ffi::PyEval_RestoreThread(ts);
+                pyo3::ffi::PyGILState_Release(g);
+            }
+        }
+    }
 }
 
 struct Pickle {
@@ -212,6 +287,7 @@ impl Evolve for PyModel {
     type Output = PyOut;
 
     fn evolve(&self, state: &ByteBuf, input: &ByteBuf, rng: &mut Rng) -> Vec<(ByteBuf, PyOut)> {
+        keep_thread_state();
         if INTERRUPTED.load(Ordering::Relaxed) {
             return vec![(
                 state.clone(),
@@ -248,6 +324,7 @@ impl Evolve for PyModel {
         let Some(obj) = self.obj.as_ref().ok().filter(|_| self.has_cost) else {
             return 1.0;
         };
+        keep_thread_state();
         Python::attach(|py| {
             let i = loads(py, input)?;
             obj.bind(py)

@@ -41,7 +41,7 @@ def _walk(engine, steps=3, n=8):
 
 def test_a_cheap_model_stays_in_process():
     # Two steps: the one step left must save the workers' start (over
-    # 0.3 s), which a call of microseconds cannot.
+    # 0.1 s), which a call of microseconds cannot.
     with statepipe.Engine(Cheap(), workers=2, seed=1, steps=2) as e:
         assert e.placement.startswith("undecided")
         _walk(e, steps=2)
