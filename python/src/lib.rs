@@ -97,8 +97,9 @@ impl Inner {
 }
 
 /// What shipping a Python model's states to workers costs, for `Auto`:
-/// the Rust defaults, plus a call into the model's `expected_cost` per
-/// state on the master when it has one, and the start of Python workers:
+/// the Rust defaults, plus the caller's call to the model's
+/// `expected_cost` per state when it has one (made only for workers), and
+/// the start of Python workers:
 /// each an interpreter importing numpy, cloudpickle and the model (about
 /// 0.25 s of CPU on the 2-vCPU development VM), spread over this host's
 /// cores, after a fixed 0.1 s to launch and join.
@@ -106,7 +107,7 @@ fn python_ship_cost(has_cost: bool) -> ShipCost {
     let rust = ShipCost::default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     ShipCost {
-        per_state: rust.per_state + Duration::from_micros(if has_cost { 2 } else { 0 }),
+        per_state: rust.per_state + Duration::from_micros(if has_cost { 1 } else { 0 }),
         start: Duration::from_millis(100),
         start_per_worker: Duration::from_millis(250) / cores as u32,
         ..rust
@@ -121,10 +122,7 @@ fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyRes
     let done = &done;
     std::thread::scope(|scope| {
         let handle = scope.spawn(move || {
-            // The master may call the model (expected_cost) per state.
-            let kept = model::KeptThreadState::new();
             let r = f();
-            drop(kept);
             *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
             done.1.notify_all();
             r
@@ -405,27 +403,35 @@ impl NativeEngine {
         Ok(ids.into_iter().map(|i| i.0).collect())
     }
 
-    /// Evolves each state `ids[k]` with the pickled input `inputs[k]`;
-    /// returns, in the order of `ids`, `(parent, [(child, pickled output)])`.
-    /// Raises ModelError for the first state (in `ids` order) whose evolve
-    /// raised.
+    /// Evolves each state `ids[k]` with the pickled input `inputs[k]`,
+    /// whose expected cost is `costs[k]` (the model's `expected_cost`,
+    /// computed by the caller; None: all 1); returns, in the order of
+    /// `ids`, `(parent, [(child, pickled output)])`. Raises ModelError for
+    /// the first state (in `ids` order) whose evolve raised.
+    #[pyo3(signature = (ids, inputs, costs=None))]
     fn evolve_many(
         &mut self,
         py: Python<'_>,
         ids: Vec<u64>,
         inputs: Vec<Vec<u8>>,
+        costs: Option<Vec<f64>>,
     ) -> PyResult<Evolved> {
-        if ids.len() != inputs.len() {
+        if ids.len() != inputs.len() || costs.as_ref().is_some_and(|c| c.len() != ids.len()) {
             return Err(StatepipeError::new_err(format!(
-                "{} ids but {} inputs",
+                "{} ids but {} inputs and {} costs",
                 ids.len(),
-                inputs.len()
+                inputs.len(),
+                costs.as_ref().map_or(ids.len(), Vec::len)
             )));
         }
         let map: HashMap<StateId, ByteBuf> = ids
             .iter()
             .zip(inputs)
-            .map(|(&i, b)| (StateId(i), ByteBuf::from(b)))
+            .enumerate()
+            .map(|(k, (&i, b))| {
+                let cost = costs.as_ref().map_or(1.0, |c| c[k]);
+                (StateId(i), model::framed_input(cost, &b))
+            })
             .collect();
         if map.len() != ids.len() {
             return Err(StatepipeError::new_err("a state id is named twice"));

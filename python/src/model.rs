@@ -18,6 +18,25 @@ use statepipe_cluster::{Evolve, Rng};
 /// which numpy arrays use for their buffers).
 pub(crate) const PROTOCOL: u8 = 5;
 
+/// An input as the engine carries it: the call's expected cost (the
+/// model's `expected_cost`, computed in the caller's process before the
+/// input was pickled; 8 bytes, little-endian), then the pickled input. The
+/// master reads the cost without calling into Python.
+pub(crate) fn framed_input(cost: f64, pickled: &[u8]) -> ByteBuf {
+    let mut v = Vec::with_capacity(8 + pickled.len());
+    v.extend_from_slice(&cost.to_le_bytes());
+    v.extend_from_slice(pickled);
+    ByteBuf::from(v)
+}
+
+/// The cost and the pickled input of a [`framed_input`].
+fn unframe(input: &[u8]) -> PyResult<(f64, &[u8])> {
+    match input.split_first_chunk::<8>() {
+        Some((cost, pickled)) => Ok((f64::from_le_bytes(*cost), pickled)),
+        None => Err(PyRuntimeError::new_err("an input without its cost")),
+    }
+}
+
 /// A child's output, or the model's exception with its traceback.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum PyOut {
@@ -49,16 +68,16 @@ pub(crate) fn clear_interrupt() {
 
 thread_local! {
     /// Whether this thread keeps a Python thread state across calls (see
-    /// [`keep_thread_state`] and [`KeptThreadState`]).
+    /// [`keep_thread_state`]).
     static KEPT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Gives this thread a Python thread state that outlives each call into
 /// Python, if it has none: a worker's compute thread (a Rust thread)
 /// would otherwise create and destroy one per evolve call, about half a
-/// call's cost for a cheap model. The state lives as long as the thread;
-/// call it only from threads that live as long as the engine or worker
-/// ([`KeptThreadState`] scopes one instead).
+/// call's cost for a cheap model. The state lives as long as the thread:
+/// called only by `evolve`, which runs on a worker's compute thread or on
+/// the thread that called the in-process engine (which has a state).
 fn keep_thread_state() {
     if KEPT.with(|k| k.replace(true)) {
         return;
@@ -74,49 +93,6 @@ fn keep_thread_state() {
         if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
             pyo3::ffi::PyGILState_Ensure();
             pyo3::ffi::PyEval_SaveThread();
-        }
-    }
-}
-
-/// A Python thread state kept for the life of this value, on a thread that
-/// had none (the master's thread of one engine operation): created as
-/// [`keep_thread_state`] does, deleted on drop. Made and dropped on the
-/// same thread, while the interpreter is initialised (an engine exists).
-pub(crate) struct KeptThreadState {
-    made: Option<(*mut pyo3::ffi::PyThreadState, pyo3::ffi::PyGILState_STATE)>,
-}
-
-impl KeptThreadState {
-    pub(crate) fn new() -> Self {
-        if KEPT.with(|k| k.replace(true)) {
-            return KeptThreadState { made: None };
-        }
-        // SAFETY: as in keep_thread_state; the state and the Ensure's
-        // token are kept to undo both on drop.
-        let made = unsafe {
-            if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
-                let g = pyo3::ffi::PyGILState_Ensure();
-                Some((pyo3::ffi::PyEval_SaveThread(), g))
-            } else {
-                None
-            }
-        };
-        KeptThreadState { made }
-    }
-}
-
-impl Drop for KeptThreadState {
-    fn drop(&mut self) {
-        KEPT.with(|k| k.set(false));
-        if let Some((ts, g)) = self.made.take() {
-            // SAFETY: on the thread that made `ts` (the value is not Send),
-            // with the GIL released by the PyEval_SaveThread that gave `ts`:
-            // restoring takes the GIL back, and releasing the outermost
-            // Ensure deletes the state and drops the GIL.
-            unsafe {
-                pyo3::ffi::PyEval_RestoreThread(ts);
-                pyo3::ffi::PyGILState_Release(g);
-            }
         }
     }
 }
@@ -190,7 +166,7 @@ impl PyModel {
         rng: &mut Rng,
     ) -> PyResult<Vec<(ByteBuf, PyOut)>> {
         let s = loads(py, state)?;
-        let i = loads(py, input)?;
+        let i = loads(py, unframe(input)?.1)?;
         let r = Py::new(py, StateRng::new(rng))?;
         let obj = self
             .obj
@@ -321,17 +297,8 @@ impl Evolve for PyModel {
     }
 
     fn expected_cost(&self, input: &ByteBuf) -> f64 {
-        let Some(obj) = self.obj.as_ref().ok().filter(|_| self.has_cost) else {
-            return 1.0;
-        };
-        keep_thread_state();
-        Python::attach(|py| {
-            let i = loads(py, input)?;
-            obj.bind(py)
-                .call_method1(intern!(py, "expected_cost"), (i,))?
-                .extract::<f64>()
-        })
-        .unwrap_or(1.0)
+        // Computed by the caller (no Python here, on the master's thread).
+        unframe(input).map_or(1.0, |(c, _)| c)
     }
 }
 

@@ -230,13 +230,25 @@ class Engine:
         if isinstance(self._native, _Batched):
             return self._native.evolve(inputs)
         ids = list(inputs.keys())
-        raw = self._evolve_raw(ids, [_dumps(inputs[i]) for i in ids])
+        objs = [inputs[i] for i in ids]
+        raw = self._evolve_raw(ids, [_dumps(v) for v in objs], self._costs(objs))
         loads = pickle.loads
         return {p: [(c, loads(o)) for c, o in kids] for p, kids in raw}
 
-    def _evolve_raw(self, ids: List[int], inputs: List[bytes]) -> List[Tuple[int, List[Tuple[int, bytes]]]]:
+    def _costs(self, inputs: Sequence[Any]) -> Optional[List[float]]:
+        """The model's ``expected_cost`` of each input, computed here before
+        pickling (the master reads it from the input's bytes, without
+        Python); None in process, where nothing balances by cost."""
+        cost = getattr(self.model, "expected_cost", None)
+        if cost is None or not self._native.workers:
+            return None
+        return [float(cost(v)) for v in inputs]
+
+    def _evolve_raw(
+        self, ids: List[int], inputs: List[bytes], costs: Optional[List[float]] = None
+    ) -> List[Tuple[int, List[Tuple[int, bytes]]]]:
         try:
-            return self._native.evolve_many(ids, inputs)
+            return self._native.evolve_many(ids, inputs, costs)
         except _native.ModelError as e:
             if isinstance(e, ModelError):
                 raise

@@ -285,12 +285,12 @@ def _run(engine: Engine, steps: int, n: int, islands: int, seed: int) -> PfResul
     proto = _native.PICKLE_PROTOCOL
     for t in range(steps):
         order: List[int] = []
-        inputs: List[bytes] = []
+        objs: List[Any] = []
         for r in range(islands):
             counts = [1] * m if t == 0 else systematic(log_w[r], m, _native.call_uniform(seed, t, r)).tolist()
             order.extend(isl[r])
-            inputs.extend(dumps((t, c), proto) for c in counts)
-        raw = engine._evolve_raw(order, inputs)
+            objs.extend((t, c) for c in counts)
+        raw = engine._evolve_raw(order, [dumps(v, proto) for v in objs], engine._costs(objs))
         all_lw: List[float] = []
         all_s: List[float] = []
         pos = 0

@@ -90,3 +90,21 @@ def test_a_move_whose_workers_cannot_start_says_why_and_closes():
     with pytest.raises(statepipe.StatepipeError, match="closed"):
         e.evolve_many({i: None for i in ids})
     e.close()
+
+
+class CostRaises(Cheap):
+    def expected_cost(self, inp):
+        if inp == "bad":
+            raise ValueError("no cost for bad")
+        return 1.0
+
+
+def test_expected_cost_runs_in_the_caller_and_its_error_loses_nothing():
+    with statepipe.Engine(CostRaises(), workers=1, placement="workers", seed=3) as e:
+        ids = e.reset([np.zeros(2), np.ones(2)])
+        with pytest.raises(ValueError, match="no cost for bad"):
+            e.evolve_many({ids[0]: None, ids[1]: "bad"})
+        # Nothing moved: both states are still there, and evolve.
+        assert [s.tolist() for s in e.fetch(ids)] == [[0.0, 0.0], [1.0, 1.0]]
+        out = e.evolve_many({i: None for i in ids})
+        assert all(len(out[i]) == 1 for i in ids)
