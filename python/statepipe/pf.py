@@ -285,12 +285,19 @@ def _run(engine: Engine, steps: int, n: int, islands: int, seed: int) -> PfResul
     proto = _native.PICKLE_PROTOCOL
     for t in range(steps):
         order: List[int] = []
-        objs: List[Any] = []
+        counts: List[int] = []
         for r in range(islands):
-            counts = [1] * m if t == 0 else systematic(log_w[r], m, _native.call_uniform(seed, t, r)).tolist()
+            counts.extend([1] * m if t == 0 else systematic(log_w[r], m, _native.call_uniform(seed, t, r)).tolist())
             order.extend(isl[r])
-            objs.extend((t, c) for c in counts)
-        raw = engine._evolve_raw(order, [dumps(v, proto) for v in objs], engine._costs(objs))
+        # The inputs take a few values (children counts): pickle and cost
+        # each value once.
+        distinct = sorted(set(counts))
+        pickled = {c: dumps((t, c), proto) for c in distinct}
+        costs = engine._costs([(t, c) for c in distinct])
+        cost_of = dict(zip(distinct, costs)) if costs is not None else None
+        raw = engine._evolve_raw(
+            order, [pickled[c] for c in counts], [cost_of[c] for c in counts] if cost_of is not None else None
+        )
         all_lw: List[float] = []
         all_s: List[float] = []
         pos = 0
