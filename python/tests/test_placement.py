@@ -40,11 +40,11 @@ def _walk(engine, steps=3, n=8):
 
 
 def test_a_cheap_model_stays_in_process():
-    # Two steps: the one step left must save the workers' start (over
-    # 0.1 s), which a call of microseconds cannot.
+    # Two steps of two states: the one step left must save the workers'
+    # start (over 0.1 s), which two calls of microseconds cannot.
     with statepipe.Engine(Cheap(), workers=2, seed=1, steps=2) as e:
         assert e.placement.startswith("undecided")
-        _walk(e, steps=2)
+        _walk(e, steps=2, n=2)
         assert e.placement.startswith("in process on 1 threads"), e.placement
         assert e.workers == 0 and e.pids() == [] and e.stats() == ""
 
