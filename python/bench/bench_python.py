@@ -55,7 +55,7 @@ import numpy as np
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
 
-from nile_pf import M0, P0, VAR_EPS, VAR_ETA, Nile, load_nile  # noqa: E402
+from nile_pf import M0, P0, VAR_EPS, VAR_ETA, load_nile  # noqa: E402
 from statepipe.pf import systematic  # noqa: E402  (the package's own resampling, for every system)
 
 PARTICLES, STEPS, CHUNK = 2000, 20, 5
@@ -105,6 +105,21 @@ def chunked_filter(step_fn: Callable[[int, List[np.ndarray]], List[np.ndarray]],
 
 
 # -- statepipe ----------------------------------------------------------------
+class Nile:
+    """The Nile model one particle at a time (the example's is vectorised):
+    the per-state path, a state per particle."""
+
+    def prior(self, rng):
+        return M0 + math.sqrt(P0) * rng.standard_normal()
+
+    def transition(self, x, rng):
+        return x + math.sqrt(VAR_ETA) * rng.standard_normal()
+
+    def log_obs(self, x, y):
+        d = y - x
+        return -0.5 * (math.log(2 * math.pi * VAR_EPS) + d * d / VAR_EPS)
+
+
 class SleepyNile(Nile):
     def transition(self, x, rng):  # type: ignore[override]
         time.sleep(SLEEP_PER_CHILD)
@@ -119,7 +134,7 @@ def run_statepipe(w: int, y: List[float]) -> Dict[str, Any]:
     import statepipe
 
     t0 = time.perf_counter()
-    e = statepipe.Engine(statepipe.pf.Bootstrap(SleepyNile(), y), workers=w, seed=1)
+    e = statepipe.Engine(statepipe.pf.Bootstrap(SleepyNile(), y), workers=w, seed=1, placement="workers")
     start = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
@@ -152,7 +167,7 @@ def run_statepipe_chunks(w: int, y: List[float]) -> Dict[str, Any]:
     import statepipe
 
     t0 = time.perf_counter()
-    e = statepipe.Engine(ChunkModel(y), workers=w, seed=1)
+    e = statepipe.Engine(ChunkModel(y), workers=w, seed=1, placement="workers")
     start = time.perf_counter() - t0
     try:
         ids = e.reset([None] * (PARTICLES // CHUNK))
@@ -355,7 +370,10 @@ def same_bits() -> Dict[str, Any]:
     import statepipe
 
     y = load_nile()
-    r = {w: statepipe.particle_filter(Nile(), y, 2000, islands=8, seed=1, workers=w).loglik for w in (1, 2, 4)}
+    r = {
+        w: statepipe.particle_filter(Nile(), y, 2000, islands=8, seed=1, workers=w, placement="workers").loglik
+        for w in (1, 2, 4)
+    }
     return {"logliks": {str(w): v.hex() for w, v in r.items()}, "identical": len({v.hex() for v in r.values()}) == 1}
 
 

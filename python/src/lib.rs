@@ -3,13 +3,15 @@
 //! A Python model is a [`model::PyModel`], an `Evolve` whose states,
 //! inputs and outputs are pickled bytes that the master forwards untouched.
 //! Workers are Python processes (`python -m statepipe.worker`) that serve
-//! with the same registry; an engine runs either in this process
-//! (`statepipe_cluster::Local`) or over workers (`Master`).
+//! with the same registry; an engine runs in this process
+//! (`statepipe_cluster::Local`), over workers (`Master`), or starts in
+//! process and moves to spawned workers when its first step predicts that
+//! pays (`Auto`, the rule `statepipe pf` and the Rust API use).
 
 mod model;
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use pyo3::create_exception;
@@ -19,8 +21,8 @@ use pyo3::types::PyBytes;
 use serde_bytes::ByteBuf;
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    call_rng, kill_spawned_workers, Engine as _, Error, Listener, Local, LocalCluster, Master,
-    MasterConfig, Registry, Secret, StateId, WorkerCommand,
+    call_rng, kill_spawned_workers, Auto, AutoConfig, Engine as _, Error, Joined, Listener, Local,
+    LocalCluster, Master, MasterConfig, Registry, Secret, ShipCost, StateId, WorkerCommand,
 };
 
 use model::{PyModel, PyOut, StateRng};
@@ -57,6 +59,12 @@ fn registry() -> Registry {
     Registry::new().with::<PyModel>()
 }
 
+/// Starts an `Auto` engine's workers when it moves to them.
+type StartFn = Box<dyn FnOnce() -> Result<Vec<Joined>, Error> + Send>;
+
+/// The worker processes an `Auto` engine started, once it moved.
+type Spawned = Arc<Mutex<Option<LocalCluster>>>;
+
 enum Inner {
     Local(Local<PyModel>),
     Cluster {
@@ -64,6 +72,46 @@ enum Inner {
         /// The spawned worker processes (None: workers joined a listener).
         cluster: Option<LocalCluster>,
     },
+    Auto {
+        auto: Box<Auto<PyModel, StartFn>>,
+        cluster: Spawned,
+    },
+}
+
+impl Inner {
+    /// Whether the model runs in this process (on the caller's thread).
+    fn here(&self) -> bool {
+        match self {
+            Inner::Local(_) => true,
+            Inner::Cluster { .. } => false,
+            Inner::Auto { auto, .. } => auto.master().is_none(),
+        }
+    }
+
+    /// Whether an `Auto` engine decided to move but has no master: its
+    /// move failed, and its states with it.
+    fn lost_move(&self) -> bool {
+        matches!(self, Inner::Auto { auto, .. }
+            if auto.master().is_none() && auto.decision().is_some_and(|d| d.on_workers))
+    }
+}
+
+/// What shipping a Python model's states to workers costs, for `Auto`:
+/// the Rust defaults, plus the caller's call to the model's
+/// `expected_cost` per state when it has one (made only for workers), and
+/// the start of Python workers:
+/// each an interpreter importing numpy, cloudpickle and the model (about
+/// 0.25 s of CPU on the 2-vCPU development VM), spread over this host's
+/// cores, after a fixed 0.1 s to launch and join.
+fn python_ship_cost(has_cost: bool) -> ShipCost {
+    let rust = ShipCost::default();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    ShipCost {
+        per_state: rust.per_state + Duration::from_micros(if has_cost { 1 } else { 0 }),
+        start: Duration::from_millis(100),
+        start_per_worker: Duration::from_millis(250) / cores as u32,
+        ..rust
+    }
 }
 
 /// Runs `f` on another thread with the GIL released, checking for Ctrl-C
@@ -135,17 +183,21 @@ impl NativeEngine {
         let inner = guard
             .as_mut()
             .ok_or_else(|| StatepipeError::new_err("the engine is closed"))?;
-        let r = match inner {
-            // In this process the model runs on this thread (Ctrl-C reaches it).
-            Inner::Local(_) => f(inner),
-            Inner::Cluster { .. } => match interruptible(py, || f(inner)) {
+        // In this process the model runs on this thread (Ctrl-C reaches it).
+        let r = if inner.here() {
+            f(inner)
+        } else {
+            match interruptible(py, || f(inner)) {
                 Ok(r) => r,
                 Err(e) => {
                     *guard = None;
                     return Err(e);
                 }
-            },
+            }
         };
+        if r.is_err() && inner.lost_move() {
+            *guard = None;
+        }
         r.map_err(to_py)
     }
 }
@@ -204,6 +256,61 @@ impl NativeEngine {
         Ok(Self::on_master(master, Some(cluster), workers))
     }
 
+    /// An engine that evolves the first step in this process, timing it,
+    /// and then stays or moves to `workers` processes started as `command`
+    /// (see `statepipe_cluster::Auto`), whichever it predicts is faster
+    /// over `steps` steps (None: unknown).
+    #[staticmethod]
+    #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout, steps))]
+    #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
+    fn auto(
+        py: Python<'_>,
+        model: Py<PyAny>,
+        pickled: &Bound<'_, PyBytes>,
+        seed: u64,
+        workers: usize,
+        command: Vec<String>,
+        pins: Vec<usize>,
+        timeout: f64,
+        steps: Option<u64>,
+    ) -> PyResult<Self> {
+        let m = model_of(py, model, pickled);
+        let (program, args) = command
+            .split_first()
+            .ok_or_else(|| StatepipeError::new_err("an empty worker command"))?;
+        let cmd = WorkerCommand::new(program).args(args);
+        let cluster: Spawned = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&cluster);
+        // Called by the move, in `with` on the caller's thread (the model
+        // ran there), which the workers then die with, as with `spawn`.
+        let start: StartFn = Box::new(move || {
+            let c = LocalCluster::spawn(&cmd, workers, &pins)?;
+            let joined =
+                Python::attach(|py| py.detach(|| c.accept(Duration::from_secs_f64(timeout))));
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
+            joined
+        });
+        let cfg = AutoConfig {
+            master: MasterConfig {
+                seed,
+                ..MasterConfig::default()
+            },
+            // One thread: in-process evolves hold the GIL.
+            threads: 1,
+            workers,
+            steps,
+            ship: python_ship_cost(m.has_cost()),
+        };
+        Ok(NativeEngine {
+            inner: Mutex::new(Some(Inner::Auto {
+                auto: Box::new(Auto::new(m, cfg, start)),
+                cluster,
+            })),
+            step: 0,
+            workers,
+        })
+    }
+
     /// An engine over `workers` workers that join a listener on `addr`
     /// (`statepipe-worker --connect ADDR` on other machines) with `secret`.
     #[staticmethod]
@@ -236,7 +343,30 @@ impl NativeEngine {
     /// Worker processes (0: in this process).
     #[getter]
     fn workers(&self) -> usize {
-        self.workers
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(i) if i.here() => 0,
+            _ => self.workers,
+        }
+    }
+
+    /// Where the states are evolved, and for an engine that chooses, why:
+    /// one line.
+    #[getter]
+    fn placement(&self) -> String {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            None => "closed".into(),
+            Some(Inner::Local(_)) => "in process".into(),
+            Some(Inner::Cluster { .. }) => format!("on {} workers", self.workers),
+            Some(Inner::Auto { auto, .. }) => match auto.decision() {
+                Some(d) => d.to_string(),
+                None => format!(
+                    "undecided: the first step runs in process, then the run stays or moves to {} workers",
+                    self.workers
+                ),
+            },
+        }
     }
 
     /// `evolve_many` calls so far.
@@ -252,6 +382,12 @@ impl NativeEngine {
             Some(Inner::Cluster {
                 cluster: Some(c), ..
             }) => c.pids(),
+            Some(Inner::Auto { cluster, .. }) => cluster
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(LocalCluster::pids)
+                .unwrap_or_default(),
             _ => Vec::new(),
         }
     }
@@ -262,31 +398,40 @@ impl NativeEngine {
         let ids = self.with(py, |inner| match inner {
             Inner::Local(l) => l.reset_states(states),
             Inner::Cluster { master, .. } => master.reset_states(states),
+            Inner::Auto { auto, .. } => auto.reset_states(states),
         })?;
         Ok(ids.into_iter().map(|i| i.0).collect())
     }
 
-    /// Evolves each state `ids[k]` with the pickled input `inputs[k]`;
-    /// returns, in the order of `ids`, `(parent, [(child, pickled output)])`.
-    /// Raises ModelError for the first state (in `ids` order) whose evolve
-    /// raised.
+    /// Evolves each state `ids[k]` with the pickled input `inputs[k]`,
+    /// whose expected cost is `costs[k]` (the model's `expected_cost`,
+    /// computed by the caller; None: all 1); returns, in the order of
+    /// `ids`, `(parent, [(child, pickled output)])`. Raises ModelError for
+    /// the first state (in `ids` order) whose evolve raised.
+    #[pyo3(signature = (ids, inputs, costs=None))]
     fn evolve_many(
         &mut self,
         py: Python<'_>,
         ids: Vec<u64>,
         inputs: Vec<Vec<u8>>,
+        costs: Option<Vec<f64>>,
     ) -> PyResult<Evolved> {
-        if ids.len() != inputs.len() {
+        if ids.len() != inputs.len() || costs.as_ref().is_some_and(|c| c.len() != ids.len()) {
             return Err(StatepipeError::new_err(format!(
-                "{} ids but {} inputs",
+                "{} ids but {} inputs and {} costs",
                 ids.len(),
-                inputs.len()
+                inputs.len(),
+                costs.as_ref().map_or(ids.len(), Vec::len)
             )));
         }
         let map: HashMap<StateId, ByteBuf> = ids
             .iter()
             .zip(inputs)
-            .map(|(&i, b)| (StateId(i), ByteBuf::from(b)))
+            .enumerate()
+            .map(|(k, (&i, b))| {
+                let cost = costs.as_ref().map_or(1.0, |c| c[k]);
+                (StateId(i), model::framed_input(cost, &b))
+            })
             .collect();
         if map.len() != ids.len() {
             return Err(StatepipeError::new_err("a state id is named twice"));
@@ -297,6 +442,7 @@ impl NativeEngine {
         let mut out = self.with(py, |inner| match inner {
             Inner::Local(l) => l.evolve_many(map),
             Inner::Cluster { master, .. } => master.evolve_many(map),
+            Inner::Auto { auto, .. } => auto.evolve_many(map),
         })?;
         let mut res = Vec::with_capacity(ids.len());
         let mut interrupted = false;
@@ -340,6 +486,7 @@ impl NativeEngine {
         let mut got = self.with(py, move |inner| match inner {
             Inner::Local(l) => l.fetch_states(&q),
             Inner::Cluster { master, .. } => master.fetch_states(&q),
+            Inner::Auto { auto, .. } => auto.fetch_states(&q),
         })?;
         Ok(sids
             .iter()
@@ -356,6 +503,7 @@ impl NativeEngine {
         self.with(py, move |inner| match inner {
             Inner::Local(l) => l.drop_states(&sids),
             Inner::Cluster { master, .. } => master.drop_states(&sids),
+            Inner::Auto { auto, .. } => auto.drop_states(&sids),
         })
     }
 
@@ -364,6 +512,9 @@ impl NativeEngine {
         let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
             Some(Inner::Cluster { master, .. }) => master.stats().table(),
+            Some(Inner::Auto { auto, .. }) => {
+                auto.master().map(|m| m.stats().table()).unwrap_or_default()
+            }
             _ => String::new(),
         }
     }
@@ -371,17 +522,23 @@ impl NativeEngine {
     /// Shuts the workers down and forgets every state.
     fn close(&mut self, py: Python<'_>) {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(Inner::Cluster {
-            master,
-            mut cluster,
-        }) = inner
-        {
-            py.detach(|| {
+        match inner {
+            Some(Inner::Cluster {
+                master,
+                mut cluster,
+            }) => py.detach(|| {
                 master.shutdown();
                 if let Some(c) = cluster.as_mut() {
                     c.kill_all();
                 }
-            });
+            }),
+            Some(Inner::Auto { auto, cluster }) => py.detach(|| {
+                drop(auto);
+                if let Some(c) = cluster.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                    c.kill_all();
+                }
+            }),
+            _ => {}
         }
     }
 }

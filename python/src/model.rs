@@ -1,6 +1,7 @@
 //! A Python model as a statepipe [`Evolve`]: states, inputs and outputs are
 //! pickled bytes, the parameters are the cloudpickled model.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
@@ -16,6 +17,25 @@ use statepipe_cluster::{Evolve, Rng};
 /// The pickle protocol of states, inputs and outputs (out-of-band-capable,
 /// which numpy arrays use for their buffers).
 pub(crate) const PROTOCOL: u8 = 5;
+
+/// An input as the engine carries it: the call's expected cost (the
+/// model's `expected_cost`, computed in the caller's process before the
+/// input was pickled; 8 bytes, little-endian), then the pickled input. The
+/// master reads the cost without calling into Python.
+pub(crate) fn framed_input(cost: f64, pickled: &[u8]) -> ByteBuf {
+    let mut v = Vec::with_capacity(8 + pickled.len());
+    v.extend_from_slice(&cost.to_le_bytes());
+    v.extend_from_slice(pickled);
+    ByteBuf::from(v)
+}
+
+/// The cost and the pickled input of a [`framed_input`].
+fn unframe(input: &[u8]) -> PyResult<(f64, &[u8])> {
+    match input.split_first_chunk::<8>() {
+        Some((cost, pickled)) => Ok((f64::from_le_bytes(*cost), pickled)),
+        None => Err(PyRuntimeError::new_err("an input without its cost")),
+    }
+}
 
 /// A child's output, or the model's exception with its traceback.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,6 +64,37 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Clears the interruption at the start of an operation.
 pub(crate) fn clear_interrupt() {
     INTERRUPTED.store(false, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// Whether this thread keeps a Python thread state across calls (see
+    /// [`keep_thread_state`]).
+    static KEPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives this thread a Python thread state that outlives each call into
+/// Python, if it has none: a worker's compute thread (a Rust thread)
+/// would otherwise create and destroy one per evolve call, about half a
+/// call's cost for a cheap model. The state lives as long as the thread:
+/// called only by `evolve`, which runs on a worker's compute thread or on
+/// the thread that called the in-process engine (which has a state).
+fn keep_thread_state() {
+    if KEPT.with(|k| k.replace(true)) {
+        return;
+    }
+    // SAFETY: PyGILState_GetThisThreadState reads this thread's slot and
+    // needs no GIL. With no state for this thread, PyGILState_Ensure
+    // creates one and takes the GIL, and PyEval_SaveThread releases the
+    // GIL keeping the state; the Ensure is never released, so later
+    // Ensure/Release pairs (Python::attach) nest inside it and reuse the
+    // state. The interpreter is initialised: this runs only from a PyModel
+    // method, and a PyModel holds a Python object.
+    unsafe {
+        if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+            pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyEval_SaveThread();
+        }
+    }
 }
 
 struct Pickle {
@@ -102,6 +153,11 @@ impl PyModel {
         }
     }
 
+    /// Whether the model has an `expected_cost` method.
+    pub(crate) fn has_cost(&self) -> bool {
+        self.has_cost
+    }
+
     fn call(
         &self,
         py: Python<'_>,
@@ -110,7 +166,7 @@ impl PyModel {
         rng: &mut Rng,
     ) -> PyResult<Vec<(ByteBuf, PyOut)>> {
         let s = loads(py, state)?;
-        let i = loads(py, input)?;
+        let i = loads(py, unframe(input)?.1)?;
         let r = Py::new(py, StateRng::new(rng))?;
         let obj = self
             .obj
@@ -145,6 +201,20 @@ impl PyModel {
             out.push((ByteBuf::from(child), PyOut::Ok(output)));
         }
         Ok(out)
+    }
+}
+
+impl Clone for PyModel {
+    fn clone(&self) -> Self {
+        Python::attach(|py| PyModel {
+            pickled: self.pickled.clone(),
+            obj: self
+                .obj
+                .as_ref()
+                .map(|o| o.clone_ref(py))
+                .map_err(Clone::clone),
+            has_cost: self.has_cost,
+        })
     }
 }
 
@@ -193,6 +263,7 @@ impl Evolve for PyModel {
     type Output = PyOut;
 
     fn evolve(&self, state: &ByteBuf, input: &ByteBuf, rng: &mut Rng) -> Vec<(ByteBuf, PyOut)> {
+        keep_thread_state();
         if INTERRUPTED.load(Ordering::Relaxed) {
             return vec![(
                 state.clone(),
@@ -226,16 +297,8 @@ impl Evolve for PyModel {
     }
 
     fn expected_cost(&self, input: &ByteBuf) -> f64 {
-        let Some(obj) = self.obj.as_ref().ok().filter(|_| self.has_cost) else {
-            return 1.0;
-        };
-        Python::attach(|py| {
-            let i = loads(py, input)?;
-            obj.bind(py)
-                .call_method1(intern!(py, "expected_cost"), (i,))?
-                .extract::<f64>()
-        })
-        .unwrap_or(1.0)
+        // Computed by the caller (no Python here, on the master's thread).
+        unframe(input).map_or(1.0, |(c, _)| c)
     }
 }
 

@@ -3,7 +3,9 @@
 States live on worker processes (one Python interpreter each, so no GIL is
 shared between workers); the master, written in Rust, batches evolve
 requests, places work by its expected cost and steals queued states for
-idle workers, forwarding the pickled states untouched.
+idle workers, forwarding the pickled states untouched. An engine given
+workers runs its first step in this process and moves to the workers only
+if they are predicted to pay (:attr:`Engine.placement` says where it runs).
 
 A model is any object with
 
@@ -35,7 +37,7 @@ its generators, so results do not depend on the number of workers.
 
 from ._native import ModelError, Rng, StatepipeError, WorkerError
 from ._engine import Engine, ModelPickleError
-from .pf import PfResult, StateSpaceModel, particle_filter
+from .pf import PfResult, StateSpaceModel, VectorisedStateSpaceModel, particle_filter
 
 __all__ = [
     "Engine",
@@ -45,6 +47,7 @@ __all__ = [
     "Rng",
     "StateSpaceModel",
     "StatepipeError",
+    "VectorisedStateSpaceModel",
     "WorkerError",
     "particle_filter",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import sys
@@ -10,6 +11,10 @@ from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Seque
 from . import _native
 
 PROTOCOL = _native.PICKLE_PROTOCOL
+
+_log = logging.getLogger("statepipe")
+
+_PLACEMENTS = ("auto", "process", "workers")
 
 
 class ModelError(_native.ModelError):
@@ -72,20 +77,31 @@ def _check_model(model: Any) -> None:
 class Engine:
     """Holds states and evolves them with ``model``.
 
-    - ``Engine(model, workers=N)`` starts ``N`` worker processes on this
-      machine (``python -m statepipe.worker``, the caller's interpreter and
-      ``sys.path``), killed when the engine closes.
+    - ``Engine(model, workers=N)`` evolves the first step in this process,
+      timing the model's calls, and then stays in process or moves the
+      states to ``N`` worker processes on this machine (``python -m
+      statepipe.worker``, the caller's interpreter and ``sys.path``,
+      killed when the engine closes), whichever it predicts is faster over
+      ``steps`` steps (``None``: unknown, only the time of a step decides).
+      It is the rule of the Rust ``statepipe_cluster::Auto`` engine and of
+      ``statepipe pf``: a model whose call costs microseconds loses to its
+      own messaging on workers. :attr:`placement` says where it ran and
+      why (also logged at INFO on the ``statepipe`` logger).
+      ``placement="workers"`` starts the workers at once and keeps every
+      step there.
     - ``Engine(model, workers=N, listen="HOST:PORT", secret=S)`` waits for
       ``N`` workers started elsewhere with ``statepipe-worker --connect
       HOST:PORT`` and the same secret (``STATEPIPE_SECRET``).
-    - ``Engine(model, workers=0)`` (or ``in_process=True``) runs the model
-      in this process: no pickling of the model, no workers. A model with
-      ``evolve_batch`` is then called once per step on all the named
-      states (``vectorised=False`` turns that off); see :class:`_Batched`.
+    - ``Engine(model, workers=0)`` (or ``in_process=True``, or
+      ``placement="process"``) runs the model in this process: no pickling
+      of the model, no workers. A model with ``evolve_batch`` is then
+      called once per step on all the named states (``vectorised=False``
+      turns that off); see :class:`_Batched`.
 
-    Every random number derives from ``seed``, the step and the parent's
-    id, so results are the same bits for any number of workers (and in
-    process).
+    In process the model runs on the calling thread (Python holds the
+    GIL), one state after another. Every random number derives from
+    ``seed``, the step and the parent's id, so results are the same bits
+    for any number of workers, in process or moved.
 
     Use as a context manager, or call :meth:`close`.
     """
@@ -103,11 +119,22 @@ class Engine:
         timeout: float = 60.0,
         python: Optional[str] = None,
         vectorised: bool = True,
+        placement: str = "auto",
+        steps: Optional[int] = None,
     ) -> None:
         _check_model(model)
+        if placement not in _PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(_PLACEMENTS)}, not {placement!r}")
+        if steps is not None and steps < 0:
+            raise ValueError(f"steps must be >= 0, not {steps}")
         self.model = model
         self.seed = int(seed)
         self._reset_epoch = 0
+        self._told = False
+        if placement == "process":
+            in_process = True
+        if placement == "workers" and (in_process or (workers == 0 and listen is None)):
+            raise ValueError('placement="workers" needs workers >= 1 (and not in_process=True)')
         if in_process or (workers == 0 and listen is None):
             if vectorised and callable(getattr(model, "evolve_batch", None)):
                 self._native = _Batched(model, self.seed)  # type: ignore[assignment]
@@ -124,7 +151,12 @@ class Engine:
             self._native = _native.NativeEngine.listen(model, pickled, self.seed, workers, listen, secret, timeout)
         else:
             cmd = [python or sys.executable, "-m", "statepipe.worker", "--sys-path", os.pathsep.join(sys.path)]
-            self._native = _native.NativeEngine.spawn(model, pickled, self.seed, workers, cmd, list(pins), timeout)
+            if placement == "workers":
+                self._native = _native.NativeEngine.spawn(model, pickled, self.seed, workers, cmd, list(pins), timeout)
+            else:
+                self._native = _native.NativeEngine.auto(
+                    model, pickled, self.seed, workers, cmd, list(pins), timeout, steps
+                )
 
     # -- lifecycle -----------------------------------------------------
     def close(self) -> None:
@@ -145,8 +177,17 @@ class Engine:
 
     @property
     def workers(self) -> int:
-        """Worker processes (0: in this process)."""
+        """Worker processes (0: in this process, including an engine that
+        chose to stay or has not chosen yet)."""
         return self._native.workers
+
+    @property
+    def placement(self) -> str:
+        """Where the states are evolved, in one line: ``'in process'``,
+        ``'on N workers'``, or an engine's choice and its reasons."""
+        if isinstance(self._native, _Batched):
+            return "in process (evolve_batch)"
+        return self._native.placement
 
     @property
     def step(self) -> int:
@@ -189,17 +230,33 @@ class Engine:
         if isinstance(self._native, _Batched):
             return self._native.evolve(inputs)
         ids = list(inputs.keys())
-        raw = self._evolve_raw(ids, [_dumps(inputs[i]) for i in ids])
+        objs = [inputs[i] for i in ids]
+        raw = self._evolve_raw(ids, [_dumps(v) for v in objs], self._costs(objs))
         loads = pickle.loads
         return {p: [(c, loads(o)) for c, o in kids] for p, kids in raw}
 
-    def _evolve_raw(self, ids: List[int], inputs: List[bytes]) -> List[Tuple[int, List[Tuple[int, bytes]]]]:
+    def _costs(self, inputs: Sequence[Any]) -> Optional[List[float]]:
+        """The model's ``expected_cost`` of each input, computed here before
+        pickling (the master reads it from the input's bytes, without
+        Python); None in process, where nothing balances by cost."""
+        cost = getattr(self.model, "expected_cost", None)
+        if cost is None or not self._native.workers:
+            return None
+        return [float(cost(v)) for v in inputs]
+
+    def _evolve_raw(
+        self, ids: List[int], inputs: List[bytes], costs: Optional[List[float]] = None
+    ) -> List[Tuple[int, List[Tuple[int, bytes]]]]:
         try:
-            return self._native.evolve_many(ids, inputs)
+            return self._native.evolve_many(ids, inputs, costs)
         except _native.ModelError as e:
             if isinstance(e, ModelError):
                 raise
             raise ModelError(*e.args) from None
+        finally:
+            if not self._told and self._native.step:
+                self._told = True
+                _log.info("statepipe engine: %s", self.placement)
 
     def fetch(self, ids: Sequence[int]) -> List[Any]:
         """Copies of the named states, in order."""

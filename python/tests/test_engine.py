@@ -47,13 +47,18 @@ class NoDraws:
         return [(x, x)]
 
 
-@pytest.fixture(params=[0, 2], ids=["in-process", "2-workers"])
+@pytest.fixture(
+    params=[{"workers": 0}, {"workers": 2, "placement": "workers"}, {"workers": 2}],
+    ids=["in-process", "2-workers", "2-auto"],
+)
 def workers(request):
+    """The engine's placement arguments: in process, on 2 workers, or
+    chosen by the first step (a model this cheap stays in process)."""
     return request.param
 
 
 def test_reset_evolve_fetch_drop(workers):
-    with statepipe.Engine(Walk(), workers=workers, seed=5) as e:
+    with statepipe.Engine(Walk(), **workers, seed=5) as e:
         ids = e.reset([1.0, 2.0, 3.0])
         assert len(set(ids)) == 3
         out = e.evolve_many({ids[0]: 2, ids[1]: 0, ids[2]: 1})
@@ -69,7 +74,7 @@ def test_reset_evolve_fetch_drop(workers):
 
 
 def test_reset_with_a_count_uses_the_models_reset(workers):
-    with statepipe.Engine(Walk(), workers=workers) as e:
+    with statepipe.Engine(Walk(), **workers) as e:
         ids = e.reset(4)
         assert e.fetch(ids) == [0.0] * 4
 
@@ -81,7 +86,7 @@ def test_results_do_not_depend_on_workers_and_numpy_states_travel():
 
     res = []
     for w in (0, 1, 3):
-        with statepipe.Engine(Arr(), workers=w, seed=9) as e:
+        with statepipe.Engine(Arr(), workers=w, seed=9, placement="workers" if w else "auto") as e:
             ids = e.reset([np.zeros(3) for _ in range(6)])
             for _ in range(3):
                 out = e.evolve_many({i: None for i in ids})
@@ -107,7 +112,7 @@ def test_rng_is_a_numpy_generator_made_on_demand():
 
 
 def test_model_exception_names_state_step_and_traceback(workers):
-    with statepipe.Engine(Fails(), workers=workers) as e:
+    with statepipe.Engine(Fails(), **workers) as e:
         ids = e.reset([10, 11])
         e.evolve_many({i: None for i in ids})
         out = e.evolve_many({i: None for i in e.reset([0, 1])})
@@ -131,7 +136,7 @@ def test_model_exception_names_state_step_and_traceback(workers):
     [(5, "not int"), ([(1, 2, 3)], "item 0 is \\(1, 2, 3\\)"), ([1], "item 0 is 1")],
 )
 def test_wrong_return_type_is_a_clear_model_error(workers, ret, match):
-    with statepipe.Engine(WrongReturn(ret), workers=workers) as e:
+    with statepipe.Engine(WrongReturn(ret), **workers) as e:
         ids = e.reset([0])
         with pytest.raises(statepipe.ModelError, match="evolve must return a list of \\(state, output\\) pairs") as info:
             e.evolve_many({ids[0]: None})
@@ -168,7 +173,7 @@ def test_worker_that_cannot_import_the_models_module(tmp_path, monkeypatch):
     model = private_model_mod.M()
     sys.path.remove(str(tmp_path))
     with pytest.raises(statepipe.WorkerError) as info:
-        statepipe.Engine(model, workers=1, timeout=30)
+        statepipe.Engine(model, workers=1, timeout=30, placement="workers")
     msg = str(info.value)
     assert "cannot unpickle the model" in msg and "private_model_mod" in msg
     assert "ModuleNotFoundError" in msg
@@ -239,7 +244,7 @@ CTRL_C = textwrap.dedent(
         def evolve(self, x, i, rng):
             time.sleep(60)
             return [(x, x)]
-    e = statepipe.Engine(Slow(), workers=2)
+    e = statepipe.Engine(Slow(), workers=2, placement="workers")
     try:
         ids = e.reset([0, 1, 2, 3])
         print(" ".join(map(str, e.pids())), flush=True)
