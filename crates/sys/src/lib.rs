@@ -12,7 +12,9 @@
 //!   `/proc/self/cgroup` and `/proc/self/mountinfo`), the count of CPUs they
 //!   leave and a one-line explanation of it — and
 //!   [`workers_from_env`](cpus::workers_from_env) for a count the user set;
-//! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread).
+//! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread);
+//! - [`durable`] writes a file atomically and durably, in the caller's
+//!   thread or on a writer thread of its own (checkpoints).
 //!
 //! It is the bottom of the dependency graph: it depends on no other statepipe
 //! crate, and holds no policy (how many workers to start, where to pin
@@ -29,4 +31,5 @@
 
 mod cgroup;
 pub mod cpus;
+pub mod durable;
 pub mod pin;
