@@ -153,8 +153,9 @@ pub struct ClusterArgs {
     /// at random moments, against the same run with none killed.
     #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "200")]
     pub faults: Option<usize>,
-    /// Also run the `checkpoint` case: the run with and without a
-    /// checkpoint after every step, on this many workers.
+    /// Also run the `checkpoint` case: the run without checkpoints, with
+    /// one after every step and with one every 10 steps (the default of
+    /// `--every`), on this many workers.
     #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "450")]
     pub checkpoint: Option<usize>,
     /// Also run the `copies` cases: the master's copies against recovery

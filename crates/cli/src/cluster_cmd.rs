@@ -3,7 +3,6 @@
 //! `statepipe-models` and the benchmark's.
 
 use std::io::IsTerminal as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -147,8 +146,11 @@ pub struct FilterArgs {
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub deadline_s: Option<Duration>,
     /// Write the run's state (every particle, the filter's accumulators)
-    /// to FILE every `--every` steps, atomically, to resume from if the
-    /// master dies.
+    /// to FILE every `--every` steps and after the last, atomically, to
+    /// resume from if the master dies. Written on a thread of its own: a
+    /// step pays for the snapshot only, a newer checkpoint replaces one
+    /// still waiting for the write before it, the last one is on disk
+    /// before the command ends, and a failed write fails the run.
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Steps between checkpoints.
@@ -258,10 +260,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             )?)
         }
         Command::Master(a) => {
-            if let Some(path) = &a.filter.resume {
-                // Refuse a wrong checkpoint before waiting for anyone.
-                read_checkpoint(path, &a.filter)?;
-            }
+            // Refuse a wrong checkpoint, or one that cannot be written,
+            // before waiting for anyone.
+            check_checkpoints(&a.filter)?;
             let l = Listener::bind(&a.listen, Secret::from_env()?)
                 .with_context(|| format!("binding {}", a.listen))?;
             eprintln!(
@@ -274,9 +275,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             filter(Where::Workers(joined, Some(l)), &a.filter)
         }
         Command::Pf(a) => {
-            if let Some(path) = &a.filter.resume {
-                read_checkpoint(path, &a.filter)?;
-            }
+            check_checkpoints(&a.filter)?;
             let cpus = statepipe_sys::cpus::usable_cpus();
             let n = a.workers.unwrap_or(cpus.count).max(1);
             match a.workers {
@@ -443,23 +442,15 @@ fn run_key(a: &FilterArgs) -> String {
     )
 }
 
-/// Writes `c` to `path` so that a reader sees the old file or the new one,
-/// never a part: a temporary file beside it, fsynced, renamed over it, and
-/// the folder fsynced.
-fn write_checkpoint(path: &Path, c: &Checkpoint) -> anyhow::Result<()> {
-    let bytes = postcard::to_allocvec(c)?;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("writing the checkpoint {}", tmp.display()))?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
+/// Whether `--resume` names a checkpoint of this run and `--checkpoint` a
+/// file that can be written.
+fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<()> {
+    if let Some(path) = &a.resume {
+        read_checkpoint(path, a)?;
     }
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming the checkpoint to {}", path.display()))?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    if let Ok(d) = std::fs::File::open(dir.unwrap_or(Path::new("."))) {
-        let _ = d.sync_all();
+    if let Some(path) = &a.checkpoint {
+        statepipe_sys::durable::check_writable(path)
+            .with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
     }
     Ok(())
 }
@@ -550,6 +541,21 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
         islands: a.islands,
         seed: a.seed,
     };
+    // Checkpoints are written on a thread of their own (temporary file,
+    // fsync, rename, fsync of the folder): a step pays for the snapshot
+    // only. A newer checkpoint replaces one still waiting for the write in
+    // flight; the last one (after the last step) is on disk before `drive`
+    // returns, and a failed write fails the run at the next step or at the
+    // end.
+    let writer = match &a.checkpoint {
+        Some(path) => Some(
+            statepipe_sys::durable::Writer::new(path, |c: Checkpoint| {
+                postcard::to_allocvec(&c).map_err(std::io::Error::other)
+            })
+            .with_context(|| format!("cannot write the checkpoint {}", path.display()))?,
+        ),
+        None => None,
+    };
     let mut failed = None;
     let mut said = false;
     let t0 = Instant::now();
@@ -561,14 +567,14 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
                 bar.suspend(|| eprintln!("statepipe pf: evolving {d}"));
             }
         }
-        if let Some(path) = &a.checkpoint {
-            if st.t as u64 % a.every == 0 && st.t < m.steps() {
+        if let Some(w) = &writer {
+            if st.t as u64 % a.every == 0 || st.t == m.steps() {
                 let c = Checkpoint {
                     run: run_key(a),
                     snapshot: engine.snap()?,
                     filter: st.clone(),
                 };
-                if let Err(e) = write_checkpoint(path, &c) {
+                if let Err(e) = w.submit(c) {
                     failed = Some(e);
                     return Err(statepipe_cluster::Error::Config("checkpoint failed".into()));
                 }
@@ -576,8 +582,12 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
         }
         Ok(())
     });
-    if let Some(e) = failed {
-        return Err(e);
+    let written = writer.map(statepipe_sys::durable::Writer::finish);
+    let path = a.checkpoint.as_deref().unwrap_or(Path::new(""));
+    if let Some(e) = failed.or_else(|| written.and_then(Result::err)) {
+        return Err(
+            anyhow::Error::new(e).context(format!("writing the checkpoint {}", path.display()))
+        );
     }
     let result = result?;
     let wall = t0.elapsed();

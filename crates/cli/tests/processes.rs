@@ -439,3 +439,53 @@ fn a_killed_master_resumes_from_its_checkpoint_with_the_same_result() {
     assert!(err.contains("of another run"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_last_checkpoint_on_disk_is_the_runs_end() {
+    // Checkpoints go to disk on a writer thread; the one after the last
+    // step is complete and durable before the command exits 0, so resuming
+    // from it takes no step and gives the run's result.
+    let dir = std::env::temp_dir().join(format!("statepipe-final-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ckpt, out) = (dir.join("run.ckpt"), dir.join("resumed.json"));
+    let (c, o) = (ckpt.to_str().unwrap(), out.to_str().unwrap());
+    let filter = ["--particles", "400", "--islands", "4"];
+    let mut args = vec!["--workers", "2", "--checkpoint", c, "--every", "7"];
+    args.extend(filter);
+    let run = pf_json(&args, Fault::None);
+    let resumed = Command::new(EXE)
+        .args(["pf", "--engine", "workers", "--workers", "1", "--quiet"])
+        .args(filter)
+        .args(["--resume", c, "--json", o])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("resuming after step 100 "), "{err}");
+    let resumed: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(run[key], resumed[key], "{key} differs");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_checkpoint_that_cannot_be_written_fails_the_run_saying_why() {
+    // Its folder is a file: refused before any worker starts, non-zero.
+    let file = std::env::temp_dir().join(format!("statepipe-notadir-{}", std::process::id()));
+    std::fs::write(&file, b"not a folder").unwrap();
+    let path = file.join("run.ckpt");
+    let out = Command::new(EXE)
+        .args(["pf", "--engine", "workers", "--workers", "1", "--quiet"])
+        .args(["--particles", "100", "--islands", "2"])
+        .args(["--checkpoint", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exited 0: {err}");
+    assert!(
+        err.contains("checkpoint") && err.contains("run.ckpt"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&file);
+}

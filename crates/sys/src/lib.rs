@@ -13,7 +13,9 @@
 //!   leave and a one-line explanation of it — and
 //!   [`workers_from_env`](cpus::workers_from_env) for a count the user set;
 //! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread) and
-//!   [`set_current_thread_nice`](pin::set_current_thread_nice).
+//!   [`set_current_thread_nice`](pin::set_current_thread_nice);
+//! - [`durable`] writes a file atomically and durably, in the caller's
+//!   thread or on a writer thread of its own (checkpoints).
 //!
 //! It is the bottom of the dependency graph: it depends on no other statepipe
 //! crate, and holds no policy (how many workers to start, where to pin
@@ -30,4 +32,5 @@
 
 mod cgroup;
 pub mod cpus;
+pub mod durable;
 pub mod pin;

@@ -3,12 +3,10 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::Write as _;
-use std::path::Path;
 use std::time::Duration;
 
 use statepipe_cluster::config::{Recovery, SchedConfig};
-use statepipe_cluster::{MasterImpl, Snapshot};
+use statepipe_cluster::MasterImpl;
 
 use super::{cluster, failed, kills, metric, run_plan, During, Workload};
 use super::{Ballast, ClusterOptions, Sleep};
@@ -20,7 +18,8 @@ use crate::BenchError;
 #[derive(Default)]
 pub(super) struct Recorded {
     reassign: RefCell<HashMap<String, Vec<f64>>>,
-    checkpoint: RefCell<Vec<(f64, f64)>>,
+    /// Per contender: (time the steps spent on checkpoints, wall), seconds.
+    checkpoint: RefCell<HashMap<String, Vec<(f64, f64)>>>,
 }
 
 impl Recorded {
@@ -47,13 +46,13 @@ impl Recorded {
                 );
             }
         }
-        let c = self.checkpoint.borrow();
-        if !c.is_empty() {
+        for (imp, c) in self.checkpoint.borrow().iter() {
             let share: Vec<f64> = c.iter().map(|(ck, wall)| ck / wall).collect();
             let per: Vec<f64> = c.iter().map(|(ck, _)| *ck).collect();
-            for row in rows.iter_mut().filter(|x| x.imp == "every-step") {
+            for row in rows.iter_mut().filter(|x| &x.imp == imp) {
                 row.config += &format!(
-                    "; writing checkpoints: median {:.2}% of the run, {:.3} s per run",
+                    "; checkpoints cost the steps (snapshots, hand-over, the last write): \
+                     median {:.2}% of the run, {:.3} s per run",
                     median(&share) * 100.0,
                     median(&per)
                 );
@@ -62,23 +61,8 @@ impl Recorded {
     }
 }
 
-/// Writes `s` as `statepipe pf --checkpoint` writes its checkpoints: a
-/// temporary file beside `path`, fsynced, renamed over it, the folder
-/// fsynced.
-pub(super) fn write_checkpoint(path: &Path, s: &Snapshot) -> std::io::Result<()> {
-    let bytes = postcard::to_allocvec(s).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(d) = path.parent() {
-        std::fs::File::open(d)?.sync_all()?;
-    }
-    Ok(())
-}
+/// The default of `statepipe pf|master --every`.
+const DEFAULT_EVERY: usize = 10;
 
 /// The `faults`, `checkpoint` and `copies` groups the options ask for.
 pub(super) fn groups<'a>(
@@ -192,19 +176,26 @@ fn checkpoint<'a>(
     let w = a.checkpoint_workers;
     let case = format!("checkpoint/workers={w}");
     let mut contenders = Vec::new();
-    for every_step in [false, true] {
-        let (name, config) = if every_step {
-            (
-                "every-step",
+    // None, after every step, and every `DEFAULT_EVERY` steps (the default
+    // of `statepipe pf|master --every`), each with one after the last step.
+    for every in [None, Some(1), Some(DEFAULT_EVERY)] {
+        let (name, config) = match every {
+            Some(k) => (
+                if k == 1 {
+                    "every-step".to_string()
+                } else {
+                    format!("every-{k}")
+                },
                 format!(
-                    "{shape}; after every step the master's snapshot, postcard, written \
-                     atomically (temporary file, fsync, rename, fsync of the folder)"
+                    "{shape}; every {k} step(s) and after the last the master's snapshot, \
+                     postcard, written atomically (temporary file, fsync, rename, fsync of \
+                     the folder) on a writer thread; the last one waited for"
                 ),
-            )
-        } else {
-            ("none", format!("{shape}; no checkpoint"))
+            ),
+            None => ("none".to_string(), format!("{shape}; no checkpoint")),
         };
         let (case2, states, worker) = (case.clone(), a.states, &a.worker);
+        let imp = name.clone();
         contenders.push(Contender::new(name, config, move || {
             let dir = std::env::temp_dir()
                 .join(format!("statepipe-bench-checkpoint-{}", std::process::id()));
@@ -219,14 +210,18 @@ fn checkpoint<'a>(
             )
             .map_err(|e| failed(&case2, &e))?;
             let during = During {
-                checkpoint: every_step.then_some(path.as_path()),
+                checkpoint: every.map(|k| (path.as_path(), k)),
                 ..During::default()
             };
             let s = run_plan(m, c, plan, (0..states as u64).collect(), &during)
                 .map_err(|e| failed(&case2, &e))?;
             let _ = std::fs::remove_dir_all(&dir);
-            if every_step {
-                rec.checkpoint.borrow_mut().push((s.checkpoint_s, s.wall_s));
+            if every.is_some() {
+                rec.checkpoint
+                    .borrow_mut()
+                    .entry(imp.clone())
+                    .or_default()
+                    .push((s.checkpoint_s, s.wall_s));
             }
             Ok(vec![s.wall_s])
         }));

@@ -28,8 +28,10 @@
 //!   the row's config), with 5% SIGSTOPped (silent, as behind a cut link:
 //!   found by the missing heartbeats), and with recovery off (no copies:
 //!   what they cost).
-//! - `checkpoint/workers=W` (with `checkpoint_workers`): the wall time with
-//!   and without a checkpoint written after every step.
+//! - `checkpoint/workers=W` (with `checkpoint_workers`): the wall time
+//!   without checkpoints, with one after every step and with one every 10
+//!   steps (the default of `--every`), written on a writer thread; the
+//!   share of the run the steps spent on them is in the row's config.
 //! - `copies/kib=K` (with `copy_kib`): what the master's copies cost as
 //!   states grow: wall time and megabytes per step from the workers, with
 //!   and without recovery, on `copy_workers` workers.
@@ -43,8 +45,8 @@ use rand::{Rng as _, SeedableRng as _};
 use statepipe_cluster::config::{Batch, SchedConfig, StealVia};
 use statepipe_cluster::pf::systematic;
 use statepipe_cluster::{
-    Engine, Evolve, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, StateId,
-    WorkerCommand,
+    Engine, Evolve, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, Snapshot,
+    StateId, WorkerCommand,
 };
 
 use crate::harness::{self, Contender, Group, Metric};
@@ -271,9 +273,9 @@ struct During<'p> {
     kill: &'p [Kill],
     /// SIGSTOP (silence, as a cut link) rather than SIGKILL (a reset).
     stop: bool,
-    /// Write a checkpoint here after every step (the master's snapshot,
-    /// as `statepipe pf --checkpoint` writes it).
-    checkpoint: Option<&'p std::path::Path>,
+    /// Write a checkpoint here every so many steps and after the last (the
+    /// master's snapshot, as `statepipe pf --checkpoint` writes it).
+    checkpoint: Option<(&'p std::path::Path, usize)>,
 }
 
 /// `count` kills of distinct workers of `w`, at random steps of `steps` and
@@ -307,6 +309,15 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         nix::sys::signal::Signal::SIGKILL
     };
     let mut checkpoint_s = 0.0;
+    // As `statepipe pf --checkpoint` writes them: on a thread of its own,
+    // so that a step pays for the snapshot; the last one (after the last
+    // step) is waited for, and that wait counts too.
+    let writer = match during.checkpoint {
+        Some((path, _)) => Some(statepipe_sys::durable::Writer::new(path, |s: Snapshot| {
+            postcard::to_allocvec(&s).map_err(std::io::Error::other)
+        })?),
+        None => None,
+    };
     let pids = cluster.pids();
     let mut ids: Vec<StateId> = m.reset_states(init)?;
     let in0: u64 = m.stats().workers.iter().map(|w| w.bytes_in).sum();
@@ -335,11 +346,18 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         let mut next: Vec<StateId> = out.into_values().flatten().map(|c| c.0).collect();
         next.sort_unstable();
         ids = next;
-        if let Some(path) = during.checkpoint {
-            let t = Instant::now();
-            faults::write_checkpoint(path, &m.snapshot()?)?;
-            checkpoint_s += t.elapsed().as_secs_f64();
+        if let (Some(w), Some((_, every))) = (&writer, during.checkpoint) {
+            if (k + 1) % every == 0 || k + 1 == plan.len() {
+                let t = Instant::now();
+                w.submit(m.snapshot()?)?;
+                checkpoint_s += t.elapsed().as_secs_f64();
+            }
         }
+    }
+    if let Some(w) = writer {
+        let t = Instant::now();
+        w.finish()?;
+        checkpoint_s += t.elapsed().as_secs_f64();
     }
     let wall = t0.elapsed().as_secs_f64();
     let st = m.stats();
