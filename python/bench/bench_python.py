@@ -62,6 +62,38 @@ PARTICLES, STEPS, CHUNK = 2000, 20, 5
 SLEEP_PER_CHILD = 0.030 / CHUNK
 
 
+# -- the host's CPU time ------------------------------------------------------
+def host_busy_s() -> float:
+    """CPU-seconds every CPU of the host has spent not idle since boot
+    (/proc/stat: user, nice, system, irq, softirq, steal); NaN elsewhere.
+    Its change over a run, divided by the CPU count, is the shortest wall
+    time the host's CPUs allow for the work done in it."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return math.nan
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def model_cpu_per_call(calls: int = 200) -> float:
+    """CPU seconds of one chunk evolve of the workload alone (its sleep
+    excluded), in this process: what every system pays per call."""
+    y = load_nile()[:STEPS]
+    states = np.full(CHUNK, 1000.0)
+    counts = np.ones(CHUNK, dtype=np.int64)
+    global SLEEP_PER_CHILD
+    saved, SLEEP_PER_CHILD = SLEEP_PER_CHILD, 0.0
+    try:
+        c0 = time.process_time()
+        for i in range(calls):
+            evolve_chunk(states, counts, i % STEPS, y[i % STEPS], i)
+        return (time.process_time() - c0) / calls
+    finally:
+        SLEEP_PER_CHILD = saved
+
+
 # -- the workload, shared by every system -------------------------------------
 def log_obs(x: np.ndarray, y: float) -> np.ndarray:
     d = y - x
@@ -138,11 +170,13 @@ def run_statepipe(w: int, y: List[float]) -> Dict[str, Any]:
     start = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
+        b0 = host_busy_s()
         r = statepipe.particle_filter(SleepyNile(), y, PARTICLES, islands=1, seed=1, engine=e)
         wall = time.perf_counter() - t0
+        busy = host_busy_s() - b0
     finally:
         e.close()
-    return {"wall_s": wall, "start_s": start, "loglik": r.loglik}
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": r.loglik}
 
 
 class ChunkModel:
@@ -180,11 +214,14 @@ def run_statepipe_chunks(w: int, y: List[float]) -> Dict[str, Any]:
             return [out[p][0][1] for p in parents]
 
         t0 = time.perf_counter()
+
+        b0 = host_busy_s()
         ll = chunked_filter(step, y, 1)
         wall = time.perf_counter() - t0
+        busy = host_busy_s() - b0
     finally:
         e.close()
-    return {"wall_s": wall, "start_s": start, "loglik": ll}
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
 
 
 # -- Dask ---------------------------------------------------------------------
@@ -213,12 +250,15 @@ def run_dask(w: int, y: List[float]) -> Dict[str, Any]:
             return client.gather([client.submit(_weights, f, pure=False) for f in futs])
 
         t0 = time.perf_counter()
+
+        b0 = host_busy_s()
         ll = chunked_filter(step, y, 1)
         wall = time.perf_counter() - t0
+        busy = host_busy_s() - b0
     finally:
         client.close()
         cluster.close()
-    return {"wall_s": wall, "start_s": start, "loglik": ll}
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
 
 
 # -- Ray ----------------------------------------------------------------------
@@ -256,11 +296,14 @@ def run_ray(w: int, y: List[float]) -> Dict[str, Any]:
             return [merged[c] for c in range(nchunks)]
 
         t0 = time.perf_counter()
+
+        b0 = host_busy_s()
         ll = chunked_filter(step, y, 1)
         wall = time.perf_counter() - t0
+        busy = host_busy_s() - b0
     finally:
         ray.shutdown()
-    return {"wall_s": wall, "start_s": start, "loglik": ll}
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
 
 
 # -- particles ----------------------------------------------------------------
@@ -319,12 +362,14 @@ def run_particles(w: int, y: List[float]) -> Dict[str, Any]:
         fk = PooledBootstrap(ssm=PooledLocalLevel(), data=np.asarray(y))
         alg = particles.SMC(fk=fk, N=PARTICLES, resampling="systematic", ESSrmin=1.0, store_history=False)
         t0 = time.perf_counter()
+        b0 = host_busy_s()
         alg.run()
         wall = time.perf_counter() - t0
+        busy = host_busy_s() - b0
     finally:
         _POOL.terminate()
         _POOL = None
-    return {"wall_s": wall, "start_s": start, "loglik": float(alg.logLt)}
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": float(alg.logLt)}
 
 
 SYSTEMS: Dict[str, Callable[[int, List[float]], Dict[str, Any]]] = {
@@ -452,24 +497,41 @@ def main() -> None:
                 rows.append({"system": s, "workers": w, "error": err})
                 continue
             med = statistics.median(walls)
+            busy = [r["host_busy_s"] for r in runs if "host_busy_s" in r]
+            cpus = os.cpu_count() or 1
+            busy_med = statistics.median(busy) if busy else math.nan
             rows.append({
                 "system": s, "workers": w, "ideal_s": ideal, "wall_s_median": med,
                 "wall_s_min": min(walls), "wall_s_max": max(walls), "reps": len(walls),
                 "efficiency": ideal / med, "overhead_per_step_ms": (med - ideal) / STEPS * 1e3,
+                # The host's CPUs were busy this share of the run; at ~1 the
+                # run was CPU-bound and the wall time cannot be below
+                # host_busy_s / cpus on this host.
+                "host_busy_s_median": busy_med, "host_busy_share": busy_med / (med * cpus),
             })
     results["summary"] = rows
     if not a.skip_checks:
         results["overhead"] = overhead()
         results["same_bits_1_2_4_workers"] = same_bits()
-    lines = [f"{'system':<10} {'workers':>7} {'ideal s':>8} {'wall s':>8} {'min-max':>13} {'eff':>6} {'ovh/step ms':>12}"]
+    results["model_cpu_s_per_call"] = model_cpu_per_call()
+    lines = [f"{'system':<12} {'workers':>7} {'ideal s':>8} {'wall s':>8} {'min-max':>13} {'eff':>6} {'ovh/step ms':>12} {'CPUs busy':>9}"]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['system']:<10} {r['workers']:>7} {r['error']}")
             continue
         lines.append(
-            f"{r['system']:<10} {r['workers']:>7} {r['ideal_s']:>8.2f} {r['wall_s_median']:>8.2f} "
+            f"{r['system']:<12} {r['workers']:>7} {r['ideal_s']:>8.2f} {r['wall_s_median']:>8.2f} "
             f"{r['wall_s_min']:>6.2f}-{r['wall_s_max']:<6.2f} {r['efficiency']:>6.3f} {r['overhead_per_step_ms']:>12.1f}"
+            f" {100 * r['host_busy_share']:>8.0f}%"
         )
+    cpus = os.cpu_count() or 1
+    per_call = results["model_cpu_s_per_call"]
+    model_floor = STEPS * (PARTICLES // CHUNK) * per_call / cpus
+    lines.append(
+        f"the model alone: {per_call * 1e3:.3f} ms CPU per chunk call (its sleep excluded), "
+        f"{model_floor:.2f} s of the {cpus} CPUs per run; 'CPUs busy': the host's CPUs' busy share "
+        f"during the filter (near 100%: CPU-bound here, so the wall time is set by the CPUs, not the sleeps)"
+    )
     for w in workers:
         sp = next((r for r in rows if r["system"] == "statepipe" and r["workers"] == w and "error" not in r), None)
         peers = [r for r in rows if r["system"] in ("dask", "ray") and r["workers"] == w and "error" not in r]

@@ -15,6 +15,11 @@
 //!   task per k, and `hashbrown` + Fx hash with one std thread per k. Every
 //!   contender parses with [`kmer::three_codes`] and prints with
 //!   [`kmer::report`]'s format; each output must equal statepipe's.
+//! - `host/random-reads`: random 4-byte reads per second over 128 MiB (the
+//!   size of the scale-20 graph's lists), independent addresses as a BFS's
+//!   neighbour checks are, on all workers and on one: how far this host's
+//!   memory lets a memory-bound kernel scale ([`scaling`] sets the BFS's
+//!   and k-nucleotide's workers-over-one ratios beside it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -119,6 +124,13 @@ pub fn run(
     };
     let statepipe_kn: fn(&[u8], usize) -> String =
         |input, w| kmer::knucleotide(input, w).expect("valid input");
+    let memory = vec![1u32; RANDOM_READ_WORDS];
+    let reads_contender = |threads: usize| {
+        let memory = &memory;
+        Contender::new("memory", format!("threads={threads}"), move || {
+            Ok(vec![random_reads(memory, threads, RANDOM_READS)])
+        })
+    };
     let groups = vec![
         Group {
             name: format!("graph500/scale{}", options.scale),
@@ -173,9 +185,110 @@ pub fn run(
                 ),
             ],
         },
+        Group {
+            name: "host/random-reads".into(),
+            metrics: vec![Metric {
+                case: "host/random-reads 128MiB".into(),
+                unit: "G reads/s".into(),
+                higher_is_better: true,
+            }],
+            contenders: vec![reads_contender(workers), reads_contender(1)],
+        },
     ];
     let rows = harness::run(groups, options.samples, progress)?;
     Ok(Report::new("apps", host, rows))
+}
+
+/// Words of the random-read array: 128 MiB.
+const RANDOM_READ_WORDS: usize = 1 << 25;
+/// Reads per random-read sample.
+const RANDOM_READS: usize = 1 << 26;
+
+/// Billions of random 4-byte reads per second over `data` (a power of two
+/// long) on `threads` pinned threads: independent addresses from a
+/// xorshift generator, so each core keeps as many misses in flight as it
+/// can, as a BFS's neighbour checks do.
+fn random_reads(data: &[u32], threads: usize, reads: usize) -> f64 {
+    let cpus = statepipe_sys::cpus::usable_cpus();
+    let mask = data.len() - 1;
+    let started = Instant::now();
+    let sums: Vec<u64> = std::thread::scope(|s| {
+        let cpus = &cpus;
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    if threads <= cpus.count && !cpus.ids.is_empty() {
+                        statepipe_sys::pin::pin_current_thread(cpus.ids[t % cpus.ids.len()]);
+                    }
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                    let mut sum = 0u64;
+                    for _ in 0..reads / threads {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        sum = sum.wrapping_add(u64::from(data[x as usize & mask]));
+                    }
+                    sum
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a reader panicked"))
+            .collect()
+    });
+    std::hint::black_box(sums);
+    reads as f64 / started.elapsed().as_secs_f64() / 1e9
+}
+
+/// One line per ratio of all workers over one: random reads, Graph500,
+/// k-nucleotide (medians of `report`'s rows; absent rows are skipped).
+pub fn scaling(report: &Report) -> String {
+    let median = |imp: &str, config: &str, case: &str| {
+        report
+            .results
+            .iter()
+            .find(|r| r.imp == imp && r.config == config && r.case.starts_with(case))
+            .map(|r| r.median)
+    };
+    let workers = statepipe_apps::default_workers();
+    let all = format!("workers={workers}");
+    let mut out = String::new();
+    let rows = [
+        (
+            "random reads (the memory's ceiling)",
+            "memory",
+            format!("threads={workers}"),
+            "threads=1",
+            "host/random-reads",
+            true,
+        ),
+        (
+            "Graph500 BFS, statepipe",
+            "statepipe",
+            all.clone(),
+            "workers=1",
+            "graph500/",
+            true,
+        ),
+        (
+            "k-nucleotide, statepipe",
+            "statepipe",
+            all.clone(),
+            "workers=1",
+            "knucleotide/",
+            false,
+        ),
+    ];
+    for (what, imp, many, one, case, higher) in rows {
+        if let (Some(m), Some(o)) = (median(imp, &many, case), median(imp, one, case)) {
+            let ratio = if higher { m / o } else { o / m };
+            out.push_str(&format!(
+                "scaling, {workers} workers over 1: {what} {ratio:.2}x\n"
+            ));
+        }
+    }
+    out
 }
 
 /// A search from a root: the seconds it took and how many vertices it reached.
@@ -408,6 +521,12 @@ fn print_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_reads_reads() {
+        let data = vec![1u32; 1 << 10];
+        assert!(random_reads(&data, 2, 1 << 12) > 0.0);
+    }
 
     #[test]
     fn peers_agree_with_statepipe() {

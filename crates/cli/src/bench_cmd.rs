@@ -266,7 +266,7 @@ fn run_apps(args: &AppsArgs) -> anyhow::Result<()> {
     println!("{}\n", apps::describe(&options));
     let started = Instant::now();
     let report = apps::run(&options, &host, &mut print_progress).context("bench apps failed")?;
-    finish(&report, &args.common, started, "")
+    finish(&report, &args.common, started, &apps::scaling(&report))
 }
 
 fn run_ring(args: RingArgs) -> anyhow::Result<()> {
