@@ -8,7 +8,6 @@
 
 mod model;
 
-use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -19,8 +18,8 @@ use pyo3::types::PyBytes;
 use serde_bytes::ByteBuf;
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    call_rng, kill_spawned_workers, Engine as _, Error, Listener, Local, LocalCluster, Master,
-    MasterConfig, Registry, Secret, StateId, WorkerCommand,
+    call_rng, kill_spawned_workers, Engine as _, Error, IdMap, Listener, Local, LocalCluster,
+    Master, MasterConfig, Registry, Secret, StateId, WorkerCommand,
 };
 
 use model::{PyModel, PyOut, StateRng};
@@ -283,7 +282,7 @@ impl NativeEngine {
                 inputs.len()
             )));
         }
-        let map: HashMap<StateId, ByteBuf> = ids
+        let map: IdMap<ByteBuf> = ids
             .iter()
             .zip(inputs)
             .map(|(&i, b)| (StateId(i), ByteBuf::from(b)))

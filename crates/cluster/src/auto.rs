@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::{Engine, Local, Outputs};
+use crate::engine::{Engine, Inputs, Local, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
@@ -299,7 +299,7 @@ where
         self.engine().reset_states(states)
     }
 
-    fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
+    fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
         let out = self.engine().evolve_many(inputs)?;
         if self.decision.is_none() && !out.is_empty() {
             let d = self.decide(&out);
