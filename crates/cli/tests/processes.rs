@@ -1,7 +1,6 @@
 //! Real worker processes: `statepipe worker` processes under a master of
 //! this test, and the `statepipe pf` command with its own workers.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
