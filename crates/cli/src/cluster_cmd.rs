@@ -626,10 +626,11 @@ fn report(
         (None, None) => "in process".to_string(),
     };
     println!(
-        "log-likelihood {:.3}{se} (particle filter, {} particles in {} islands, {place})",
+        "log-likelihood {:.3}{se} (particle filter, {} particles in {} island{}, {place})",
         r.loglik,
         r.particles,
         r.island_logliks.len(),
+        if r.island_logliks.len() == 1 { "" } else { "s" },
     );
     if let Some((ll, _)) = &exact {
         if r.loglik_se.is_finite() {
