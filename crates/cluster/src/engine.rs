@@ -117,6 +117,11 @@ impl<E: Evolve> Local<E> {
         self
     }
 
+    /// Evolves on `threads` threads (at least 1) from the next step on.
+    pub(crate) fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
+    }
+
     /// The run as it stands, in the form [`Master::resume`] takes up: the
     /// rest of the run on workers gives the same bits as it would here.
     ///
