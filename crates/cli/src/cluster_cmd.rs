@@ -622,7 +622,11 @@ fn report(
     };
     let place = match (&run.stats, &run.decision) {
         (Some(stats), _) => format!("{} workers", stats.workers.len()),
-        (None, Some(d)) => format!("in process, {} threads", d.threads),
+        (None, Some(d)) => format!(
+            "in process, {} thread{}",
+            d.threads,
+            if d.threads == 1 { "" } else { "s" }
+        ),
         (None, None) => "in process".to_string(),
     };
     println!(
