@@ -10,7 +10,6 @@
 
 mod model;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -21,8 +20,8 @@ use pyo3::types::PyBytes;
 use serde_bytes::ByteBuf;
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    call_rng, kill_spawned_workers, Auto, AutoConfig, Engine as _, Error, Joined, Listener, Local,
-    LocalCluster, Master, MasterConfig, Registry, Secret, ShipCost, StateId, WorkerCommand,
+    call_rng, kill_spawned_workers, Auto, AutoConfig, Engine as _, Error, IdMap, Joined, Listener,
+    Local, LocalCluster, Master, MasterConfig, Registry, Secret, ShipCost, StateId, WorkerCommand,
 };
 
 use model::{PyModel, PyOut, StateRng};
@@ -424,7 +423,7 @@ impl NativeEngine {
                 costs.as_ref().map_or(ids.len(), Vec::len)
             )));
         }
-        let map: HashMap<StateId, ByteBuf> = ids
+        let map: IdMap<ByteBuf> = ids
             .iter()
             .zip(inputs)
             .enumerate()

@@ -632,14 +632,19 @@ fn report(
     };
     let place = match (&run.stats, &run.decision) {
         (Some(stats), _) => format!("{} workers", stats.workers.len()),
-        (None, Some(d)) => format!("in process, {} threads", d.threads),
+        (None, Some(d)) => format!(
+            "in process, {} thread{}",
+            d.threads,
+            if d.threads == 1 { "" } else { "s" }
+        ),
         (None, None) => "in process".to_string(),
     };
     println!(
-        "log-likelihood {:.3}{se} (particle filter, {} particles in {} islands, {place})",
+        "log-likelihood {:.3}{se} (particle filter, {} particles in {} island{}, {place})",
         r.loglik,
         r.particles,
         r.island_logliks.len(),
+        if r.island_logliks.len() == 1 { "" } else { "s" },
     );
     if let Some((ll, _)) = &exact {
         if r.loglik_se.is_finite() {

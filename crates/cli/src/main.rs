@@ -13,6 +13,14 @@ mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc rather than the C library's allocator: a run of cheap evolve
+/// calls allocates a few small vectors per call and frees them in bulk on
+/// another thread, the pattern glibc's malloc is slowest at (its slow paths
+/// were about 30 % of `statepipe pf`'s instructions; see
+/// bench/results/inprocess-run2).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Stateful computation in parallel, from one core to a cluster.
 #[derive(Parser, Debug)]
 #[command(name = "statepipe", version, about, long_about = None)]

@@ -1,7 +1,6 @@
 //! Real worker processes: `statepipe worker` processes under a master of
 //! this test, and the `statepipe pf` command with its own workers.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,7 +8,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use statepipe_bench::cluster::{Sleep, SleepInput};
-use statepipe_cluster::{Engine, Local, LocalCluster, Master, MasterConfig, WorkerCommand};
+use statepipe_cluster::{Engine, IdMap, Local, LocalCluster, Master, MasterConfig, WorkerCommand};
 
 const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
 
@@ -262,7 +261,7 @@ fn real_processes_match_local_and_recover_from_a_killed_worker() {
         cost_us: 0,
         children: (i % 3) as u32,
     };
-    let inputs: HashMap<_, _> = ids
+    let inputs: IdMap<_> = ids
         .iter()
         .enumerate()
         .map(|(k, &i)| (i, step(k as u64)))
@@ -271,7 +270,7 @@ fn real_processes_match_local_and_recover_from_a_killed_worker() {
     assert_eq!(out, local.evolve_many(inputs).unwrap());
     // Kill one worker while every state sleeps 300 ms.
     let kids: Vec<_> = out.values().flatten().map(|c| c.0).collect();
-    let slow: HashMap<_, _> = kids
+    let slow: IdMap<_> = kids
         .iter()
         .map(|&k| {
             (

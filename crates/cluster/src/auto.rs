@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::{Engine, Local, Outputs};
+use crate::engine::{Engine, Inputs, Local, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
@@ -54,13 +54,32 @@ impl Default for ShipCost {
     }
 }
 
+/// The least evolve time each thread must get in a step for [`Auto`] to
+/// keep more than one thread in process. Below it a thread saves less than
+/// it costs: it is started and joined every step, the children it
+/// allocates are freed on another thread, and on a busy machine the step
+/// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
+/// faster on one thread than on two, and far steadier under load; see
+/// bench/results/inprocess-run2).
+const MIN_THREAD_SHARE: Duration = Duration::from_micros(500);
+
+/// Threads worth using in process for a step whose calls take `calls` in
+/// all: one per [`MIN_THREAD_SHARE`], at least 1 and at most `most`.
+pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
+    let shares = calls.as_nanos() / MIN_THREAD_SHARE.as_nanos();
+    usize::try_from(shares)
+        .unwrap_or(usize::MAX)
+        .clamp(1, most.max(1))
+}
+
 /// How [`Auto`] runs and decides.
 #[derive(Debug, Clone)]
 pub struct AutoConfig {
     /// The master's configuration, used if the run moves to workers; its
     /// seed is the run's seed in process too.
     pub master: MasterConfig,
-    /// Threads for steps run in process (at least 1).
+    /// Threads for steps run in process (at least 1): the most; a step
+    /// whose calls are too cheap to share gets fewer (see [`Decision::threads`]).
     pub threads: usize,
     /// Workers the run would get.
     pub workers: usize,
@@ -91,7 +110,9 @@ pub struct Decision {
     pub step_on_workers: Duration,
     /// Predicted cost of starting the workers.
     pub start: Duration,
-    /// Threads in process.
+    /// Threads in process: one per 500 µs of the first step's calls, at
+    /// least 1 and at most [`AutoConfig::threads`] (a thread that gets
+    /// less costs more than it saves).
     pub threads: usize,
     /// Workers.
     pub workers: usize,
@@ -114,10 +135,11 @@ impl fmt::Display for Decision {
         } else {
             write!(
                 f,
-                "in process on {} threads: an evolve call costs {:.2} µs and shipping a state \
+                "in process on {} thread{}: an evolve call costs {:.2} µs and shipping a state \
                  {:.2} µs, so a step should take {:.0} µs here against {:.0} µs on {} workers \
                  (+{:.0} ms to start them)",
                 self.threads,
+                if self.threads == 1 { "" } else { "s" },
                 us(self.per_call),
                 us(self.ship_per_state),
                 us(self.step_in_process),
@@ -238,7 +260,7 @@ where
         }
         let bytes_per_state = bytes / sampled.max(1);
         let ship = &self.cfg.ship;
-        let threads = self.cfg.threads.max(1);
+        let threads = threads_for(calls, self.cfg.threads);
         let workers = self.cfg.workers.max(1);
         let ship_per_state = ship.per_state + ship.per_byte * bytes_per_state as u32;
         let step_in_process = calls / threads as u32;
@@ -299,14 +321,16 @@ where
         self.engine().reset_states(states)
     }
 
-    fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
+    fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
         let out = self.engine().evolve_many(inputs)?;
         if self.decision.is_none() && !out.is_empty() {
             let d = self.decide(&out);
-            let on_workers = d.on_workers;
+            let (on_workers, d_threads) = (d.on_workers, d.threads);
             self.decision = Some(d);
             if on_workers {
                 self.move_to_workers()?;
+            } else if let Place::Here(local) = &mut self.place {
+                local.set_threads(d_threads);
             }
         }
         Ok(out)

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::evolve::{call_rng, child_id, root_id, Evolve, IdHash, StateId};
+use crate::evolve::{call_rng, child_id, root_id, Evolve, IdHash, IdMap, StateId};
 use crate::registry::{decode, encode};
 use crate::snapshot::Snapshot;
 
@@ -18,9 +18,13 @@ struct Evolved<E: Evolve> {
     born: Vec<(StateId, E::State)>,
 }
 
+/// Each parent to evolve with its input: what [`Engine::evolve_many`]
+/// takes. Collect `(StateId, input)` pairs into it.
+pub type Inputs<E> = IdMap<<E as Evolve>::Input>;
+
 /// Children and outputs per evolved parent, children in the order `evolve`
 /// returned them.
-pub type Outputs<E> = HashMap<StateId, Vec<(StateId, <E as Evolve>::Output)>>;
+pub type Outputs<E> = IdMap<Vec<(StateId, <E as Evolve>::Output)>>;
 
 /// States held somewhere, evolved by `E`: `resetStates` and `evolveMany` of
 /// "Speeding up a distributed computation in Haskell" (FP Complete, 2017),
@@ -39,7 +43,7 @@ pub trait Engine<E: Evolve> {
     /// # Errors
     /// [`Error::UnknownStates`] (nothing done) or [`Error::WorkerLost`]
     /// (which says what became of each state).
-    fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error>;
+    fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error>;
 
     /// Copies of the named states.
     ///
@@ -59,8 +63,7 @@ pub trait Engine<E: Evolve> {
 ///
 /// # Examples
 /// ```
-/// use std::collections::HashMap;
-/// use statepipe_cluster::{Engine, Evolve, Local, Rng};
+/// use statepipe_cluster::{Engine, Evolve, Inputs, Local, Rng};
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Twins;
@@ -75,7 +78,7 @@ pub trait Engine<E: Evolve> {
 /// }
 /// let mut e = Local::new(Twins, 7);
 /// let ids = e.reset_states(vec![1, 2]).unwrap();
-/// let out = e.evolve_many(HashMap::from([(ids[0], ())])).unwrap();
+/// let out = e.evolve_many(Inputs::<Twins>::from_iter([(ids[0], ())])).unwrap();
 /// assert_eq!(out[&ids[0]].len(), 2);
 /// ```
 pub struct Local<E: Evolve> {
@@ -112,6 +115,11 @@ impl<E: Evolve> Local<E> {
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
+    }
+
+    /// Evolves on `threads` threads (at least 1) from the next step on.
+    pub(crate) fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     /// The run as it stands, in the form [`Master::resume`] takes up: the
@@ -212,13 +220,14 @@ impl<E: Evolve> Local<E> {
             parts.push(std::mem::replace(&mut work, rest));
         }
         parts.push(work);
+        // The first share runs on this thread, which would only wait.
+        let mut parts = parts.into_iter();
+        let first = parts.next().expect("at least one share");
         std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .into_iter()
-                .map(|part| scope.spawn(move || share(part)))
-                .collect();
-            let mut all = Vec::with_capacity(handles.len());
-            let mut busy = Duration::ZERO;
+            let handles: Vec<_> = parts.map(|part| scope.spawn(move || share(part))).collect();
+            let (e, mut busy) = share(first);
+            let mut all = Vec::with_capacity(handles.len() + 1);
+            all.push(e);
             for h in handles {
                 let (e, t) = match h.join() {
                     Ok(r) => r,
@@ -259,20 +268,28 @@ where
         Ok(ids)
     }
 
-    fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
-        self.check(inputs.keys().copied())?;
+    fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
+        // Take each parent out as it is looked up; if one is unknown, put
+        // them back and do nothing.
+        let mut work = Vec::with_capacity(inputs.len());
+        let mut unknown = Vec::new();
+        for (parent, input) in inputs {
+            match self.states.remove(&parent) {
+                Some(state) => work.push((parent, state, input)),
+                None => unknown.push(parent),
+            }
+        }
+        if !unknown.is_empty() {
+            for (parent, state, _) in work {
+                self.states.insert(parent, state);
+            }
+            return Err(Error::UnknownStates(unknown));
+        }
         self.step += 1;
-        let work: Vec<_> = inputs
-            .into_iter()
-            .map(|(parent, input)| {
-                let state = self.states.remove(&parent).expect("checked above");
-                (parent, state, input)
-            })
-            .collect();
         let n = work.len();
         let (evolved, busy) = self.evolve_all(work);
         self.last_calls = busy;
-        let mut out = HashMap::with_capacity(n);
+        let mut out = Outputs::<E>::with_capacity_and_hasher(n, IdHash);
         let mut collision = None;
         for e in evolved {
             for (id, s) in e.born {

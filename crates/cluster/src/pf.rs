@@ -12,15 +12,13 @@
 //! comes from the spread of the Ẑ_r (delta method):
 //! se ≈ sd(Ẑ_r) / (√R · mean Ẑ_r).
 
-use std::collections::HashMap;
-
 use rand::Rng as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Inputs};
 use crate::error::Error;
-use crate::evolve::{call_rng, Evolve, Rng, StateId};
+use crate::evolve::{call_rng, Evolve, IdHash, Rng, StateId};
 
 /// A state-space model: a prior, a transition and an observation density.
 pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -135,9 +133,13 @@ fn log_sum_exp(v: impl Iterator<Item = f64> + Clone) -> f64 {
 /// Numbers of children of each particle: systematic resampling of `log_w`
 /// into `n` particles with the single uniform `u` in [0, 1).
 pub fn systematic(log_w: &[f64], n: usize, u: f64) -> Vec<u32> {
-    let m = log_w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let w: Vec<f64> = log_w.iter().map(|l| (l - m).exp()).collect();
-    let total: f64 = w.iter().sum();
+    let w = Weights::new(log_w);
+    systematic_w(&w.w, w.total, n, u)
+}
+
+/// [`systematic`] on weights already scaled by the largest (`w`, summing
+/// to `total`).
+fn systematic_w(w: &[f64], total: f64, n: usize, u: f64) -> Vec<u32> {
     let mut counts = vec![0u32; w.len()];
     let mut cum = 0.0;
     let mut k = 0usize;
@@ -153,6 +155,33 @@ pub fn systematic(log_w: &[f64], n: usize, u: f64) -> Vec<u32> {
         counts[last] += (n - k) as u32;
     }
     counts
+}
+
+/// An island's weights exp(log_w − max), their sum and the max: one `exp`
+/// per particle serves the likelihood, the filtered mean and the next
+/// resampling.
+struct Weights {
+    w: Vec<f64>,
+    total: f64,
+    max: f64,
+}
+
+impl Weights {
+    fn new(log_w: &[f64]) -> Self {
+        let max = log_w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = log_w.iter().map(|l| (l - max).exp()).collect();
+        let total = w.iter().sum();
+        Weights { w, total, max }
+    }
+
+    /// log Σ exp(log_w).
+    fn log_sum(&self) -> f64 {
+        if self.max == f64::NEG_INFINITY {
+            self.max
+        } else {
+            self.max + self.total.ln()
+        }
+    }
 }
 
 /// Where a filter run stands after a step: with a [`Master::snapshot`]
@@ -237,15 +266,18 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
             }
         }
     };
+    // The islands' weights from the last step (recomputed from `log_w`
+    // on a resumed run).
+    let mut weights: Vec<Weights> = st.log_w.iter().map(|lw| Weights::new(lw)).collect();
     while st.t < model.steps() {
         let t = st.t;
-        let mut inputs = HashMap::with_capacity(cfg.particles);
-        for (r, (ids, lw)) in st.islands.iter().zip(&st.log_w).enumerate() {
+        let mut inputs = Inputs::<Bootstrap<M>>::with_capacity_and_hasher(cfg.particles, IdHash);
+        for (r, (ids, w)) in st.islands.iter().zip(&weights).enumerate() {
             let counts = if t == 0 {
                 vec![1; m]
             } else {
                 let u = call_rng(cfg.seed, t as u64, StateId(r as u64)).random::<f64>();
-                systematic(lw, m, u)
+                systematic_w(&w.w, w.total, m, u)
             };
             for (&id, c) in ids.iter().zip(counts) {
                 inputs.insert(
@@ -258,23 +290,44 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
             }
         }
         let out = engine.evolve_many(inputs)?;
-        let mut all = Vec::with_capacity(cfg.particles);
-        for r in 0..cfg.islands {
-            let (mut next, mut lw) = (Vec::with_capacity(m), Vec::with_capacity(m));
-            for parent in &st.islands[r] {
+        let mut summaries = Vec::with_capacity(cfg.islands);
+        let islands = st.islands.iter_mut().zip(&mut st.log_w);
+        for ((ids, log_w), (log_z, weights)) in islands.zip(st.log_z.iter_mut().zip(&mut weights)) {
+            let (mut next, mut lw, mut summary) = (
+                Vec::with_capacity(m),
+                Vec::with_capacity(m),
+                Vec::with_capacity(m),
+            );
+            for parent in ids.iter() {
                 for (c, o) in &out[parent] {
                     next.push(*c);
                     lw.push(o.log_w);
-                    all.push((o.log_w, o.summary));
+                    summary.push(o.summary);
                 }
             }
-            st.log_z[r] += log_sum_exp(lw.iter().copied()) - (m as f64).ln();
-            st.islands[r] = next;
-            st.log_w[r] = lw;
+            let w = Weights::new(&lw);
+            *log_z += w.log_sum() - (m as f64).ln();
+            *ids = next;
+            *log_w = lw;
+            *weights = w;
+            summaries.push(summary);
         }
-        let lse = log_sum_exp(all.iter().map(|a| a.0));
-        st.means
-            .push(all.iter().map(|(l, s)| (l - lse).exp() * s).sum());
+        drop(out);
+        // The weighted mean over all islands: each island's weights are
+        // scaled by its own max, so rescale them to the largest.
+        let top = weights
+            .iter()
+            .map(|w| w.max)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let (mut num, mut den) = (0.0, 0.0);
+        for (w, s) in weights.iter().zip(&summaries) {
+            let scale = (w.max - top).exp();
+            if scale > 0.0 {
+                num += scale * w.w.iter().zip(s).map(|(wi, si)| wi * si).sum::<f64>();
+                den += scale * w.total;
+            }
+        }
+        st.means.push(num / den);
         st.t = t + 1;
         after_step(engine, &st)?;
     }

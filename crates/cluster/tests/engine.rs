@@ -2,11 +2,9 @@
 
 mod common;
 
-use std::collections::HashMap;
-
 use common::{stealing, threads, Branchy, Nap, NapInput};
 use statepipe_cluster::config::{Recovery, StealVia};
-use statepipe_cluster::{Engine, Error, Local, MasterConfig, MasterImpl, Outputs, StateId};
+use statepipe_cluster::{Engine, Error, IdMap, Local, MasterConfig, MasterImpl, Outputs, StateId};
 
 const STEPS: usize = if cfg!(debug_assertions) { 6 } else { 12 };
 
@@ -107,7 +105,7 @@ fn longest_calls_are_spread_first() {
     let model = Nap;
     let mut m = threads(&model, 2, cfg);
     let ids = m.reset_states((0..40).collect()).unwrap();
-    let inputs: HashMap<_, _> = ids
+    let inputs: IdMap<_> = ids
         .iter()
         .enumerate()
         .map(|(k, &id)| {
@@ -150,7 +148,7 @@ fn one_state_with_no_children_and_one_with_fifty() {
     let ids = m.reset_states(vec![(1, vec![]), (2, vec![])]).unwrap();
     // Input 0 with max 0 draws 0 children; input 50 makes 50.
     let out = m
-        .evolve_many(HashMap::from([(ids[0], 0), (ids[1], 50)]))
+        .evolve_many(IdMap::from_iter([(ids[0], 0), (ids[1], 50)]))
         .unwrap();
     assert!(out[&ids[0]].is_empty());
     assert_eq!(out[&ids[1]].len(), 50);
@@ -164,7 +162,7 @@ fn one_state_with_no_children_and_one_with_fifty() {
     let mut local = Local::new(model, 3);
     let lids = local.reset_states(vec![(1, vec![]), (2, vec![])]).unwrap();
     let lout = local
-        .evolve_many(HashMap::from([(lids[0], 0), (lids[1], 50)]))
+        .evolve_many(IdMap::from_iter([(lids[0], 0), (lids[1], 50)]))
         .unwrap();
     assert_eq!(lout[&lids[1]], out[&ids[1]]);
 }
@@ -174,14 +172,14 @@ fn unknown_ids_are_rejected_before_anything_runs() {
     let mut m = threads(&Branchy { max: 1 }, 2, Default::default());
     let ids = m.reset_states(vec![(1, vec![])]).unwrap();
     let err = m
-        .evolve_many(HashMap::from([(ids[0], 1), (StateId(42), 1)]))
+        .evolve_many(IdMap::from_iter([(ids[0], 1), (StateId(42), 1)]))
         .unwrap_err();
     assert!(
         matches!(err, Error::UnknownStates(ref v) if v == &[StateId(42)]),
         "{err}"
     );
     assert_eq!(
-        m.evolve_many(HashMap::from([(ids[0], 1)])).unwrap()[&ids[0]].len(),
+        m.evolve_many(IdMap::from_iter([(ids[0], 1)])).unwrap()[&ids[0]].len(),
         1
     );
 }

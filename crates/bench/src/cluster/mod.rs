@@ -45,7 +45,7 @@ use rand::{Rng as _, SeedableRng as _};
 use statepipe_cluster::config::{Batch, SchedConfig, StealVia};
 use statepipe_cluster::pf::systematic;
 use statepipe_cluster::{
-    Engine, Evolve, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, Snapshot,
+    Engine, Evolve, IdMap, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, Snapshot,
     StateId, WorkerCommand,
 };
 
@@ -338,7 +338,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         if ids.len() != step.len() {
             return Err("the population drifted".into());
         }
-        let inputs: HashMap<StateId, SleepInput> = ids.iter().copied().zip(step.clone()).collect();
+        let inputs: IdMap<SleepInput> = ids.iter().copied().zip(step.clone()).collect();
         let out = m.evolve_many(inputs)?;
         if out.len() != step.len() {
             return Err("missing results".into());

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
-use crate::engine::{Engine, Outputs};
+use crate::engine::{Engine, Inputs, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::{Joined, Listener};
@@ -271,7 +271,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
         Ok(ids)
     }
 
-    fn evolve_many(&mut self, inputs: HashMap<StateId, E::Input>) -> Result<Outputs<E>, Error> {
+    fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
         self.admit_joined()?;
         let inputs = inputs
             .into_iter()

@@ -1,13 +1,12 @@
 //! Workers that join mid-run are admitted at the next step and get work;
 //! the results are the single-process engine's all the same.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{registry, Branchy};
 use crate::auth::Secret;
 use crate::listen::Listener;
-use crate::{worker, Engine, Local, Master, MasterConfig, MasterImpl, StateId};
+use crate::{worker, Engine, IdMap, Local, Master, MasterConfig, MasterImpl};
 
 #[test]
 fn workers_joining_mid_run_are_admitted_and_change_nothing() {
@@ -37,7 +36,7 @@ fn workers_joining_mid_run_are_admitted_and_change_nothing() {
             break;
         }
         // Steady inputs (one child each) keep the population alive.
-        let inputs: HashMap<StateId, u32> = ids.iter().map(|&i| (i, 1)).collect();
+        let inputs: IdMap<u32> = ids.iter().map(|&i| (i, 1)).collect();
         let got = m.evolve_many(inputs.clone()).unwrap();
         assert_eq!(got, local.evolve_many(inputs).unwrap(), "step {step}");
         ids = got.values().flatten().map(|c| c.0).collect();

@@ -1,6 +1,5 @@
 //! Failure and bad input: lost workers, malformed frames, wrong secrets.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -9,7 +8,7 @@ use super::{registry, Branchy};
 use crate::auth::Secret;
 use crate::config::{Recovery, StealVia};
 use crate::engine::{Engine, Local};
-use crate::evolve::StateId;
+use crate::evolve::{IdMap, StateId};
 use crate::listen::Listener;
 use crate::master::{Master, MasterConfig, MasterImpl};
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
@@ -166,7 +165,7 @@ fn recovers(fault: Fault, imp: MasterImpl) {
     let mut ids = m.reset_states(init.clone()).unwrap();
     assert_eq!(local.reset_states(init).unwrap(), ids);
     for _ in 0..3 {
-        let inputs: HashMap<StateId, u32> = ids.iter().map(|&i| (i, 0)).collect();
+        let inputs: IdMap<u32> = ids.iter().map(|&i| (i, 0)).collect();
         let out = canonical(m.evolve_many(inputs.clone()).unwrap());
         assert_eq!(
             out,
@@ -227,7 +226,7 @@ fn an_evolve_that_panics_fails_the_step_with_the_workers_message() {
     let mut m = cluster(2, None, MasterImpl::EventLoop, Recovery::MasterCopy);
     let ids = m.reset_states(vec![(1, vec![]), (2, vec![])]).unwrap();
     let err = m
-        .evolve_many(HashMap::from([(ids[0], u32::MAX)]))
+        .evolve_many(IdMap::from_iter([(ids[0], u32::MAX)]))
         .unwrap_err();
     assert!(err.to_string().contains("asked to panic"), "{err}");
 }
@@ -267,7 +266,7 @@ fn a_peer_sending_garbage_instead_of_an_answer_is_refused() {
 
 /// Step outputs with children in a canonical order.
 fn canonical<T: PartialOrd + Clone>(
-    out: HashMap<StateId, Vec<(StateId, T)>>,
+    out: IdMap<Vec<(StateId, T)>>,
 ) -> Vec<(StateId, Vec<(StateId, T)>)> {
     let mut v: Vec<_> = out.into_iter().collect();
     v.sort_by_key(|p| p.0);
@@ -300,7 +299,7 @@ fn an_unreachable_thief_falls_back_to_stealing_through_the_master() {
     let mut ids = m.reset_states(init.clone()).unwrap();
     assert_eq!(local.reset_states(init).unwrap(), ids);
     for _ in 0..4 {
-        let inputs: HashMap<StateId, u32> = ids.iter().map(|&i| (i, 0)).collect();
+        let inputs: IdMap<u32> = ids.iter().map(|&i| (i, 0)).collect();
         let out = canonical(m.evolve_many(inputs.clone()).unwrap());
         assert_eq!(out, canonical(local.evolve_many(inputs).unwrap()));
         ids = out.iter().flat_map(|p| p.1.iter().map(|c| c.0)).collect();

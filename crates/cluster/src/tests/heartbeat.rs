@@ -2,7 +2,6 @@
 //! silence, whatever its requests' allowances; a worker busy in a long
 //! evolve keeps beating and is not.
 
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -79,7 +78,7 @@ fn cluster(imp: MasterImpl, recovery: Recovery) -> Master<Nap> {
     Master::new(&Nap, joined, cfg).unwrap()
 }
 
-fn inputs(ids: &[crate::StateId]) -> HashMap<crate::StateId, NapInput> {
+fn inputs(ids: &[crate::StateId]) -> crate::IdMap<NapInput> {
     ids.iter()
         .map(|&i| {
             (
@@ -144,7 +143,7 @@ fn an_evolve_much_longer_than_the_silence_is_not_silence() {
         let ids = m.reset_states((0..4).collect()).unwrap();
         // A short step first, so the per-request allowance (were it used)
         // would be tiny: 1 × the measured time.
-        let short: HashMap<_, _> = ids
+        let short: crate::IdMap<_> = ids
             .iter()
             .map(|&i| {
                 (
@@ -158,7 +157,7 @@ fn an_evolve_much_longer_than_the_silence_is_not_silence() {
             .collect();
         let out = m.evolve_many(short).unwrap();
         let ids: Vec<_> = out.values().flatten().map(|c| c.0).collect();
-        let long: HashMap<_, _> = ids
+        let long: crate::IdMap<_> = ids
             .iter()
             .map(|&i| {
                 (

@@ -168,7 +168,7 @@ fn cfg(placement: Placement, rebalance: bool, steal: bool) -> SchedConfig {
 }
 
 /// Children per parent, decoded, as the single-process engine gives them.
-type Decoded = HashMap<StateId, Vec<(StateId, <Branchy as Evolve>::Output)>>;
+type Decoded = crate::IdMap<Vec<(StateId, <Branchy as Evolve>::Output)>>;
 
 fn decoded(raw: super::RawResults) -> Decoded {
     raw.into_iter()
