@@ -45,7 +45,7 @@ def test_a_cheap_model_stays_in_process():
     with statepipe.Engine(Cheap(), workers=2, seed=1, steps=2) as e:
         assert e.placement.startswith("undecided")
         _walk(e, steps=2, n=2)
-        assert e.placement.startswith("in process on 1 threads"), e.placement
+        assert e.placement.startswith("in process on 1 thread"), e.placement
         assert e.workers == 0 and e.pids() == [] and e.stats() == ""
 
 
