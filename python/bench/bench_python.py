@@ -56,6 +56,7 @@ HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
 
 from nile_pf import M0, P0, VAR_EPS, VAR_ETA, load_nile  # noqa: E402
+from nile_pf import NilePerParticle as Nile  # noqa: E402  (the per-state path)
 from statepipe.pf import systematic  # noqa: E402  (the package's own resampling, for every system)
 
 PARTICLES, STEPS, CHUNK = 2000, 20, 5
@@ -75,6 +76,14 @@ def host_busy_s() -> float:
         return math.nan
     busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
     return busy / os.sysconf("SC_CLK_TCK")
+
+
+def timed(run: Callable[[], Any]) -> "tuple[Any, float, float]":
+    """``run()``'s result, its wall seconds and the host's busy CPU-seconds
+    over it (see :func:`host_busy_s`)."""
+    t0, b0 = time.perf_counter(), host_busy_s()
+    r = run()
+    return r, time.perf_counter() - t0, host_busy_s() - b0
 
 
 def model_cpu_per_call(calls: int = 200) -> float:
@@ -137,21 +146,6 @@ def chunked_filter(step_fn: Callable[[int, List[np.ndarray]], List[np.ndarray]],
 
 
 # -- statepipe ----------------------------------------------------------------
-class Nile:
-    """The Nile model one particle at a time (the example's is vectorised):
-    the per-state path, a state per particle."""
-
-    def prior(self, rng):
-        return M0 + math.sqrt(P0) * rng.standard_normal()
-
-    def transition(self, x, rng):
-        return x + math.sqrt(VAR_ETA) * rng.standard_normal()
-
-    def log_obs(self, x, y):
-        d = y - x
-        return -0.5 * (math.log(2 * math.pi * VAR_EPS) + d * d / VAR_EPS)
-
-
 class SleepyNile(Nile):
     def transition(self, x, rng):  # type: ignore[override]
         time.sleep(SLEEP_PER_CHILD)
@@ -169,11 +163,7 @@ def run_statepipe(w: int, y: List[float]) -> Dict[str, Any]:
     e = statepipe.Engine(statepipe.pf.Bootstrap(SleepyNile(), y), workers=w, seed=1, placement="workers")
     start = time.perf_counter() - t0
     try:
-        t0 = time.perf_counter()
-        b0 = host_busy_s()
-        r = statepipe.particle_filter(SleepyNile(), y, PARTICLES, islands=1, seed=1, engine=e)
-        wall = time.perf_counter() - t0
-        busy = host_busy_s() - b0
+        r, wall, busy = timed(lambda: statepipe.particle_filter(SleepyNile(), y, PARTICLES, islands=1, seed=1, engine=e))
     finally:
         e.close()
     return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": r.loglik}
@@ -213,12 +203,7 @@ def run_statepipe_chunks(w: int, y: List[float]) -> Dict[str, Any]:
             ids = [out[i][0][0] for i in ids]
             return [out[p][0][1] for p in parents]
 
-        t0 = time.perf_counter()
-
-        b0 = host_busy_s()
-        ll = chunked_filter(step, y, 1)
-        wall = time.perf_counter() - t0
-        busy = host_busy_s() - b0
+        ll, wall, busy = timed(lambda: chunked_filter(step, y, 1))
     finally:
         e.close()
     return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
@@ -249,12 +234,7 @@ def run_dask(w: int, y: List[float]) -> Dict[str, Any]:
                 futs[c] = client.submit(_dask_step, futs[c], cnt, t, y[t], c, pure=False)
             return client.gather([client.submit(_weights, f, pure=False) for f in futs])
 
-        t0 = time.perf_counter()
-
-        b0 = host_busy_s()
-        ll = chunked_filter(step, y, 1)
-        wall = time.perf_counter() - t0
-        busy = host_busy_s() - b0
+        ll, wall, busy = timed(lambda: chunked_filter(step, y, 1))
     finally:
         client.close()
         cluster.close()
@@ -295,12 +275,7 @@ def run_ray(w: int, y: List[float]) -> Dict[str, Any]:
                 merged.update(d)
             return [merged[c] for c in range(nchunks)]
 
-        t0 = time.perf_counter()
-
-        b0 = host_busy_s()
-        ll = chunked_filter(step, y, 1)
-        wall = time.perf_counter() - t0
-        busy = host_busy_s() - b0
+        ll, wall, busy = timed(lambda: chunked_filter(step, y, 1))
     finally:
         ray.shutdown()
     return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
@@ -361,11 +336,7 @@ def run_particles(w: int, y: List[float]) -> Dict[str, Any]:
     try:
         fk = PooledBootstrap(ssm=PooledLocalLevel(), data=np.asarray(y))
         alg = particles.SMC(fk=fk, N=PARTICLES, resampling="systematic", ESSrmin=1.0, store_history=False)
-        t0 = time.perf_counter()
-        b0 = host_busy_s()
-        alg.run()
-        wall = time.perf_counter() - t0
-        busy = host_busy_s() - b0
+        _, wall, busy = timed(alg.run)
     finally:
         _POOL.terminate()
         _POOL = None

@@ -57,6 +57,21 @@ class Nile:
         return -0.5 * (math.log(2 * math.pi * VAR_EPS) + d * d / VAR_EPS)
 
 
+class NilePerParticle:
+    """The same model one particle at a time (a float each): the per-state
+    path, which also runs on worker processes."""
+
+    def prior(self, rng: np.random.Generator) -> float:
+        return M0 + math.sqrt(P0) * rng.standard_normal()
+
+    def transition(self, x: float, rng: np.random.Generator) -> float:
+        return x + math.sqrt(VAR_ETA) * rng.standard_normal()
+
+    def log_obs(self, x: float, y: float) -> float:
+        d = y - x
+        return -0.5 * (math.log(2 * math.pi * VAR_EPS) + d * d / VAR_EPS)
+
+
 def kalman(y: List[float]) -> Tuple[float, List[float]]:
     """The exact log-likelihood and filtered means of the local-level model."""
     m, p, ll, means = M0, P0, 0.0, []

@@ -201,6 +201,14 @@ impl NativeEngine {
     }
 }
 
+/// The worker command `command` names: its program, then its arguments.
+fn worker_command(command: &[String]) -> PyResult<WorkerCommand> {
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| StatepipeError::new_err("an empty worker command"))?;
+    Ok(WorkerCommand::new(program).args(args))
+}
+
 fn model_of(py: Python<'_>, model: Py<PyAny>, pickled: &Bound<'_, PyBytes>) -> PyModel {
     PyModel::new(py, model, pickled.as_bytes().to_vec())
 }
@@ -236,10 +244,7 @@ impl NativeEngine {
         timeout: f64,
     ) -> PyResult<Self> {
         let m = model_of(py, model, pickled);
-        let (program, args) = command
-            .split_first()
-            .ok_or_else(|| StatepipeError::new_err("an empty worker command"))?;
-        let cmd = WorkerCommand::new(program).args(args);
+        let cmd = worker_command(&command)?;
         let cfg = MasterConfig {
             seed,
             ..MasterConfig::default()
@@ -274,10 +279,7 @@ impl NativeEngine {
         steps: Option<u64>,
     ) -> PyResult<Self> {
         let m = model_of(py, model, pickled);
-        let (program, args) = command
-            .split_first()
-            .ok_or_else(|| StatepipeError::new_err("an empty worker command"))?;
-        let cmd = WorkerCommand::new(program).args(args);
+        let cmd = worker_command(&command)?;
         let cluster: Spawned = Arc::new(Mutex::new(None));
         let slot = Arc::clone(&cluster);
         // Called by the move, in `with` on the caller's thread (the model

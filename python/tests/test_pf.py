@@ -8,21 +8,7 @@ import numpy as np
 import pytest
 
 import statepipe
-from nile_pf import M0, P0, VAR_EPS, VAR_ETA, Nile, kalman, load_nile
-
-
-class NilePerParticle:
-    """The example's model written one particle at a time."""
-
-    def prior(self, rng):
-        return M0 + math.sqrt(P0) * rng.standard_normal()
-
-    def transition(self, x, rng):
-        return x + math.sqrt(VAR_ETA) * rng.standard_normal()
-
-    def log_obs(self, x, y):
-        d = y - x
-        return -0.5 * (math.log(2 * math.pi * VAR_EPS) + d * d / VAR_EPS)
+from nile_pf import Nile, NilePerParticle, kalman, load_nile
 
 
 def _near_kalman(r, n, islands):

@@ -157,14 +157,7 @@ fn faults<'a>(
             Ok(vec![s.wall_s, s.mb_in_per_step])
         }));
     }
-    Group {
-        name: case.clone(),
-        metrics: vec![
-            metric(format!("{case}/wall"), "s", false),
-            metric(format!("{case}/from-workers"), "MB/step", false),
-        ],
-        contenders,
-    }
+    wall_and_ingress(case, contenders)
 }
 
 fn checkpoint<'a>(
@@ -257,6 +250,12 @@ fn copies<'a>(a: &'a ClusterOptions, plan: &'a Workload, shape: &str, kib: usize
             Ok(vec![s.wall_s, s.mb_in_per_step])
         }));
     }
+    wall_and_ingress(case, contenders)
+}
+
+/// A group of `contenders` each reporting the run's wall time and the
+/// master's ingress per step.
+fn wall_and_ingress(case: String, contenders: Vec<Contender<'_>>) -> Group<'_> {
     Group {
         name: case.clone(),
         metrics: vec![
