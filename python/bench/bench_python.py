@@ -187,6 +187,22 @@ class ChunkModel:
         return [(kids, lw)]
 
 
+def engine_step(e: Any) -> Callable[[int, List[np.ndarray]], List[np.ndarray]]:
+    """The chunked filter's step on a statepipe engine of :class:`ChunkModel`
+    (or one with its inputs and outputs): resets PARTICLES / CHUNK chunks,
+    then each call evolves every chunk and returns its children's weights."""
+    ids = e.reset([None] * (PARTICLES // CHUNK))
+
+    def step(t: int, counts: List[np.ndarray]) -> List[np.ndarray]:
+        nonlocal ids
+        parents = ids
+        out = e.evolve_many({i: (t, counts[c], c) for c, i in enumerate(ids)})
+        ids = [out[i][0][0] for i in ids]
+        return [out[p][0][1] for p in parents]
+
+    return step
+
+
 def run_statepipe_chunks(w: int, y: List[float]) -> Dict[str, Any]:
     import statepipe
 
@@ -194,15 +210,7 @@ def run_statepipe_chunks(w: int, y: List[float]) -> Dict[str, Any]:
     e = statepipe.Engine(ChunkModel(y), workers=w, seed=1, placement="workers")
     start = time.perf_counter() - t0
     try:
-        ids = e.reset([None] * (PARTICLES // CHUNK))
-
-        def step(t: int, counts: List[np.ndarray]) -> List[np.ndarray]:
-            nonlocal ids
-            parents = ids
-            out = e.evolve_many({i: (t, counts[c], c) for c, i in enumerate(ids)})
-            ids = [out[i][0][0] for i in ids]
-            return [out[p][0][1] for p in parents]
-
+        step = engine_step(e)
         ll, wall, busy = timed(lambda: chunked_filter(step, y, 1))
     finally:
         e.close()

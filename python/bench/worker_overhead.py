@@ -87,14 +87,7 @@ def run(workload: str, workers: int, steps: int, profile: bool) -> dict:
         bench_python.STEPS = steps
         e = statepipe.Engine(FastChunks(y), workers=workers, seed=1, placement="workers")
         states = bench_python.PARTICLES // bench_python.CHUNK
-        ids = e.reset([None] * states)
-
-        def step(t: int, counts: List[np.ndarray]) -> List[np.ndarray]:
-            nonlocal ids
-            parents = ids
-            out = e.evolve_many({i: (t, counts[c], c) for c, i in enumerate(ids)})
-            ids = [out[i][0][0] for i in ids]
-            return [out[p][0][1] for p in parents]
+        step = bench_python.engine_step(e)
 
         def go() -> None:
             chunked_filter(step, y, 1)
