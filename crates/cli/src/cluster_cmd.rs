@@ -57,6 +57,11 @@ pub enum RecoveryArg {
     Off,
     /// Keep copies on the master; rerun elsewhere.
     MasterCopy,
+    /// Keep each worker's states on another worker (its buddy); promote
+    /// them and rerun there.
+    Buddy,
+    /// Buddy for large states, master copies otherwise (by mean state size).
+    Auto,
 }
 
 impl From<RecoveryArg> for Recovery {
@@ -64,6 +69,8 @@ impl From<RecoveryArg> for Recovery {
         match r {
             RecoveryArg::Off => Recovery::Off,
             RecoveryArg::MasterCopy => Recovery::MasterCopy,
+            RecoveryArg::Buddy => Recovery::Buddy,
+            RecoveryArg::Auto => Recovery::Auto,
         }
     }
 }
@@ -391,13 +398,13 @@ struct Run {
 
 /// What a filter run needs of its engine besides [`Engine`].
 trait RunEngine<E: statepipe_cluster::Evolve>: Engine<E> {
-    fn snap(&self) -> Result<Snapshot, statepipe_cluster::Error>;
+    fn snap(&mut self) -> Result<Snapshot, statepipe_cluster::Error>;
     fn stats(&self) -> Option<Stats>;
     fn decision(&self) -> Option<Decision>;
 }
 
 impl<E: statepipe_cluster::Evolve> RunEngine<E> for Master<E> {
-    fn snap(&self) -> Result<Snapshot, statepipe_cluster::Error> {
+    fn snap(&mut self) -> Result<Snapshot, statepipe_cluster::Error> {
         self.snapshot()
     }
     fn stats(&self) -> Option<Stats> {
@@ -414,7 +421,7 @@ where
     E::State: Clone,
     S: FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error>,
 {
-    fn snap(&self) -> Result<Snapshot, statepipe_cluster::Error> {
+    fn snap(&mut self) -> Result<Snapshot, statepipe_cluster::Error> {
         self.snapshot()
     }
     fn stats(&self) -> Option<Stats> {

@@ -222,8 +222,8 @@ where
     ///
     /// # Errors
     /// As [`Local::snapshot`] or [`Master::snapshot`].
-    pub fn snapshot(&self) -> Result<Snapshot, Error> {
-        match &self.place {
+    pub fn snapshot(&mut self) -> Result<Snapshot, Error> {
+        match &mut self.place {
             Place::Here(l) => l.snapshot(),
             Place::Workers(m) => m.snapshot(),
             Place::Moving => unreachable!("a snapshot during a move"),

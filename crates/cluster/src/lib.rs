@@ -93,7 +93,7 @@ pub use stats::{Stats, WorkerStats};
 /// (the fields of [`MasterConfig::sched`]).
 pub mod config {
     pub use crate::master::sched::config::{
-        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia, HEARTBEAT,
+        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia, AUTO_BUDDY_BYTES, HEARTBEAT,
     };
 }
 

@@ -34,6 +34,10 @@ pub struct WorkerStats {
     pub bytes_out: u64,
     /// Bytes the master received from this worker.
     pub bytes_in: u64,
+    /// Replicas this worker sent its buddy (`Recovery::Buddy`): rounds.
+    pub replicas_sent: u64,
+    /// And their state bytes, straight to the buddy (not through the master).
+    pub replica_bytes: u64,
 }
 
 /// Counters for a whole cluster.

@@ -99,6 +99,8 @@ fn faults<'a>(
         ("no-faults", Recovery::MasterCopy, None),
         ("5%-killed", Recovery::MasterCopy, Some(false)),
         ("5%-stopped", Recovery::MasterCopy, Some(true)),
+        ("buddy/no-faults", Recovery::Buddy, None),
+        ("buddy/5%-killed", Recovery::Buddy, Some(false)),
         ("recovery-off", Recovery::Off, None),
     ] {
         let case2 = case.clone();
@@ -230,9 +232,11 @@ fn copies<'a>(a: &'a ClusterOptions, plan: &'a Workload, shape: &str, kib: usize
     let w = a.copy_workers;
     let case = format!("copies/kib={kib}");
     let mut contenders = Vec::new();
-    for recovery in [Recovery::MasterCopy, Recovery::Off] {
+    for recovery in [Recovery::MasterCopy, Recovery::Buddy, Recovery::Off] {
         let name = match recovery {
             Recovery::MasterCopy => "master-copy",
+            Recovery::Buddy => "buddy",
+            Recovery::Auto => "auto",
             Recovery::Off => "recovery-off",
         };
         let config = format!("{shape}; {kib} KiB states; {w} workers");

@@ -32,9 +32,12 @@
 //!   without checkpoints, with one after every step and with one every 10
 //!   steps (the default of `--every`), written on a writer thread; the
 //!   share of the run the steps spent on them is in the row's config.
-//! - `copies/kib=K` (with `copy_kib`): what the master's copies cost as
-//!   states grow: wall time and megabytes per step from the workers, with
-//!   and without recovery, on `copy_workers` workers.
+//!   Then the same without faults and with 5% killed, recovered from
+//!   replicas on buddy workers (`Recovery::Buddy`).
+//! - `copies/kib=K` (with `copy_kib`): what recovery costs as states grow:
+//!   wall time and megabytes per step from the workers, with the master's
+//!   copies, with buddy replicas and without recovery, on `copy_workers`
+//!   workers.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;

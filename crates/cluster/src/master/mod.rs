@@ -162,13 +162,37 @@ impl<E: Evolve> Master<E> {
     /// run gives the same bits as if it had never stopped. Write it where
     /// it survives the master (the caller's choice of file, atomically).
     ///
+    /// With `Recovery::MasterCopy` the bytes are the master's copies; with
+    /// `Recovery::Buddy` they are fetched from the workers (every state
+    /// crosses the network once).
+    ///
     /// # Errors
-    /// [`Error::Config`] if the master keeps no copies of the states
-    /// (`Recovery::Off`).
-    pub fn snapshot(&self) -> Result<Snapshot, Error> {
-        self.sched.snapshot().ok_or_else(|| {
-            Error::Config("a snapshot needs the master's copies (Recovery::MasterCopy)".into())
-        })
+    /// [`Error::Config`] with `Recovery::Off` (the master keeps no copies,
+    /// and a lost worker would make the snapshot incomplete); as a fetch
+    /// with `Recovery::Buddy`.
+    pub fn snapshot(&mut self) -> Result<Snapshot, Error> {
+        if let Some(s) = self.sched.snapshot() {
+            return Ok(s);
+        }
+        if !self.sched.recovers() {
+            return Err(Error::Config(
+                "a snapshot needs recovery on (Recovery::MasterCopy or Recovery::Buddy)".into(),
+            ));
+        }
+        let ids = self.sched.live_ids();
+        self.sched.begin_fetch(&ids)?;
+        self.settle();
+        let states = self.sched.finish_fetch()?;
+        Ok(self.sched.snapshot_of(states))
+    }
+
+    /// Runs the operation begun on the scheduler to its end, then (with
+    /// `Recovery::Buddy`) the replication rounds that commit its states.
+    fn settle(&mut self) {
+        self.driver.run(&mut self.sched);
+        while self.sched.begin_replicate() {
+            self.driver.run(&mut self.sched);
+        }
     }
 
     /// Takes over joined workers, loads `model` on each, and places the
@@ -193,7 +217,7 @@ impl<E: Evolve> Master<E> {
         let mut m = Master::new(model, workers, cfg)?;
         m.sched
             .begin_restore(snapshot.step, snapshot.epoch, snapshot.states)?;
-        m.driver.run(&mut m.sched);
+        m.settle();
         m.sched.finish()?;
         Ok(m)
     }
@@ -214,7 +238,7 @@ impl<E: Evolve> Master<E> {
         self.driver
             .add(workers.into_iter().map(|j| j.stream).collect())?;
         self.sched.begin_admit(&addrs, E::NAME, &self.params)?;
-        self.driver.run(&mut self.sched);
+        self.settle();
         self.sched.finish()?;
         tracing::info!(joined = addrs.len(), "workers admitted");
         Ok(())
@@ -266,7 +290,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
     fn reset_states(&mut self, states: Vec<E::State>) -> Result<Vec<StateId>, Error> {
         let bytes = states.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
         let ids = self.sched.begin_reset(bytes)?;
-        self.driver.run(&mut self.sched);
+        self.settle();
         self.sched.finish()?;
         Ok(ids)
     }
@@ -280,7 +304,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
         let t0 = Instant::now();
         let b0 = self.driver.busy();
         self.sched.begin_evolve(inputs)?;
-        self.driver.run(&mut self.sched);
+        self.settle();
         self.stats.evolve_wall += t0.elapsed();
         self.stats.steps += 1;
         if let (Some(b0), Some(b1), Some(acc)) =
@@ -302,7 +326,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
         self.sched.begin_fetch(ids)?;
-        self.driver.run(&mut self.sched);
+        self.settle();
         self.sched
             .finish_fetch()?
             .into_iter()
@@ -312,7 +336,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
 
     fn drop_states(&mut self, ids: &[StateId]) -> Result<(), Error> {
         self.sched.begin_drop(ids)?;
-        self.driver.run(&mut self.sched);
+        self.settle();
         self.sched.finish()
     }
 }

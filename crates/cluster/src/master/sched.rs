@@ -23,6 +23,7 @@ use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 use crate::stats::WorkerStats;
 
+mod buddy;
 pub(crate) mod config;
 mod deadline;
 mod finish;
@@ -64,6 +65,15 @@ enum Req {
     },
     Drop,
     Fetch(Vec<StateId>),
+    /// Answered `Shipped`.
+    Replicate,
+    /// Not sent: this worker owes a `Held` for `origin`'s replica.
+    Hold {
+        round: u64,
+        origin: WorkerId,
+    },
+    /// Answered `Promoted n`.
+    Promote(u32),
 }
 
 struct Slot {
@@ -173,12 +183,17 @@ pub(crate) struct Scheduler {
     /// first rather than behind everyone's first batch.
     holding: usize,
     cfg: SchedConfig,
-    /// With [`Recovery::MasterCopy`]: the bytes of every live state.
+    /// With [`Recovery::MasterCopy`]: the bytes of every live state. With
+    /// [`Recovery::Buddy`]: the bytes of states placed from here (reset,
+    /// restore) until a replication round commits them.
     copies: HashMap<StateId, Vec<u8>>,
-    /// With [`Recovery::MasterCopy`]: the inputs of this step's states that
-    /// went out in an evolve request and have not come back evolved, to
-    /// run again elsewhere if their worker is lost.
+    /// With recovery: the inputs of this step's states that went out in an
+    /// evolve request and have not come back evolved (with `Buddy`: that
+    /// have not been committed), to run again elsewhere if their worker
+    /// is lost.
     sent_inputs: HashMap<StateId, (Vec<u8>, f64)>,
+    /// With [`Recovery::Buddy`]: replicas, rounds and this operation's work.
+    buddy: buddy::Books,
     /// A worker reported a failed request: its loss is not recovered from.
     worker_failed: bool,
     /// When each lost worker was recovered from.
@@ -189,8 +204,8 @@ pub(crate) struct Scheduler {
 
 impl Scheduler {
     pub(crate) fn new(addrs: &[SocketAddr], seed: u64, mut cfg: SchedConfig) -> Self {
-        if cfg.recovery == Recovery::MasterCopy {
-            // Only moves through the master keep the copies' books simple.
+        if cfg.recovery != Recovery::Off {
+            // Only moves through the master keep the recovery books simple.
             cfg.steal_via = StealVia::Master;
         }
         let now = Instant::now();
@@ -219,6 +234,7 @@ impl Scheduler {
             cfg,
             copies: HashMap::new(),
             sent_inputs: HashMap::new(),
+            buddy: buddy::Books::default(),
             worker_failed: false,
             recovered_at: Vec::new(),
             out: Vec::new(),
@@ -230,9 +246,25 @@ impl Scheduler {
         self.slots.iter().map(|s| s.stats.clone()).collect()
     }
 
-    /// Whether the master keeps copies of the states and recovers lost workers.
+    /// Whether the master recovers lost workers (from its copies or from
+    /// replicas).
+    pub(crate) fn recovers(&self) -> bool {
+        self.recovering()
+    }
+
     fn recovering(&self) -> bool {
-        self.cfg.recovery == Recovery::MasterCopy
+        self.cfg.recovery != Recovery::Off
+    }
+
+    /// Whether workers send each child's bytes with its output, for the
+    /// master's copies (`MasterCopy`, and `Auto` until it is decided).
+    fn master_copies(&self) -> bool {
+        matches!(self.cfg.recovery, Recovery::MasterCopy | Recovery::Auto)
+    }
+
+    /// Whether states are replicated to buddies.
+    fn buddies(&self) -> bool {
+        self.cfg.recovery == Recovery::Buddy
     }
 
     /// When each lost worker was recovered from, in order.
@@ -268,6 +300,7 @@ impl Scheduler {
     }
 
     fn begin_op(&mut self) -> Result<(), Error> {
+        self.buddy.done.clear();
         self.lost = None;
         self.worker_failed = false;
         self.failed_at = None;
@@ -310,6 +343,7 @@ impl Scheduler {
         inputs.sort_unstable_by_key(|p| p.0);
         self.step += 1;
         self.evolving = true;
+        self.buddy.changed();
         self.results = HashMap::with_capacity(inputs.len());
         self.remaining = inputs.len();
         for (id, input, cost) in inputs {
@@ -349,7 +383,7 @@ impl Scheduler {
     /// nobody asked for, or a `Failed` frame.
     pub(crate) fn on_frame(&mut self, w: WorkerId, kind: Kind, p: &[u8]) -> Result<(), String> {
         let bad = |e: msg::MsgError| format!("malformed {kind:?}: {e}");
-        let copies = self.recovering();
+        let copies = self.master_copies();
         if kind == Kind::Failed {
             self.worker_failed = true;
         }
@@ -376,10 +410,24 @@ impl Scheduler {
                     .iter()
                     .position(|r| matches!(r, Req::Arrive { ticket: t, .. } if *t == ticket))
             }
-            _ => s
-                .in_flight
-                .iter()
-                .position(|r| !matches!(r, Req::Evolve { .. } | Req::Arrive { .. })),
+            Kind::Held => {
+                let (round, origin, _) = msg::held(p).map_err(bad)?;
+                let origin = origin as usize;
+                let at = s.in_flight.iter().position(
+                    |q| matches!(q, Req::Hold { round: r, origin: o } if *r == round && *o == origin),
+                );
+                if at.is_none() {
+                    // A replica of a round given up (its origin was lost).
+                    return Ok(());
+                }
+                at
+            }
+            _ => s.in_flight.iter().position(|r| {
+                !matches!(
+                    r,
+                    Req::Evolve { .. } | Req::Arrive { .. } | Req::Hold { .. }
+                )
+            }),
         };
         let req = at
             .and_then(|i| s.in_flight.remove(i))
@@ -447,6 +495,17 @@ impl Scheduler {
                 }
                 self.on_arrived(w, ticket);
             }
+            (Req::Replicate, Kind::Shipped) => {
+                let (n, bytes) = msg::shipped(p).map_err(bad)?;
+                self.on_shipped(w, n, bytes);
+            }
+            (Req::Hold { .. }, Kind::Held) => self.on_held(),
+            (Req::Promote(n), Kind::Promoted) => {
+                let got = msg::count(p).map_err(bad)?;
+                if got != n {
+                    return Err(format!("promoted {got} replicas of {n}"));
+                }
+            }
             (_, k) => return Err(format!("unexpected {k:?} frame")),
         }
         self.retry_idle();
@@ -484,11 +543,17 @@ impl Scheduler {
             self.ns_per_cost = Some(self.ns_per_cost.map_or(t, |o| 0.9 * o + 0.1 * t));
         }
         let mut orphans = Vec::new();
-        let copies = self.recovering();
+        let copies = self.master_copies();
+        let buddies = self.buddies();
         for (parent, children) in e.parents {
             self.location.remove(&parent);
-            self.sent_inputs.remove(&parent);
-            self.copies.remove(&parent);
+            if !buddies {
+                self.sent_inputs.remove(&parent);
+                self.copies.remove(&parent);
+            } else if current {
+                let kids = children.iter().map(|c| c.id).collect();
+                self.buddy.done.insert(parent, (w, kids));
+            }
             for c in &children {
                 if self.location.insert(c.id, w).is_some() {
                     self.collision = Some(c.id);

@@ -22,7 +22,7 @@ pub(crate) mod msg;
 /// First byte of every frame.
 pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub(crate) const VERSION: u8 = 4;
+pub(crate) const VERSION: u8 = 5;
 /// Bytes in a frame header.
 pub(crate) const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (64 MiB).
@@ -66,6 +66,19 @@ kinds! {
     Give = 9,
     /// Worker to worker: states handed over by a `Give`, with its ticket.
     Handoff = 10,
+    /// Master to worker: send a copy of every state held to the worker
+    /// listening at this address, as this replication round's replica
+    /// (`Recovery::Buddy`).
+    Replicate = 11,
+    /// Worker to worker: a replica of every state its sender holds, for a
+    /// replication round.
+    Replica = 12,
+    /// Master to worker, unanswered: the round's replicas are complete;
+    /// keep them and drop older ones.
+    Commit = 13,
+    /// Master to worker: make these replicas live states (their primary's
+    /// worker is lost).
+    Promote = 14,
     /// Worker to master: HMAC of the challenge.
     Auth = 0x81,
     /// Worker to master: the model is loaded.
@@ -89,6 +102,14 @@ kinds! {
     /// Worker to master, unasked, empty: still here (every `Setup`'s
     /// heartbeat interval, whatever else it is doing).
     Heartbeat = 0x8B,
+    /// Worker to master: how many states a `Replicate` sent to the buddy
+    /// (`u32::MAX`: it could not reach the buddy).
+    Shipped = 0x8C,
+    /// Worker to master, unasked: a `Replica` arrived and is held, pending
+    /// the round's `Commit`.
+    Held = 0x8D,
+    /// Worker to master: how many replicas a `Promote` made live.
+    Promoted = 0x8E,
 }
 
 /// Why bytes are not a frame.

@@ -4,18 +4,24 @@
 //!
 //! ```text
 //! Challenge  nonce[32]                      Auth      mac[32]
-//! Setup      seed u64, model bytes, params bytes, copies u8, heartbeat_ms u32
-//! Evolve     step u64, n u32, n × (id u64, input bytes)
+//! Setup      seed u64, model bytes, params bytes, heartbeat_ms u32
+//! Evolve     step u64, copies u8, n u32, n × (id u64, input bytes)
 //! Add        n u32, n × (id u64, state bytes)        (= Removed = Fetched)
 //! Remove     n u32, n × id u64                       (= Drop = Fetch)
-//! Evolved    busy_ns u64, n u32, n × (parent u64, k u32, k × (child u64, output bytes))
-//! Added      n u32                                    (= Dropped = Given)
+//! Evolved    busy_ns u64, n u32, n × (parent u64, k u32, k × (child u64, output bytes
+//!            [, state bytes if the request said copies]))
+//! Added      n u32                               (= Dropped = Given = Promoted)
+//! Shipped    n u32 (u32::MAX: the buddy was not reached), state bytes u64
 //! SetupOk    empty, or peer address bytes (UTF-8 "ip:port" where the worker
 //!            takes `Handoff`s)
 //! Give       ticket u64, peer address bytes, n u32, n × id u64
 //! Handoff    ticket u64, then `Add`'s layout         Arrived   ticket u64, n u32
 //! Failed     message bytes (UTF-8)                    Shutdown: empty
 //! Heartbeat  empty (worker to master, unasked)
+//! Replicate  round u64, origin u32, buddy's peer address bytes
+//! Replica    round u64, origin u32, total u32, then `Add`'s layout
+//! Held       round u64, origin u32, n u32 (worker to master, unasked)
+//! Commit     round u64                                Promote: `Remove`'s layout
 //! ```
 //!
 //! `Removed` has exactly `Add`'s layout so that the master forwards a stolen
@@ -131,8 +137,6 @@ pub(crate) struct Setup<'a> {
     pub seed: u64,
     pub model: &'a str,
     pub params: &'a [u8],
-    /// Send each child's state bytes with its output (`Recovery::MasterCopy`).
-    pub copies: bool,
     /// Send a `Heartbeat` this often, in milliseconds (0: never).
     pub heartbeat_ms: u32,
 }
@@ -141,7 +145,6 @@ pub(crate) fn put_setup(out: &mut Vec<u8>, s: &Setup<'_>) {
     put_u64(out, s.seed);
     put_bytes(out, s.model.as_bytes());
     put_bytes(out, s.params);
-    out.push(u8::from(s.copies));
     put_u32(out, s.heartbeat_ms);
 }
 
@@ -150,14 +153,12 @@ pub(crate) fn setup(p: &[u8]) -> Result<Setup<'_>, MsgError> {
     let seed = r.u64()?;
     let model = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
     let params = r.bytes()?;
-    let copies = r.array::<1>()?[0] != 0;
     let heartbeat_ms = r.u32()?;
     r.end()?;
     Ok(Setup {
         seed,
         model,
         params,
-        copies,
         heartbeat_ms,
     })
 }
@@ -213,13 +214,32 @@ pub(crate) fn ids(p: &[u8]) -> Result<Vec<StateId>, MsgError> {
 /// `(id, bytes)` pairs borrowed from a payload.
 pub(crate) type IdBytes<'a> = Vec<(StateId, &'a [u8])>;
 
-/// `Evolve` payload: the step and `(id, input)` pairs.
-pub(crate) fn evolve(p: &[u8]) -> Result<(u64, IdBytes<'_>), MsgError> {
+/// `Evolve` payload: the step, whether to send each child's state bytes
+/// with its output (`Recovery::MasterCopy`), and `(id, input)` pairs.
+pub(crate) struct EvolveReq<'a> {
+    pub step: u64,
+    pub copies: bool,
+    pub items: IdBytes<'a>,
+}
+
+/// Starts an `Evolve` payload: the caller appends `n` × (id, input).
+pub(crate) fn put_evolve_head(out: &mut Vec<u8>, step: u64, copies: bool, n: usize) {
+    put_u64(out, step);
+    out.push(u8::from(copies));
+    put_count(out, n);
+}
+
+pub(crate) fn evolve(p: &[u8]) -> Result<EvolveReq<'_>, MsgError> {
     let mut r = Reader::new(p);
     let step = r.u64()?;
-    let v = id_bytes_list(&mut r)?;
+    let copies = r.array::<1>()?[0] != 0;
+    let items = id_bytes_list(&mut r)?;
     r.end()?;
-    Ok((step, v))
+    Ok(EvolveReq {
+        step,
+        copies,
+        items,
+    })
 }
 
 /// One child of an evolved parent: its id, its output's bytes, and its
@@ -321,6 +341,82 @@ pub(crate) fn arrived(p: &[u8]) -> Result<(u64, u32), MsgError> {
     Ok((ticket, n))
 }
 
+/// `Replicate` payload: the round, the sender's worker index at the
+/// master, and the buddy's peer address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Replicate<'a> {
+    pub round: u64,
+    pub origin: u32,
+    pub to: &'a str,
+}
+
+pub(crate) fn put_replicate(out: &mut Vec<u8>, r: &Replicate<'_>) {
+    put_u64(out, r.round);
+    put_u32(out, r.origin);
+    put_bytes(out, r.to.as_bytes());
+}
+
+pub(crate) fn replicate(p: &[u8]) -> Result<Replicate<'_>, MsgError> {
+    let mut r = Reader::new(p);
+    let round = r.u64()?;
+    let origin = r.u32()?;
+    let to = std::str::from_utf8(r.bytes()?).map_err(|_| MsgError::Utf8)?;
+    r.end()?;
+    Ok(Replicate { round, origin, to })
+}
+
+/// `Replica` payload: the round, the origin, the number of states in the
+/// whole replica (it may span several frames), then this frame's states.
+pub(crate) struct Replica<'a> {
+    pub round: u64,
+    pub origin: u32,
+    pub total: u32,
+    pub states: IdBytes<'a>,
+}
+
+pub(crate) fn replica(p: &[u8]) -> Result<Replica<'_>, MsgError> {
+    let mut r = Reader::new(p);
+    let round = r.u64()?;
+    let origin = r.u32()?;
+    let total = r.u32()?;
+    let states = id_bytes_list(&mut r)?;
+    r.end()?;
+    Ok(Replica {
+        round,
+        origin,
+        total,
+        states,
+    })
+}
+
+/// `Held` payload: the round, the origin, and how many replicas arrived.
+pub(crate) fn held(p: &[u8]) -> Result<(u64, u32, u32), MsgError> {
+    let mut r = Reader::new(p);
+    let round = r.u64()?;
+    let origin = r.u32()?;
+    let n = r.u32()?;
+    r.end()?;
+    Ok((round, origin, n))
+}
+
+/// `Shipped` payload: how many states went to the buddy (`u32::MAX`: it
+/// could not be reached) and their bytes.
+pub(crate) fn shipped(p: &[u8]) -> Result<(u32, u64), MsgError> {
+    let mut r = Reader::new(p);
+    let n = r.u32()?;
+    let bytes = r.u64()?;
+    r.end()?;
+    Ok((n, bytes))
+}
+
+/// `Commit` payload: the round.
+pub(crate) fn commit(p: &[u8]) -> Result<u64, MsgError> {
+    let mut r = Reader::new(p);
+    let round = r.u64()?;
+    r.end()?;
+    Ok(round)
+}
+
 /// `SetupOk` payload: the worker's peer address, if it takes `Handoff`s.
 pub(crate) fn setup_ok(p: &[u8]) -> Result<Option<&str>, MsgError> {
     if p.is_empty() {
@@ -349,4 +445,9 @@ pub(crate) fn decode_with_every_decoder(payload: &[u8]) {
     let _ = handoff(payload);
     let _ = arrived(payload);
     let _ = setup_ok(payload);
+    let _ = replicate(payload);
+    let _ = replica(payload);
+    let _ = held(payload);
+    let _ = shipped(payload);
+    let _ = commit(payload);
 }

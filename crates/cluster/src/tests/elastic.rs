@@ -5,20 +5,32 @@ use std::time::Duration;
 
 use super::{registry, Branchy};
 use crate::auth::Secret;
+use crate::config::Recovery;
 use crate::listen::Listener;
 use crate::{worker, Engine, IdMap, Local, Master, MasterConfig, MasterImpl};
 
 #[test]
 fn workers_joining_mid_run_are_admitted_and_change_nothing() {
+    joiners_change_nothing(Recovery::MasterCopy);
+}
+
+#[test]
+fn joiners_take_part_in_buddy_replication_and_change_nothing() {
+    // One worker alone has no buddy; the joiners make a ring of three.
+    joiners_change_nothing(Recovery::Buddy);
+}
+
+fn joiners_change_nothing(recovery: Recovery) {
     let secret = Secret::random();
     let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
     let addr = l.local_addr().unwrap();
     let _ = worker::spawn_thread(addr, secret.clone(), registry());
     let joined = l.accept(1, Duration::from_secs(30)).unwrap();
-    let cfg = MasterConfig {
+    let mut cfg = MasterConfig {
         seed: 3,
         ..MasterConfig::default()
     };
+    cfg.sched.recovery = recovery;
     let model = Branchy { max: 2 };
     let mut m = Master::new(&model, joined, cfg).unwrap();
     m.admit_from(l);

@@ -15,8 +15,7 @@ fn sample_frames() -> Vec<Vec<u8>> {
     let mut v = Vec::new();
     let mut f = Vec::new();
     let st = protocol::begin(&mut f, Kind::Evolve);
-    msg::put_u64(&mut f, 3);
-    msg::put_u32(&mut f, 2);
+    msg::put_evolve_head(&mut f, 3, true, 2);
     for (id, input) in [(1u64, &b"ab"[..]), (2, b"")] {
         msg::put_u64(&mut f, id);
         msg::put_bytes(&mut f, input);
@@ -48,7 +47,6 @@ fn sample_frames() -> Vec<Vec<u8>> {
             seed: 1,
             model: "sleep",
             params: &[],
-            copies: true,
             heartbeat_ms: 1000,
         },
     );
@@ -74,6 +72,34 @@ fn sample_frames() -> Vec<Vec<u8>> {
     let st = protocol::begin(&mut f, Kind::Arrived);
     msg::put_u64(&mut f, 9);
     msg::put_u32(&mut f, 1);
+    protocol::finish(&mut f, st);
+    v.push(f);
+    let mut f = Vec::new();
+    let st = protocol::begin(&mut f, Kind::Replicate);
+    msg::put_replicate(
+        &mut f,
+        &msg::Replicate {
+            round: 4,
+            origin: 1,
+            to: "127.0.0.1:1",
+        },
+    );
+    protocol::finish(&mut f, st);
+    v.push(f);
+    let mut f = Vec::new();
+    let st = protocol::begin(&mut f, Kind::Replica);
+    msg::put_u64(&mut f, 4);
+    msg::put_u32(&mut f, 1);
+    msg::put_u32(&mut f, 2);
+    msg::put_states(&mut f, [(StateId(7), &b"state"[..])].into_iter());
+    protocol::finish(&mut f, st);
+    v.push(f);
+    let mut f = Vec::new();
+    protocol::encode(&mut f, Kind::Commit, &4u64.to_le_bytes());
+    v.push(f);
+    let mut f = Vec::new();
+    let st = protocol::begin(&mut f, Kind::Promote);
+    msg::put_ids(&mut f, &[StateId(7)]);
     protocol::finish(&mut f, st);
     v.push(f);
     v
@@ -178,9 +204,10 @@ proptest! {
         }
         let mut e = Vec::new();
         msg::put_u64(&mut e, step);
+        e.push(u8::from(step % 2 == 0));
         e.extend_from_slice(&p);
-        let (s, got) = msg::evolve(&e).unwrap();
-        prop_assert_eq!((s, got.len()), (step, items.len()));
+        let got = msg::evolve(&e).unwrap();
+        prop_assert_eq!((got.step, got.copies, got.items.len()), (step, step % 2 == 0, items.len()));
         let ids: Vec<StateId> = items.iter().map(|x| StateId(x.0)).collect();
         let mut q = Vec::new();
         msg::put_ids(&mut q, &ids);
@@ -211,10 +238,31 @@ proptest! {
     }
 
     #[test]
+    fn replication_payloads_round_trip(round in any::<u64>(), origin in any::<u32>(), to in "[0-9.:a-z]{0,30}",
+                                       items in prop::collection::vec((any::<u64>(), prop::collection::vec(any::<u8>(), 0..20)), 0..10)) {
+        let mut p = Vec::new();
+        msg::put_replicate(&mut p, &msg::Replicate { round, origin, to: &to });
+        prop_assert_eq!(msg::replicate(&p).unwrap(), msg::Replicate { round, origin, to: &to });
+        let mut r = Vec::new();
+        msg::put_u64(&mut r, round);
+        msg::put_u32(&mut r, origin);
+        msg::put_u32(&mut r, items.len() as u32);
+        msg::put_states(&mut r, items.iter().map(|(i, b)| (StateId(*i), b.as_slice())));
+        let got = msg::replica(&r).unwrap();
+        prop_assert_eq!((got.round, got.origin, got.total as usize), (round, origin, items.len()));
+        for ((gi, gb), (i, b)) in got.states.iter().zip(&items) {
+            prop_assert_eq!((gi.0, *gb), (*i, b.as_slice()));
+        }
+        prop_assert_eq!(msg::held(&r[..16]).unwrap(), (round, origin, items.len() as u32));
+        prop_assert_eq!(msg::commit(&round.to_le_bytes()).unwrap(), round);
+    }
+
+    #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         decode_everything(&bytes);
         // Also behind a valid header, so the payload decoders see them.
-        for kind in [Kind::Evolve, Kind::Evolved, Kind::Add, Kind::Setup, Kind::Remove, Kind::Give] {
+        for kind in [Kind::Evolve, Kind::Evolved, Kind::Add, Kind::Setup, Kind::Remove, Kind::Give,
+                     Kind::Replicate, Kind::Commit, Kind::Promote] {
             let mut f = Vec::new();
             protocol::encode(&mut f, kind, &bytes);
             decode_everything(&f);

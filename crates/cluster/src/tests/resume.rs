@@ -7,6 +7,7 @@ use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Secret;
+use crate::config::Recovery;
 use crate::listen::{Joined, Listener};
 use crate::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
 use crate::{worker, Error, Master, MasterConfig, Registry, Rng, Snapshot};
@@ -59,15 +60,28 @@ fn a_run_resumed_from_a_snapshot_ends_as_if_it_never_stopped() {
         islands: 3,
         seed: 5,
     };
-    let master_cfg = || MasterConfig {
-        seed: 5,
-        ..MasterConfig::default()
+    let master_cfg = |recovery| {
+        let mut c = MasterConfig {
+            seed: 5,
+            ..MasterConfig::default()
+        };
+        c.sched.recovery = recovery;
+        c
     };
-    let mut whole = Master::new(&model, workers(2), master_cfg()).unwrap();
+    let mut whole = Master::new(&model, workers(2), master_cfg(Recovery::MasterCopy)).unwrap();
     let want = pf::run(&mut whole, &walk, cfg, |_| {}).unwrap();
 
-    for stop_at in [1, 9, 23] {
-        let mut first = Master::new(&model, workers(2), master_cfg()).unwrap();
+    // The snapshot is the master's copies, or fetched from the workers
+    // (buddy replicas), or decided by state size.
+    for (stop_at, recovery) in [
+        (1, Recovery::MasterCopy),
+        (9, Recovery::MasterCopy),
+        (23, Recovery::MasterCopy),
+        (1, Recovery::Buddy),
+        (9, Recovery::Buddy),
+        (9, Recovery::Auto),
+    ] {
+        let mut first = Master::new(&model, workers(2), master_cfg(recovery)).unwrap();
         let mut saved: Option<(Snapshot, PfState)> = None;
         let err = pf::run_from(&mut first, &walk, cfg, None, |m, st| {
             if st.t == stop_at {
@@ -82,9 +96,9 @@ fn a_run_resumed_from_a_snapshot_ends_as_if_it_never_stopped() {
         let (snap, st) = saved.unwrap();
         // Through bytes, as a file would carry it.
         let snap: Snapshot = postcard::from_bytes(&postcard::to_allocvec(&snap).unwrap()).unwrap();
-        let mut second = Master::resume(&model, workers(3), master_cfg(), snap).unwrap();
+        let mut second = Master::resume(&model, workers(3), master_cfg(recovery), snap).unwrap();
         let got = pf::run_from(&mut second, &walk, cfg, Some(st), |_, _| Ok(())).unwrap();
-        assert_eq!(got, want, "resumed after step {stop_at}");
+        assert_eq!(got, want, "resumed after step {stop_at} ({recovery:?})");
     }
 }
 
@@ -94,7 +108,7 @@ fn a_snapshot_needs_copies_and_the_same_seed() {
     let model = Bootstrap(walk);
     let mut cfg = MasterConfig::default();
     cfg.sched.recovery = crate::config::Recovery::Off;
-    let m = Master::new(&model, workers(1), cfg).unwrap();
+    let mut m = Master::new(&model, workers(1), cfg).unwrap();
     assert!(matches!(m.snapshot(), Err(Error::Config(_))));
     let snap = Snapshot {
         seed: 1,

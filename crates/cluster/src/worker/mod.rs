@@ -17,6 +17,7 @@
 
 mod conn;
 mod peer;
+mod replica;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -32,6 +33,7 @@ use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
 use crate::registry::{ByteEvolve, Registry};
 use crate::wire;
 use conn::{fail, lock, Conn, Store};
+use replica::ReplicaStore;
 
 /// What the loop does after a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,12 +49,12 @@ pub(crate) struct WorkerCore {
     registry: Registry,
     model: Option<Box<dyn ByteEvolve>>,
     seed: u64,
-    /// Send each child's state bytes with its output.
-    copies: bool,
     /// How often the master wants a heartbeat (from `Setup`).
     heartbeat: Option<Duration>,
     store: Store,
-    /// Outgoing handoffs; without them a `Give` is answered `Given 0`.
+    /// Replicas held for buddies (`Recovery::Buddy`).
+    replicas: ReplicaStore,
+    /// Outgoing handoffs and replicas; without them a `Give` is answered `Given 0`.
     peers: Option<peer::Peers>,
     /// Where this worker takes handoffs, reported in `SetupOk`.
     peer_addr: Option<SocketAddr>,
@@ -65,9 +67,9 @@ impl WorkerCore {
             registry,
             model: None,
             seed: 0,
-            copies: false,
             heartbeat: None,
             store: Store::default(),
+            replicas: ReplicaStore::default(),
             peers: None,
             peer_addr: None,
         }
@@ -87,7 +89,7 @@ impl WorkerCore {
     ) -> Result<Next, String> {
         if kind == Kind::Evolve {
             let model = self.model.as_deref().ok_or("Evolve before Setup")?;
-            evolve_batch(model, (self.seed, self.copies), &self.store, p, out)?;
+            evolve_batch(model, self.seed, &self.store, p, out)?;
             return Ok(Next::Continue);
         }
         self.control(kind, p, out)
@@ -101,10 +103,10 @@ impl WorkerCore {
                 let s = msg::setup(p).map_err(bad)?;
                 self.model = Some(self.registry.build(s.model, s.params)?);
                 self.seed = s.seed;
-                self.copies = s.copies;
                 self.heartbeat =
                     (s.heartbeat_ms > 0).then(|| Duration::from_millis(s.heartbeat_ms.into()));
                 lock(&self.store).clear();
+                lock(&self.replicas).clear();
                 let st = protocol::begin(out, Kind::SetupOk);
                 if let Some(a) = self.peer_addr {
                     msg::put_bytes(out, a.to_string().as_bytes());
@@ -155,6 +157,37 @@ impl WorkerCore {
                 };
                 protocol::encode(out, Kind::Given, &n.to_le_bytes());
             }
+            Kind::Replicate => {
+                let r = msg::replicate(p).map_err(bad)?;
+                let copy: Vec<(StateId, Vec<u8>)> = lock(&self.store)
+                    .iter()
+                    .map(|(id, b)| (*id, b.clone()))
+                    .collect();
+                let n = match self.peers.as_mut() {
+                    Some(peers) => match peers.send_replica(r.to, r.round, r.origin, &copy) {
+                        Ok(()) => copy.len() as u32,
+                        Err(e) => {
+                            tracing::warn!(to = r.to, "could not replicate to the buddy: {e}");
+                            u32::MAX
+                        }
+                    },
+                    None => u32::MAX,
+                };
+                let bytes: usize = copy.iter().map(|s| s.1.len()).sum();
+                let st = protocol::begin(out, Kind::Shipped);
+                msg::put_u32(out, n);
+                msg::put_u64(out, bytes as u64);
+                protocol::finish(out, st);
+            }
+            Kind::Commit => {
+                let round = msg::commit(p).map_err(bad)?;
+                lock(&self.replicas).commit(round);
+            }
+            Kind::Promote => {
+                let ids = msg::ids(p).map_err(bad)?;
+                let n = lock(&self.replicas).promote(&ids, &self.store)?;
+                protocol::encode(out, Kind::Promoted, &n.to_le_bytes());
+            }
             Kind::Drop => {
                 let ids = msg::ids(p).map_err(bad)?;
                 let mut held = lock(&self.store);
@@ -189,12 +222,16 @@ impl WorkerCore {
 /// A malformed payload, an unknown state, or an evolve that failed or panicked.
 pub(crate) fn evolve_batch(
     model: &dyn ByteEvolve,
-    (seed, copies): (u64, bool),
+    seed: u64,
     store: &Mutex<HashMap<StateId, Vec<u8>>>,
     p: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let (step, items) = msg::evolve(p).map_err(|e| format!("malformed Evolve request: {e}"))?;
+    let msg::EvolveReq {
+        step,
+        copies,
+        items,
+    } = msg::evolve(p).map_err(|e| format!("malformed Evolve request: {e}"))?;
     let t0 = Instant::now();
     let start = protocol::begin(out, Kind::Evolved);
     let busy_at = out.len();
@@ -457,8 +494,8 @@ pub fn run(
 }
 
 enum Job {
-    /// The model, the run's seed, and whether to send copies.
-    Model(Box<dyn ByteEvolve>, (u64, bool)),
+    /// The model and the run's seed.
+    Model(Box<dyn ByteEvolve>, u64),
     Evolve(Vec<u8>),
 }
 
@@ -471,8 +508,9 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
     let _listener = match secret {
         Some(secret) => {
             let ip = s.local_addr()?.ip();
-            let l = peer::Listener::start(ip, secret.clone(), core.store.clone(), conn.clone())
-                .map_err(|e| {
+            let stores = (core.store.clone(), core.replicas.clone());
+            let l =
+                peer::Listener::start(ip, secret.clone(), stores, conn.clone()).map_err(|e| {
                     Error::Io(std::io::Error::new(
                         e.kind(),
                         format!("binding the peer listener: {e}"),
@@ -528,7 +566,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
         match core.control(kind, &buf, &mut out) {
             Ok(Next::Continue) => {
                 if let Some(m) = core.model.take() {
-                    let _ = tx.send(Job::Model(m, (core.seed, core.copies)));
+                    let _ = tx.send(Job::Model(m, core.seed));
                 }
                 if let (None, Some(every)) = (&heartbeat, core.heartbeat) {
                     heartbeat = Some(conn::Heartbeat::start(conn.clone(), every)?);
@@ -555,7 +593,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
 
 /// The compute thread: evolves batches in the order they came.
 fn compute(rx: &mpsc::Receiver<Job>, store: &Mutex<HashMap<StateId, Vec<u8>>>, conn: &Conn) {
-    let mut model: Option<(Box<dyn ByteEvolve>, (u64, bool))> = None;
+    let mut model: Option<(Box<dyn ByteEvolve>, u64)> = None;
     let mut out = Vec::with_capacity(64 << 10);
     for job in rx {
         match job {

@@ -10,6 +10,9 @@
 //! the master `Arrived { ticket, n }` on its own connection; only then does
 //! the master ask it to evolve them, because the two frames travel on
 //! different connections and could otherwise overtake each other.
+//!
+//! The same connections carry `Replica` frames (`Recovery::Buddy`, see
+//! `replica.rs`): the buddy keeps them and tells the master `Held`.
 
 use std::collections::HashMap;
 use std::io::{self, Write as _};
@@ -19,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::conn::{lock, Conn, Store};
+use super::replica::ReplicaStore;
 use crate::auth::Secret;
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
@@ -26,6 +30,10 @@ use crate::wire;
 
 /// How long a victim waits to connect to and authenticate with a thief.
 const PEER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The most state bytes one `Replica` frame carries (a quarter of the
+/// default frame limit; a larger replica takes several frames).
+const REPLICA_FRAME_BYTES: usize = (DEFAULT_MAX_FRAME as usize) / 4;
 
 /// A victim's connections to thieves, by address.
 pub(crate) struct Peers {
@@ -57,6 +65,49 @@ impl Peers {
         msg::put_u64(&mut f, ticket);
         msg::put_states(&mut f, states.iter().map(|(id, b)| (*id, b.as_slice())));
         protocol::finish(&mut f, st);
+        self.send_frames(to, &f)
+    }
+
+    /// Sends a copy of `states` to the worker listening at `to` as the
+    /// replica of `origin` for `round`, in as many `Replica` frames as
+    /// their size needs (one when there are none).
+    ///
+    /// # Errors
+    /// If no connection can be made or written to.
+    pub(crate) fn send_replica(
+        &mut self,
+        to: &str,
+        round: u64,
+        origin: u32,
+        states: &[(StateId, Vec<u8>)],
+    ) -> io::Result<()> {
+        let total = u32::try_from(states.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "over 2^32 states"))?;
+        let mut rest = states;
+        loop {
+            let (mut k, mut bytes) = (0, 0);
+            while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= REPLICA_FRAME_BYTES) {
+                bytes += rest[k].1.len();
+                k += 1;
+            }
+            let (now, later) = rest.split_at(k);
+            let mut f = Vec::with_capacity(bytes + 12 * k + 32);
+            let st = protocol::begin(&mut f, Kind::Replica);
+            msg::put_u64(&mut f, round);
+            msg::put_u32(&mut f, origin);
+            msg::put_u32(&mut f, total);
+            msg::put_states(&mut f, now.iter().map(|(id, b)| (*id, b.as_slice())));
+            protocol::finish(&mut f, st);
+            self.send_frames(to, &f)?;
+            rest = later;
+            if rest.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Writes whole frames to the worker listening at `to`.
+    fn send_frames(&mut self, to: &str, f: &[u8]) -> io::Result<()> {
         // A cached connection may have died with its worker: retry once.
         for attempt in 0..2 {
             if !self.conns.contains_key(to) {
@@ -64,7 +115,7 @@ impl Peers {
                 self.conns.insert(to.to_string(), c);
             }
             let c = self.conns.get_mut(to).expect("just inserted");
-            match c.write_all(&f) {
+            match c.write_all(f) {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     self.conns.remove(to);
@@ -106,7 +157,12 @@ impl Listener {
     ///
     /// # Errors
     /// If the address cannot be bound.
-    pub(crate) fn start(ip: IpAddr, secret: Secret, store: Store, conn: Conn) -> io::Result<Self> {
+    pub(crate) fn start(
+        ip: IpAddr,
+        secret: Secret,
+        stores: (Store, ReplicaStore),
+        conn: Conn,
+    ) -> io::Result<Self> {
         let l = crate::listen::bind_deep(SocketAddr::new(ip, 0))?;
         let addr = l.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -119,11 +175,11 @@ impl Listener {
                         return;
                     }
                     let Ok(s) = s else { continue };
-                    let (secret, store, conn) = (secret.clone(), store.clone(), conn.clone());
+                    let (secret, stores, conn) = (secret.clone(), stores.clone(), conn.clone());
                     let _ = std::thread::Builder::new()
                         .name("statepipe-peer".into())
                         .spawn(move || {
-                            if let Err(e) = take_handoffs(s, &secret, &store, &conn) {
+                            if let Err(e) = take_handoffs(s, &secret, &stores, &conn) {
                                 tracing::warn!("peer connection closed: {e}");
                             }
                         });
@@ -146,9 +202,14 @@ impl Drop for Listener {
     }
 }
 
-/// Authenticates a peer, then stores every `Handoff` it sends and reports
-/// it to the master.
-fn take_handoffs(mut s: TcpStream, secret: &Secret, store: &Store, conn: &Conn) -> io::Result<()> {
+/// Authenticates a peer, then stores every `Handoff` and `Replica` it
+/// sends and reports them to the master.
+fn take_handoffs(
+    mut s: TcpStream,
+    secret: &Secret,
+    (store, replicas): &(Store, ReplicaStore),
+    conn: &Conn,
+) -> io::Result<()> {
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(PEER_TIMEOUT))?;
     let nonce: [u8; 32] = rand::random();
@@ -164,15 +225,29 @@ fn take_handoffs(mut s: TcpStream, secret: &Secret, store: &Store, conn: &Conn) 
     }
     s.set_read_timeout(None)?;
     let mut out = Vec::new();
+    let bad = |e: msg::MsgError| io::Error::new(io::ErrorKind::InvalidData, e);
     while let Some(kind) = wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME)? {
+        if kind == Kind::Replica {
+            let r = msg::replica(&buf).map_err(bad)?;
+            let states = r.states.into_iter().map(|(id, b)| (id, b.to_vec()));
+            if lock(replicas).receive(r.round, r.origin, r.total, states) {
+                out.clear();
+                let st = protocol::begin(&mut out, Kind::Held);
+                msg::put_u64(&mut out, r.round);
+                msg::put_u32(&mut out, r.origin);
+                msg::put_u32(&mut out, r.total);
+                protocol::finish(&mut out, st);
+                conn.send(&out)?;
+            }
+            continue;
+        }
         if kind != Kind::Handoff {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a peer sent {kind:?}"),
             ));
         }
-        let (ticket, states) =
-            msg::handoff(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let (ticket, states) = msg::handoff(&buf).map_err(bad)?;
         let n = states.len() as u32;
         {
             let mut held = lock(store);

@@ -80,7 +80,28 @@ pub enum Recovery {
     /// reports a failed evolve (a panic in the model) is not recovered:
     /// the same call would fail again.
     MasterCopy,
+    /// Each worker keeps a replica of another's states (its buddy: the
+    /// next live worker in order). After every operation that changed the
+    /// states, each worker sends a copy of all it holds straight to its
+    /// buddy, and the master commits the round once every replica is held:
+    /// state bytes never load the master, at the cost of one extra round
+    /// trip and every state crossing the network once per step. A lost
+    /// worker's states are made live from their replicas where those are
+    /// held, and the operation's work on them runs again there (with the
+    /// same bits, as with `MasterCopy`). Not recovered: the loss of a
+    /// worker together with its buddy before the next round commits.
+    /// Moves keep a state off its replica's worker; stolen states travel
+    /// through the master.
+    Buddy,
+    /// `Buddy` when the states are large, `MasterCopy` otherwise: decided
+    /// at the first reset (or restore) from the mean encoded state size
+    /// against [`AUTO_BUDDY_BYTES`], and said in one log line.
+    Auto,
 }
+
+/// Mean encoded state size from which [`Recovery::Auto`] picks
+/// [`Recovery::Buddy`].
+pub const AUTO_BUDDY_BYTES: usize = 64 << 10;
 
 impl Default for SchedConfig {
     fn default() -> Self {

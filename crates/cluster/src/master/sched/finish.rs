@@ -18,6 +18,16 @@ impl Scheduler {
             self.recover(w, reason);
             return;
         }
+        self.give_up(w, reason);
+    }
+
+    /// Marks `w` dead without recovering: its states are lost, and the
+    /// operation will fail with [`Error::WorkerLost`].
+    pub(super) fn give_up(&mut self, w: WorkerId, reason: &str) {
+        for s in &mut self.slots {
+            s.in_flight
+                .retain(|r| !matches!(r, Req::Hold { origin, .. } if *origin == w));
+        }
         tracing::warn!(worker = w, addr = %self.slots[w].addr, "dropping worker: {reason}");
         let s = &mut self.slots[w];
         s.alive = false;

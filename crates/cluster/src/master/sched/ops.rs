@@ -29,6 +29,8 @@ impl Scheduler {
         self.slots
             .extend(addrs.iter().map(|&a| super::Slot::new(a, now)));
         self.setup_from(first, model, params);
+        // The buddy ring changes.
+        self.buddy.changed();
         Ok(())
     }
 
@@ -43,7 +45,6 @@ impl Scheduler {
                     seed: self.seed,
                     model,
                     params,
-                    copies: self.recovering(),
                     heartbeat_ms: self.cfg.deadlines.heartbeat_ms(),
                 },
             );
@@ -68,6 +69,8 @@ impl Scheduler {
         }
         self.epoch += 1;
         self.copies.clear();
+        self.decide_recovery(&states);
+        self.buddy.changed();
         let live: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&w| self.slots[w].alive)
             .collect();
@@ -116,6 +119,9 @@ impl Scheduler {
         self.transfers.clear();
         self.location.clear();
         self.copies.clear();
+        let bytes: Vec<&Vec<u8>> = states.iter().map(|s| &s.1).collect();
+        self.decide_recovery(&bytes);
+        self.buddy.changed();
         self.step = step;
         self.epoch = epoch;
         let live: Vec<WorkerId> = (0..self.slots.len())
@@ -150,20 +156,55 @@ impl Scheduler {
 
     /// The run's seed and counters and every live state's bytes
     /// (recovery's copies): what `begin_restore` takes up again. `None`
-    /// without copies.
+    /// without the master's copies.
     pub(crate) fn snapshot(&self) -> Option<Snapshot> {
-        if !self.recovering() {
+        if !self.master_copies() {
             return None;
         }
-        let mut states: Vec<(StateId, Vec<u8>)> =
-            self.copies.iter().map(|(id, b)| (*id, b.clone())).collect();
+        Some(self.snapshot_of(self.copies.iter().map(|(id, b)| (*id, b.clone())).collect()))
+    }
+
+    /// A snapshot of this run holding `states`.
+    pub(crate) fn snapshot_of(&self, mut states: Vec<(StateId, Vec<u8>)>) -> Snapshot {
         states.sort_unstable_by_key(|s| s.0);
-        Some(Snapshot {
+        Snapshot {
             seed: self.seed,
             step: self.step,
             epoch: self.epoch,
             states,
-        })
+        }
+    }
+
+    /// Every live state's id, in order.
+    pub(crate) fn live_ids(&self) -> Vec<StateId> {
+        let mut ids: Vec<StateId> = self.location.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Decides [`Recovery::Auto`](super::Recovery::Auto) from the states
+    /// about to be placed, once.
+    fn decide_recovery<B: AsRef<[u8]>>(&mut self, states: &[B]) {
+        if self.cfg.recovery != super::Recovery::Auto || states.is_empty() {
+            return;
+        }
+        let mean = states.iter().map(|s| s.as_ref().len()).sum::<usize>() / states.len();
+        self.cfg.recovery = if mean >= super::config::AUTO_BUDDY_BYTES {
+            super::Recovery::Buddy
+        } else {
+            super::Recovery::MasterCopy
+        };
+        tracing::info!(
+            mean_state_bytes = mean,
+            threshold = super::config::AUTO_BUDDY_BYTES,
+            "recovery: {:?} (states replicated to {})",
+            self.cfg.recovery,
+            if self.cfg.recovery == super::Recovery::Buddy {
+                "a buddy worker each"
+            } else {
+                "the master"
+            }
+        );
     }
 
     pub(super) fn send_ids(&mut self, w: WorkerId, kind: Kind, ids: &[StateId], req: Req) {

@@ -109,8 +109,7 @@ impl Scheduler {
             s.evolving += 1;
             let mut f = Vec::new();
             let st = protocol::begin(&mut f, Kind::Evolve);
-            msg::put_u64(&mut f, self.step);
-            msg::put_u32(&mut f, ids.len() as u32);
+            msg::put_evolve_head(&mut f, self.step, self.master_copies(), ids.len());
             let mut cost = 0.0;
             let keep = self.recovering();
             for id in &ids {
@@ -180,7 +179,12 @@ impl Scheduler {
             return false;
         }
         let victim = (0..self.slots.len())
-            .filter(|&v| v != thief && self.slots[v].alive && !self.slots[v].pending.is_empty())
+            .filter(|&v| {
+                v != thief
+                    && self.slots[v].alive
+                    && !self.slots[v].pending.is_empty()
+                    && !self.keeps_replicas_of(thief, v)
+            })
             .max_by(|&a, &b| {
                 let (sa, sb) = (&self.slots[a], &self.slots[b]);
                 sa.pending_cost
@@ -284,6 +288,8 @@ impl Scheduler {
             .map(|&w| self.slots[w].pending_cost)
             .fold(0.0, f64::max);
         let after = load.iter().copied().fold(0.0, f64::max);
+        // A state never moves onto the worker holding its replica.
+        moves.retain(|&(owner, to, _)| !self.keeps_replicas_of(to, owner));
         if moves.is_empty() || after >= before - slack {
             return 0;
         }

@@ -1,6 +1,7 @@
 //! Recovery from a lost worker (`Recovery::MasterCopy`): its states go to
 //! the survivors from the master's copies, and its unfinished evolves run
-//! again there.
+//! again there. (`Recovery::Buddy` is in `buddy.rs`; the helpers here
+//! serve both.)
 //!
 //! What makes this exact: a child's id and every random number of an
 //! evolve derive from (seed, step, parent), never from where it ran, so an
@@ -18,6 +19,8 @@
 //! A lost worker's connection is closed by the driver first, so none of its
 //! later frames is ever read: a partitioned worker that comes back cannot
 //! deliver a result twice.
+
+use std::collections::VecDeque;
 
 use super::{Req, Scheduler, WorkerId};
 use crate::evolve::StateId;
@@ -38,7 +41,8 @@ impl Scheduler {
 
     /// Whether `w`'s loss can be recovered from: recovery is on, the loss
     /// is not a failed request, another worker lives, and every state on
-    /// `w` has a copy.
+    /// `w` has a copy (with `Buddy`: a replica on a live worker, see
+    /// `buddy.rs`).
     pub(super) fn can_recover(&self, w: WorkerId) -> bool {
         self.recovering()
             && !self.worker_failed
@@ -47,22 +51,24 @@ impl Scheduler {
                 .iter()
                 .enumerate()
                 .any(|(v, s)| v != w && s.alive)
-            && self
-                .location
-                .iter()
-                .all(|(id, &at)| at != w || self.copies.contains_key(id))
+            && (self.buddies()
+                || self
+                    .location
+                    .iter()
+                    .all(|(id, &at)| at != w || self.copies.contains_key(id)))
     }
 
     /// Places everything `w` held on the survivors and carries on.
     pub(super) fn recover(&mut self, w: WorkerId, reason: &str) {
-        let s = &mut self.slots[w];
-        s.alive = false;
-        s.pending.clear();
-        s.pending_cost = 0.0;
-        s.evolving = 0;
-        s.incoming = 0;
-        let addr = s.addr;
-        for r in std::mem::take(&mut s.in_flight) {
+        if self.buddies() {
+            match self.buddy_plan(w) {
+                Some(plan) => self.recover_from_replicas(w, reason, plan),
+                None => self.give_up(w, reason),
+            }
+            return;
+        }
+        let (addr, in_flight) = self.retire(w);
+        for r in in_flight {
             match r {
                 // A thief waiting for states `w` was to hand over: they
                 // come from the copies instead.
@@ -79,8 +85,6 @@ impl Scheduler {
                 _ => {}
             }
         }
-        // Planned moves may never land now: nobody waits for them.
-        self.holding = 0;
         let lost = self.held_by(w);
         let live: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&v| self.slots[v].alive)
@@ -92,9 +96,33 @@ impl Scheduler {
             survivors = live.len(),
             "worker lost ({reason}); placing its states on the survivors"
         );
-        let n = lost.len();
+        self.add_from_copies(&lost, &live);
+        self.recovered_at.push(std::time::Instant::now());
+        for v in live {
+            self.refill(v);
+        }
+        self.retry_idle();
+    }
+
+    /// Marks `w` dead and takes the requests it owed.
+    pub(super) fn retire(&mut self, w: WorkerId) -> (std::net::SocketAddr, VecDeque<Req>) {
+        let s = &mut self.slots[w];
+        s.alive = false;
+        s.pending.clear();
+        s.pending_cost = 0.0;
+        s.evolving = 0;
+        s.incoming = 0;
+        let owed = std::mem::take(&mut s.in_flight);
+        // Planned moves may never land now: nobody waits for them.
+        self.holding = 0;
+        (s.addr, owed)
+    }
+
+    /// Places `ids` on `live` (even chunks) from the master's copies.
+    pub(super) fn add_from_copies(&mut self, ids: &[StateId], live: &[WorkerId]) {
+        let n = ids.len();
         for (k, &dest) in live.iter().enumerate() {
-            let chunk = &lost[n * k / live.len()..n * (k + 1) / live.len()];
+            let chunk = &ids[n * k / live.len()..n * (k + 1) / live.len()];
             if chunk.is_empty() {
                 continue;
             }
@@ -106,25 +134,32 @@ impl Scheduler {
             );
             protocol::finish(&mut f, st);
             self.send(dest, f, Req::Add(chunk.len() as u32));
-            let mut again = Vec::new();
-            for &id in chunk {
-                self.location.insert(id, dest);
-                if let Some(x) = self.sent_inputs.remove(&id) {
-                    self.inputs.insert(id, x);
-                    again.push(id);
-                } else if self.evolving && self.inputs.contains_key(&id) {
-                    again.push(id);
-                }
-            }
-            self.slots[dest].stats.recovered_states += chunk.len() as u64;
-            if !again.is_empty() {
-                self.push_pending(dest, again);
+            self.place_again(dest, chunk);
+        }
+    }
+
+    /// Books `ids` as held by `dest`, which has been sent them, and queues
+    /// there those this step still has to evolve.
+    pub(super) fn place_again(&mut self, dest: WorkerId, ids: &[StateId]) {
+        let keep_sent = self.buddies();
+        let mut again = Vec::new();
+        for &id in ids {
+            self.location.insert(id, dest);
+            let sent = if keep_sent {
+                self.sent_inputs.get(&id).cloned()
+            } else {
+                self.sent_inputs.remove(&id)
+            };
+            if let Some(x) = sent {
+                self.inputs.insert(id, x);
+                again.push(id);
+            } else if self.evolving && self.inputs.contains_key(&id) {
+                again.push(id);
             }
         }
-        self.recovered_at.push(std::time::Instant::now());
-        for v in live {
-            self.refill(v);
+        self.slots[dest].stats.recovered_states += ids.len() as u64;
+        if !again.is_empty() {
+            self.push_pending(dest, again);
         }
-        self.retry_idle();
     }
 }

@@ -45,7 +45,7 @@ fn addrs(n: usize) -> Vec<SocketAddr> {
 /// Ids a request names (evolves, moves, adds, drops, fetches).
 fn ids_of(kind: Kind, p: &[u8]) -> Vec<StateId> {
     match kind {
-        Kind::Evolve => msg::evolve(p).map(|e| e.1.iter().map(|x| x.0).collect()),
+        Kind::Evolve => msg::evolve(p).map(|e| e.items.iter().map(|x| x.0).collect()),
         Kind::Add => msg::states(p).map(|s| s.iter().map(|x| x.0).collect()),
         Kind::Remove | Kind::Drop | Kind::Fetch => msg::ids(p),
         _ => Ok(Vec::new()),

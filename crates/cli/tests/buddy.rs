@@ -1,0 +1,126 @@
+//! Recovery from buddy replicas (`Recovery::Buddy`) with real `statepipe
+//! worker` processes killed by SIGKILL: the result is the single-process
+//! engine's, bit for bit, whichever step the kill lands in, and after a
+//! second loss in a later step; losing a worker together with its buddy
+//! is a clear error, never a hang.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use rand::{Rng as _, SeedableRng as _};
+use statepipe_bench::cluster::{Sleep, SleepInput};
+use statepipe_cluster::config::Recovery;
+use statepipe_cluster::{
+    Engine, Error, IdMap, Local, LocalCluster, Master, MasterConfig, StateId, WorkerCommand,
+};
+
+const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
+
+/// Four worker processes under a master replicating to buddies.
+fn cluster(seed: u64) -> (Master<Sleep>, LocalCluster) {
+    let worker = WorkerCommand::new(EXE).arg("worker");
+    let c = LocalCluster::spawn(&worker, 4, &[]).unwrap();
+    let joined = c.accept(Duration::from_secs(30)).unwrap();
+    let mut cfg = MasterConfig {
+        seed,
+        ..MasterConfig::default()
+    };
+    cfg.sched.recovery = Recovery::Buddy;
+    (Master::new(&Sleep, joined, cfg).unwrap(), c)
+}
+
+/// Each state sleeps `cost_us` and has 0, 1 or 2 children by its place.
+fn inputs(ids: &[StateId], cost_us: u32) -> IdMap<SleepInput> {
+    ids.iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let children = [1, 2, 1, 0][k % 4];
+            (i, SleepInput { cost_us, children })
+        })
+        .collect()
+}
+
+/// Runs `steps` steps on `m` and on a `Local` engine, killing, for each
+/// `(step, victims)` of `kills`, those workers 40 ms into that step;
+/// asserts every step's outputs and the last states are the same. Returns
+/// how many workers the master lost.
+fn run_against_local(
+    m: &mut Master<Sleep>,
+    pids: &[u32],
+    seed: u64,
+    steps: usize,
+    kills: &[(usize, &[usize])],
+) -> Result<usize, Error> {
+    let mut local = Local::new(Sleep, seed);
+    let states: Vec<u64> = (0..24).collect();
+    let mut ids = m.reset_states(states.clone())?;
+    assert_eq!(local.reset_states(states).unwrap(), ids);
+    for step in 0..steps {
+        let inp = inputs(&ids, 20_000);
+        for (_, victims) in kills.iter().filter(|k| k.0 == step) {
+            let pids: Vec<u32> = victims.iter().map(|&v| pids[v]).collect();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(40));
+                for p in pids {
+                    let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+                }
+            });
+        }
+        let got = m.evolve_many(inp.clone())?;
+        let want = local.evolve_many(inp).unwrap();
+        assert_eq!(got, want, "step {step}");
+        ids = got.values().flatten().map(|c| c.0).collect();
+        ids.sort_unstable();
+        if ids.is_empty() {
+            break;
+        }
+    }
+    let held = m.fetch_states(&ids)?;
+    assert_eq!(held, local.fetch_states(&ids).unwrap());
+    Ok(m.stats().lost_workers())
+}
+
+#[test]
+fn a_worker_killed_at_a_random_step_is_recovered_from_its_buddy() {
+    for seed in 0..6u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let kill_at = rng.random_range(0..4);
+        let victim = rng.random_range(0..4);
+        let (mut m, mut c) = cluster(seed);
+        let pids = c.pids();
+        let lost = run_against_local(&mut m, &pids, seed, 4, &[(kill_at, &[victim])])
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(lost, 1, "seed {seed}: the kill landed after the run");
+        drop(m);
+        c.kill_all();
+    }
+}
+
+#[test]
+fn two_of_four_killed_in_different_steps_are_recovered() {
+    // Each loss is followed by a committed round, which replicates the
+    // promoted states again: the second loss finds a copy of everything.
+    let (mut m, mut c) = cluster(7);
+    let pids = c.pids();
+    let lost = run_against_local(&mut m, &pids, 7, 5, &[(1, &[0]), (3, &[2])]).unwrap();
+    assert_eq!(lost, 2);
+    drop(m);
+    c.kill_all();
+}
+
+#[test]
+fn a_worker_and_its_buddy_lost_together_fail_the_step_saying_so() {
+    let (mut m, mut c) = cluster(8);
+    let pids = c.pids();
+    let t0 = Instant::now();
+    // Worker 2 holds the replicas of worker 1's states.
+    let err = run_against_local(&mut m, &pids, 8, 4, &[(1, &[1, 2])]).unwrap_err();
+    let Error::WorkerLost(l) = &err else {
+        panic!("expected a lost worker, got {err}")
+    };
+    assert!(!l.lost.is_empty() || !l.unfinished.is_empty(), "{l:?}");
+    eprintln!("failed after {:?}: {err}", t0.elapsed());
+    drop(m);
+    c.kill_all();
+}

@@ -1,0 +1,324 @@
+//! Recovery from replicas held by buddy workers (`Recovery::Buddy`).
+//!
+//! Rounds: after an operation that changed the states (reset, restore,
+//! evolve, admitting workers), [`Scheduler::begin_replicate`] asks every
+//! live worker to send a copy of all it holds to its buddy, the next live
+//! worker in index order (`Replicate`, answered `Shipped`); each buddy
+//! tells the master when the whole replica is there (`Held`). When every
+//! `Shipped` and `Held` has come and nobody was lost meanwhile, the master
+//! sends `Commit` to all: from then on the replicas of that round are what
+//! a loss is recovered from, and the books say where each state's replica
+//! is (`replica_at`). A round that a loss interrupts is void; the previous
+//! committed round still serves, and a new round starts once the
+//! operation's work is whole again.
+//!
+//! A lost worker `w`, during an operation or its round:
+//! - every state the books place on `w` that was there at the last commit
+//!   (or came to `w` since by a move) is promoted from its replica on
+//!   another worker (`Promote`) and, if this step evolves it and it has
+//!   not been evolved, evolved there;
+//! - every parent `w` evolved in this operation is promoted from its
+//!   replica the same way and evolved again (its children died with `w`;
+//!   being derived from (seed, step, parent) they come back with the same
+//!   ids, states and outputs, which replace the ones received);
+//! - states placed from the master's bytes in this operation (reset,
+//!   restore) are placed again from those bytes.
+//!
+//! Not recovered (the operation fails with `WorkerLost`): a state whose
+//! replica was on `w` itself or on a worker lost before, which is the loss
+//! of a worker and its buddy within one round, or a second loss of a
+//! worker that holds states promoted since the last commit. Moves never put
+//! a state on the worker holding its replica, so one loss always leaves
+//! one copy.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::{Req, Scheduler, WorkerId};
+use crate::evolve::StateId;
+use crate::protocol::{self, msg, Kind};
+
+/// The master's books for `Recovery::Buddy`.
+#[derive(Default)]
+pub(super) struct Books {
+    /// States changed since the last committed round.
+    dirty: bool,
+    /// Rounds started so far (ids count from 1).
+    rounds: u64,
+    round: Option<Round>,
+    /// Where the committed replica of each state is.
+    replica_at: HashMap<StateId, WorkerId>,
+    /// Each worker's buddy in the last round started.
+    buddy_of: HashMap<WorkerId, WorkerId>,
+    /// The parents evolved in this operation: where, and their children.
+    pub(super) done: HashMap<StateId, (WorkerId, Vec<StateId>)>,
+    /// Said once: no round can run (one worker, or no peer listeners).
+    warned: bool,
+    /// Rounds in a row that failed because a worker could not reach its
+    /// buddy (not because of a loss).
+    unreached: u32,
+}
+
+/// Rounds in a row that may fail to reach a buddy before the master stops
+/// trying until the next operation.
+const MAX_UNREACHED: u32 = 3;
+
+/// A replication round in flight.
+struct Round {
+    id: u64,
+    /// `Shipped` and `Held` answers still to come.
+    waiting: usize,
+    /// A loss or a failed shipment: it cannot commit.
+    void: bool,
+}
+
+impl Books {
+    /// The states changed: the next [`Scheduler::begin_replicate`] starts a round.
+    pub(super) fn changed(&mut self) {
+        self.dirty = true;
+    }
+}
+
+/// What recovering a lost worker takes.
+#[derive(Default)]
+pub(super) struct Plan {
+    /// Replicas to make live, per worker holding them.
+    promote: BTreeMap<WorkerId, Vec<StateId>>,
+    /// States to place again from the master's bytes.
+    readd: Vec<StateId>,
+    /// Parents whose evolve on the lost worker runs again.
+    redo: Vec<StateId>,
+    /// Their children, lost with it.
+    orphans: Vec<StateId>,
+}
+
+impl Scheduler {
+    /// Whether `w` holds the replicas of `v`'s states (so none of them may
+    /// move to `w`).
+    pub(super) fn keeps_replicas_of(&self, w: WorkerId, v: WorkerId) -> bool {
+        self.buddies() && self.buddy.buddy_of.get(&v) == Some(&w)
+    }
+
+    /// Ends the round in flight (committing it if it completed) and, if the
+    /// states changed since the last commit, starts a new one. Returns
+    /// whether frames went out: the driver runs again, then this is called
+    /// again, until it returns `false`.
+    pub(crate) fn begin_replicate(&mut self) -> bool {
+        if !self.buddies() {
+            return false;
+        }
+        if let Some(r) = self.buddy.round.take() {
+            if !r.void && r.waiting == 0 && self.failed_at.is_none() {
+                self.commit(r.id);
+            }
+        }
+        if !self.buddy.dirty || self.failed_at.is_some() {
+            return false;
+        }
+        if self.buddy.unreached >= MAX_UNREACHED {
+            tracing::warn!(
+                "replication failed {} times in a row (a worker cannot reach its buddy's \
+                 peer address); the states of this step have no replica: a loss before the \
+                 next committed round fails the run",
+                self.buddy.unreached
+            );
+            self.buddy.unreached = 0;
+            self.buddy.dirty = false;
+            return false;
+        }
+        self.buddy.dirty = false;
+        let live: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&w| self.slots[w].alive)
+            .collect();
+        let peers: Option<Vec<String>> = live.iter().map(|&w| self.slots[w].peer.clone()).collect();
+        let peers = match peers {
+            Some(p) if live.len() >= 2 => p,
+            _ => {
+                if !self.buddy.warned {
+                    self.buddy.warned = true;
+                    tracing::warn!(
+                        workers = live.len(),
+                        "no buddy to replicate to (one worker, or workers without a peer \
+                         listener): a lost worker's states cannot be recovered"
+                    );
+                }
+                self.buddy.replica_at.clear();
+                self.buddy.buddy_of.clear();
+                return false;
+            }
+        };
+        self.buddy.rounds += 1;
+        let id = self.buddy.rounds;
+        self.buddy.buddy_of.clear();
+        for (k, &w) in live.iter().enumerate() {
+            let next = (k + 1) % live.len();
+            let b = live[next];
+            self.buddy.buddy_of.insert(w, b);
+            let mut f = Vec::new();
+            let st = protocol::begin(&mut f, Kind::Replicate);
+            msg::put_replicate(
+                &mut f,
+                &msg::Replicate {
+                    round: id,
+                    origin: w as u32,
+                    to: &peers[next],
+                },
+            );
+            protocol::finish(&mut f, st);
+            self.send(w, f, Req::Replicate);
+            self.expect(
+                b,
+                Req::Hold {
+                    round: id,
+                    origin: w,
+                },
+            );
+        }
+        self.buddy.round = Some(Round {
+            id,
+            waiting: 2 * live.len(),
+            void: false,
+        });
+        true
+    }
+
+    fn commit(&mut self, round: u64) {
+        for w in 0..self.slots.len() {
+            if self.slots[w].alive {
+                let mut f = Vec::new();
+                protocol::encode(&mut f, Kind::Commit, &round.to_le_bytes());
+                self.slots[w].stats.bytes_out += f.len() as u64;
+                self.out.push((w, f));
+            }
+        }
+        let buddy_of = &self.buddy.buddy_of;
+        self.buddy.replica_at = self
+            .location
+            .iter()
+            .filter_map(|(id, w)| buddy_of.get(w).map(|b| (*id, *b)))
+            .collect();
+        self.buddy.done.clear();
+        self.buddy.unreached = 0;
+        self.copies.clear();
+        self.sent_inputs.clear();
+    }
+
+    pub(super) fn on_shipped(&mut self, w: WorkerId, n: u32, bytes: u64) {
+        if n != u32::MAX {
+            let st = &mut self.slots[w].stats;
+            st.replicas_sent += 1;
+            st.replica_bytes += bytes;
+        }
+        if let Some(r) = self.buddy.round.as_mut() {
+            r.waiting = r.waiting.saturating_sub(1);
+            if n == u32::MAX {
+                r.void = true;
+                self.buddy.dirty = true;
+                self.buddy.unreached += 1;
+            }
+        }
+    }
+
+    pub(super) fn on_held(&mut self) {
+        if let Some(r) = self.buddy.round.as_mut() {
+            r.waiting = r.waiting.saturating_sub(1);
+        }
+    }
+
+    /// How `w`'s loss would be recovered, if it can be.
+    pub(super) fn buddy_plan(&self, w: WorkerId) -> Option<Plan> {
+        let mut plan = Plan::default();
+        let mut orphans = HashSet::new();
+        for (p, (at, kids)) in &self.buddy.done {
+            if *at == w {
+                plan.redo.push(*p);
+                orphans.extend(kids.iter().copied());
+            }
+        }
+        plan.redo.sort_unstable();
+        let mut restore: Vec<StateId> = self
+            .held_by(w)
+            .into_iter()
+            .filter(|id| !orphans.contains(id))
+            .collect();
+        restore.extend(plan.redo.iter().copied());
+        for id in restore {
+            if self.copies.contains_key(&id) {
+                plan.readd.push(id);
+                continue;
+            }
+            match self.buddy.replica_at.get(&id) {
+                Some(&h) if h != w && self.slots[h].alive => {
+                    plan.promote.entry(h).or_default().push(id);
+                }
+                _ => return None,
+            }
+        }
+        plan.orphans = orphans.into_iter().collect();
+        Some(plan)
+    }
+
+    /// Recovers from `w`'s loss with `plan` (see the module's comment).
+    pub(super) fn recover_from_replicas(&mut self, w: WorkerId, reason: &str, plan: Plan) {
+        let (addr, in_flight) = self.retire(w);
+        let mut refetch = Vec::new();
+        for r in in_flight {
+            match r {
+                Req::Remove { thief, .. } => {
+                    let t = &mut self.slots[thief];
+                    t.incoming = t.incoming.saturating_sub(1);
+                }
+                Req::Fetch(ids) => refetch.extend(ids),
+                _ => {}
+            }
+        }
+        // Its replicas and its part in the round are gone.
+        for s in &mut self.slots {
+            s.in_flight
+                .retain(|r| !matches!(r, Req::Hold { origin, .. } if *origin == w));
+        }
+        if let Some(r) = self.buddy.round.as_mut() {
+            r.void = true;
+        }
+        self.buddy.dirty = true;
+        self.buddy.replica_at.retain(|_, h| *h != w);
+        self.buddy.done.retain(|_, (at, _)| *at != w);
+        for id in &plan.orphans {
+            self.location.remove(id);
+        }
+        for p in &plan.redo {
+            if self.results.remove(p).is_some() {
+                self.remaining += 1;
+            }
+        }
+        let live: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&v| self.slots[v].alive)
+            .collect();
+        tracing::warn!(
+            worker = w,
+            %addr,
+            promoted = plan.promote.values().map(Vec::len).sum::<usize>(),
+            evolved_again = plan.redo.len(),
+            "worker lost ({reason}); promoting the replicas of its states on their buddies"
+        );
+        for (h, ids) in plan.promote {
+            self.send_ids(h, Kind::Promote, &ids, Req::Promote(ids.len() as u32));
+            for id in &ids {
+                self.buddy.replica_at.remove(id);
+            }
+            self.place_again(h, &ids);
+        }
+        self.add_from_copies(&plan.readd, &live);
+        let mut per: BTreeMap<WorkerId, Vec<StateId>> = BTreeMap::new();
+        for id in refetch {
+            per.entry(self.location[&id]).or_default().push(id);
+        }
+        for (h, ids) in per {
+            self.send_ids(h, Kind::Fetch, &ids.clone(), Req::Fetch(ids));
+        }
+        self.recovered_at.push(std::time::Instant::now());
+        for v in live {
+            self.refill(v);
+        }
+        self.retry_idle();
+    }
+}
