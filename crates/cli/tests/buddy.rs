@@ -52,6 +52,19 @@ fn run_against_local(
     steps: usize,
     kills: &[(usize, &[usize])],
 ) -> Result<usize, Error> {
+    run_signalling(m, pids, seed, steps, kills, Signal::SIGKILL)
+}
+
+/// As [`run_against_local`], sending `signal`; a stopped worker is woken
+/// (`SIGCONT`) 3 s later, long after the master declared it lost.
+fn run_signalling(
+    m: &mut Master<Sleep>,
+    pids: &[u32],
+    seed: u64,
+    steps: usize,
+    kills: &[(usize, &[usize])],
+    signal: Signal,
+) -> Result<usize, Error> {
     let mut local = Local::new(Sleep, seed);
     let states: Vec<u64> = (0..24).collect();
     let mut ids = m.reset_states(states.clone())?;
@@ -62,8 +75,14 @@ fn run_against_local(
             let pids: Vec<u32> = victims.iter().map(|&v| pids[v]).collect();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(40));
-                for p in pids {
-                    let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+                for &p in &pids {
+                    let _ = kill(Pid::from_raw(p as i32), signal);
+                }
+                if signal == Signal::SIGSTOP {
+                    std::thread::sleep(Duration::from_secs(3));
+                    for &p in &pids {
+                        let _ = kill(Pid::from_raw(p as i32), Signal::SIGCONT);
+                    }
                 }
             });
         }
@@ -105,6 +124,20 @@ fn two_of_four_killed_in_different_steps_are_recovered() {
     let pids = c.pids();
     let lost = run_against_local(&mut m, &pids, 7, 5, &[(1, &[0]), (3, &[2])]).unwrap();
     assert_eq!(lost, 2);
+    drop(m);
+    c.kill_all();
+}
+
+#[test]
+fn a_stopped_worker_is_lost_and_its_late_replicas_never_count() {
+    // SIGSTOP: no reset, only silence (1.5 s by default). The master
+    // promotes its states' replicas and closes its connection; woken
+    // later, the worker's late frames (answers to the master, replicas to
+    // its buddy, of a round that never commits) change nothing.
+    let (mut m, mut c) = cluster(9);
+    let pids = c.pids();
+    let lost = run_signalling(&mut m, &pids, 9, 6, &[(1, &[2])], Signal::SIGSTOP).unwrap();
+    assert_eq!(lost, 1);
     drop(m);
     c.kill_all();
 }
