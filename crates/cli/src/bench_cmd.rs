@@ -158,8 +158,9 @@ pub struct ClusterArgs {
     /// `--every`), on this many workers.
     #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "450")]
     pub checkpoint: Option<usize>,
-    /// Also run the `copies` cases: the master's copies against recovery
-    /// off, with states of each of these sizes (KiB), on `--copy-workers`.
+    /// Also run the `copies` cases: the master's copies, buddy replicas
+    /// and recovery off, with states of each of these sizes (KiB), on
+    /// `--copy-workers`.
     #[arg(long, value_delimiter = ',')]
     pub copy_kib: Vec<usize>,
     /// Workers of the `copies` cases.

@@ -144,7 +144,11 @@ pub struct FilterArgs {
     pub steal_via: StealViaArg,
     /// What a lost worker costs: `master-copy` (the master keeps a copy of
     /// every state and reruns the lost worker's share on the others, with
-    /// the same result) or `off` (the run fails, saying what was lost).
+    /// the same result), `buddy` (each worker's states are replicated to
+    /// the next worker after every step, straight between workers; a lost
+    /// worker's replicas are promoted and its share rerun, with the same
+    /// result), `auto` (buddy for states of 64 KiB and more on average) or
+    /// `off` (the run fails, saying what was lost).
     #[arg(long, value_enum, default_value = "master-copy")]
     pub recovery: RecoveryArg,
     /// Declare a worker lost after this many seconds of silence (default

@@ -189,13 +189,17 @@ impl Scheduler {
             return;
         }
         let mean = states.iter().map(|s| s.as_ref().len()).sum::<usize>() / states.len();
-        self.cfg.recovery = if mean >= super::config::AUTO_BUDDY_BYTES {
+        // On one host the master's copies cross no network: they cost a
+        // memory copy, less than a replication round (measured).
+        let remote = self.slots.iter().any(|s| !s.addr.ip().is_loopback());
+        self.cfg.recovery = if remote && mean >= super::config::AUTO_BUDDY_BYTES {
             super::Recovery::Buddy
         } else {
             super::Recovery::MasterCopy
         };
         tracing::info!(
             mean_state_bytes = mean,
+            remote_workers = remote,
             threshold = super::config::AUTO_BUDDY_BYTES,
             "recovery: {:?} (states replicated to {})",
             self.cfg.recovery,
