@@ -5,10 +5,12 @@
 //! (SC 2012). Each level runs in one of two directions:
 //!
 //! - **top-down**: workers take chunks of the frontier (a vertex list) from
-//!   a shared counter; a neighbour not yet in the visited bitmap is claimed
+//!   a shared counter (at most `CHUNKS_PER_WORKER` per worker, at least
+//!   64 vertices each); a neighbour not yet in the visited bitmap is claimed
 //!   with a compare-and-swap on its parent; a worker keeps what it claimed
 //!   in a local buffer and appends it to the queue in one `fetch_add`;
-//! - **bottom-up**: workers take chunks of 64-vertex words; each vertex
+//! - **bottom-up**: workers take chunks of 64-vertex words (as many chunks
+//!   as top-down, at least 16 words each); each vertex
 //!   not in the visited bitmap (where vertices without neighbours start
 //!   out, so they cost nothing) scans its neighbours (hubs first, as kernel
 //!   1 orders them) for one in the frontier bitmap and stops at the first.
@@ -60,10 +62,15 @@ pub const BETA: usize = 18;
 /// The parent of a vertex outside the tree.
 pub const NONE: u32 = u32::MAX;
 
-/// Frontier vertices a top-down worker takes at once.
+/// The fewest frontier vertices a top-down worker takes at once.
 const TOP_DOWN_CHUNK: usize = 64;
-/// Bitmap words (64 vertices each) a bottom-up worker takes at once.
+/// The fewest bitmap words (64 vertices each) a bottom-up worker takes at once.
 const BOTTOM_UP_CHUNK: usize = 16;
+/// Chunks per worker a level is cut into, at most: enough for the workers
+/// to even out their loads, few enough that claiming a chunk and counting
+/// it finished (two atomic operations on lines every worker writes, which
+/// cross cores) stay a small share of the level.
+const CHUNKS_PER_WORKER: usize = 32;
 /// Vertices a worker gathers before appending them to the queue.
 const LOCAL_BUFFER: usize = 1024;
 /// Vertices whose parent and bitmap bits a worker clears at once in the
@@ -125,6 +132,9 @@ pub struct Searcher<'g> {
     finished: AtomicUsize,
     /// Chunks of the current level.
     chunks: AtomicUsize,
+    /// Frontier vertices (top-down) or bitmap words (bottom-up) per chunk
+    /// of the current level.
+    chunk_len: AtomicUsize,
     /// Which bitmap holds the current frontier.
     current: AtomicUsize,
     /// Degrees summed over the next frontier (`m_f`).
@@ -180,6 +190,7 @@ impl<'g> Searcher<'g> {
             claim: AtomicU64::new(0),
             finished: AtomicUsize::new(0),
             chunks: AtomicUsize::new(0),
+            chunk_len: AtomicUsize::new(TOP_DOWN_CHUNK),
             current: AtomicUsize::new(0),
             next_edges: AtomicU64::new(0),
             mode: AtomicU32::new(RESET),
@@ -264,6 +275,7 @@ impl<'g> Searcher<'g> {
         let mut local = Vec::with_capacity(LOCAL_BUFFER);
         let mut seen = u32::MAX;
         let (mut cur, mut mode, mut chunks, mut frontier) = (0, RESET, 0, 0..0);
+        let mut chunk_len = 0;
         let mut idle = 0u32;
         loop {
             // Acquire: pairs with the Release store of `claim` in `next_level`.
@@ -277,6 +289,7 @@ impl<'g> Searcher<'g> {
                 cur = self.current.load(Ordering::Relaxed);
                 mode = self.mode.load(Ordering::Relaxed);
                 chunks = self.chunks.load(Ordering::Relaxed);
+                chunk_len = self.chunk_len.load(Ordering::Relaxed);
                 frontier = self.level_start.load(Ordering::Relaxed)
                     ..self.level_end.load(Ordering::Relaxed);
             }
@@ -303,10 +316,13 @@ impl<'g> Searcher<'g> {
             let mut edges = 0;
             match mode {
                 RESET => self.reset_chunk(chunk),
-                BOTTOM_UP => self.bottom_up_chunk(cur, chunk, &mut local, &mut edges),
+                BOTTOM_UP => {
+                    let words = chunk * chunk_len..(chunk + 1) * chunk_len;
+                    self.bottom_up_chunk(cur, words, &mut local, &mut edges);
+                }
                 _ => {
-                    let start = frontier.start + chunk * TOP_DOWN_CHUNK;
-                    let end = (start + TOP_DOWN_CHUNK).min(frontier.end);
+                    let start = frontier.start + chunk * chunk_len;
+                    let end = (start + chunk_len).min(frontier.end);
                     self.top_down_chunk(1 - cur, start..end, &mut local, &mut edges);
                 }
             }
@@ -369,6 +385,7 @@ impl<'g> Searcher<'g> {
         self.bottom_up_levels.store(0, Ordering::Relaxed);
         self.mode.store(TOP_DOWN, Ordering::Relaxed);
         self.chunks.store(1, Ordering::Relaxed);
+        self.chunk_len.store(TOP_DOWN_CHUNK, Ordering::Relaxed);
         self.finished.store(0, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `claim` in `work`.
         self.claim
@@ -403,12 +420,15 @@ impl<'g> Searcher<'g> {
             if go_bottom_up { BOTTOM_UP } else { TOP_DOWN },
             Ordering::Relaxed,
         );
-        let chunks = if go_bottom_up {
-            self.visited.len().div_ceil(BOTTOM_UP_CHUNK)
+        let (items, least) = if go_bottom_up {
+            (self.visited.len(), BOTTOM_UP_CHUNK)
         } else {
-            found.div_ceil(TOP_DOWN_CHUNK)
+            (found, TOP_DOWN_CHUNK)
         };
-        self.chunks.store(chunks, Ordering::Relaxed);
+        let chunk_len = (items / (self.workers * CHUNKS_PER_WORKER)).max(least);
+        self.chunks
+            .store(items.div_ceil(chunk_len), Ordering::Relaxed);
+        self.chunk_len.store(chunk_len, Ordering::Relaxed);
         self.finished.store(0, Ordering::Relaxed);
         self.done.store(found == 0, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `claim` in `work`.
@@ -447,13 +467,18 @@ impl<'g> Searcher<'g> {
         }
     }
 
-    fn bottom_up_chunk(&self, cur: usize, chunk: usize, local: &mut Vec<u32>, edges: &mut u64) {
+    fn bottom_up_chunk(
+        &self,
+        cur: usize,
+        chunk: std::ops::Range<usize>,
+        local: &mut Vec<u32>,
+        edges: &mut u64,
+    ) {
         let next = 1 - cur;
         let words = self.visited.len();
         let n = self.parent.len();
         let frontier = &self.bitmaps[cur];
-        let start = chunk * BOTTOM_UP_CHUNK;
-        for word in start..(start + BOTTOM_UP_CHUNK).min(words) {
+        for word in chunk.start..chunk.end.min(words) {
             // Only the holder of this chunk writes these 64 vertices in this level.
             let seen = self.visited[word].load(Ordering::Relaxed);
             let mut todo = !seen;
