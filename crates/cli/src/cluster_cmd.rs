@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use statepipe_cluster::config::{Batch, Deadlines, Recovery, SchedConfig, StealVia, HEARTBEAT};
+use statepipe_cluster::config::{Batch, Deadlines, SchedConfig, HEARTBEAT};
 use statepipe_cluster::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
     Auto, AutoConfig, Decision, Engine, Joined, Listener, LocalCluster, Master, MasterConfig,
-    MasterImpl, Registry, Secret, ShipCost, Snapshot, Stats, WorkerCommand,
+    Registry, Secret, ShipCost, Snapshot, Stats, WorkerCommand,
 };
 use statepipe_models::{Nile, Pk};
+
+pub use crate::cluster_args::{MasterArg, RecoveryArg, StealViaArg};
 
 /// Every model a `statepipe worker` can run: the particle filters and the
 /// cluster benchmark's.
@@ -30,67 +32,6 @@ pub fn registry() -> Registry {
 /// The command that starts a local worker: this binary, `statepipe worker`.
 pub fn worker_command() -> anyhow::Result<WorkerCommand> {
     Ok(WorkerCommand::current_exe()?.arg("worker"))
-}
-
-/// The master implementation, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MasterArg {
-    /// One thread, one `mio` event loop (the default).
-    EventLoop,
-    /// A thread per worker around a shared lock.
-    Threaded,
-}
-
-impl From<MasterArg> for MasterImpl {
-    fn from(m: MasterArg) -> Self {
-        match m {
-            MasterArg::EventLoop => MasterImpl::EventLoop,
-            MasterArg::Threaded => MasterImpl::Threaded,
-        }
-    }
-}
-
-/// Recovery from lost workers, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RecoveryArg {
-    /// Fail the run.
-    Off,
-    /// Keep copies on the master; rerun elsewhere.
-    MasterCopy,
-    /// Keep each worker's states on another worker (its buddy); promote
-    /// them and rerun there.
-    Buddy,
-    /// Buddy for large states, master copies otherwise (by mean state size).
-    Auto,
-}
-
-impl From<RecoveryArg> for Recovery {
-    fn from(r: RecoveryArg) -> Self {
-        match r {
-            RecoveryArg::Off => Recovery::Off,
-            RecoveryArg::MasterCopy => Recovery::MasterCopy,
-            RecoveryArg::Buddy => Recovery::Buddy,
-            RecoveryArg::Auto => Recovery::Auto,
-        }
-    }
-}
-
-/// The route of stolen states, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StealViaArg {
-    /// Victim → master → thief.
-    Master,
-    /// Victim → thief directly.
-    Peer,
-}
-
-impl From<StealViaArg> for StealVia {
-    fn from(s: StealViaArg) -> Self {
-        match s {
-            StealViaArg::Master => StealVia::Master,
-            StealViaArg::Peer => StealVia::Peer,
-        }
-    }
 }
 
 /// The cluster subcommands.

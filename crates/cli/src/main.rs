@@ -5,6 +5,7 @@
 mod apps_cmd;
 mod bench_cmd;
 mod bench_serve;
+mod cluster_args;
 mod cluster_cmd;
 mod demos;
 mod netns_cmd;
