@@ -41,22 +41,11 @@ fn inputs(ids: &[StateId], cost_us: u32) -> IdMap<SleepInput> {
         .collect()
 }
 
-/// Runs `steps` steps on `m` and on a `Local` engine, killing, for each
-/// `(step, victims)` of `kills`, those workers 40 ms into that step;
-/// asserts every step's outputs and the last states are the same. Returns
-/// how many workers the master lost.
-fn run_against_local(
-    m: &mut Master<Sleep>,
-    pids: &[u32],
-    seed: u64,
-    steps: usize,
-    kills: &[(usize, &[usize])],
-) -> Result<usize, Error> {
-    run_signalling(m, pids, seed, steps, kills, Signal::SIGKILL)
-}
-
-/// As [`run_against_local`], sending `signal`; a stopped worker is woken
-/// (`SIGCONT`) 3 s later, long after the master declared it lost.
+/// Runs `steps` steps on `m` and on a `Local` engine, sending `signal`,
+/// for each `(step, victims)` of `kills`, to those workers 40 ms into that
+/// step (a stopped worker is woken with `SIGCONT` 3 s later, long after
+/// the master declared it lost); asserts every step's outputs and the last
+/// states are the same. Returns how many workers the master lost.
 fn run_signalling(
     m: &mut Master<Sleep>,
     pids: &[u32],
@@ -100,19 +89,30 @@ fn run_signalling(
     Ok(m.stats().lost_workers())
 }
 
+/// [`run_signalling`] on a fresh cluster of four, torn down afterwards.
+fn lost_in(
+    seed: u64,
+    steps: usize,
+    kills: &[(usize, &[usize])],
+    signal: Signal,
+) -> Result<usize, Error> {
+    let (mut m, mut c) = cluster(seed);
+    let pids = c.pids();
+    let r = run_signalling(&mut m, &pids, seed, steps, kills, signal);
+    drop(m);
+    c.kill_all();
+    r
+}
+
 #[test]
 fn a_worker_killed_at_a_random_step_is_recovered_from_its_buddy() {
     for seed in 0..6u64 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let kill_at = rng.random_range(0..4);
         let victim = rng.random_range(0..4);
-        let (mut m, mut c) = cluster(seed);
-        let pids = c.pids();
-        let lost = run_against_local(&mut m, &pids, seed, 4, &[(kill_at, &[victim])])
+        let lost = lost_in(seed, 4, &[(kill_at, &[victim])], Signal::SIGKILL)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(lost, 1, "seed {seed}: the kill landed after the run");
-        drop(m);
-        c.kill_all();
     }
 }
 
@@ -120,12 +120,8 @@ fn a_worker_killed_at_a_random_step_is_recovered_from_its_buddy() {
 fn two_of_four_killed_in_different_steps_are_recovered() {
     // Each loss is followed by a committed round, which replicates the
     // promoted states again: the second loss finds a copy of everything.
-    let (mut m, mut c) = cluster(7);
-    let pids = c.pids();
-    let lost = run_against_local(&mut m, &pids, 7, 5, &[(1, &[0]), (3, &[2])]).unwrap();
+    let lost = lost_in(7, 5, &[(1, &[0]), (3, &[2])], Signal::SIGKILL).unwrap();
     assert_eq!(lost, 2);
-    drop(m);
-    c.kill_all();
 }
 
 #[test]
@@ -134,26 +130,18 @@ fn a_stopped_worker_is_lost_and_its_late_replicas_never_count() {
     // promotes its states' replicas and closes its connection; woken
     // later, the worker's late frames (answers to the master, replicas to
     // its buddy, of a round that never commits) change nothing.
-    let (mut m, mut c) = cluster(9);
-    let pids = c.pids();
-    let lost = run_signalling(&mut m, &pids, 9, 6, &[(1, &[2])], Signal::SIGSTOP).unwrap();
+    let lost = lost_in(9, 6, &[(1, &[2])], Signal::SIGSTOP).unwrap();
     assert_eq!(lost, 1);
-    drop(m);
-    c.kill_all();
 }
 
 #[test]
 fn a_worker_and_its_buddy_lost_together_fail_the_step_saying_so() {
-    let (mut m, mut c) = cluster(8);
-    let pids = c.pids();
     let t0 = Instant::now();
     // Worker 2 holds the replicas of worker 1's states.
-    let err = run_against_local(&mut m, &pids, 8, 4, &[(1, &[1, 2])]).unwrap_err();
+    let err = lost_in(8, 4, &[(1, &[1, 2])], Signal::SIGKILL).unwrap_err();
     let Error::WorkerLost(l) = &err else {
         panic!("expected a lost worker, got {err}")
     };
     assert!(!l.lost.is_empty() || !l.unfinished.is_empty(), "{l:?}");
     eprintln!("failed after {:?}: {err}", t0.elapsed());
-    drop(m);
-    c.kill_all();
 }

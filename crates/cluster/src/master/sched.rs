@@ -267,6 +267,13 @@ impl Scheduler {
         self.cfg.recovery == Recovery::Buddy
     }
 
+    /// The live workers, in index order.
+    fn live(&self) -> Vec<WorkerId> {
+        (0..self.slots.len())
+            .filter(|&w| self.slots[w].alive)
+            .collect()
+    }
+
     /// When each lost worker was recovered from, in order.
     pub(crate) fn recovered_at(&self) -> &[Instant] {
         &self.recovered_at

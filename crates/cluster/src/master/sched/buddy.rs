@@ -126,9 +126,7 @@ impl Scheduler {
             return false;
         }
         self.buddy.dirty = false;
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&w| self.slots[w].alive)
-            .collect();
+        let live = self.live();
         let peers: Option<Vec<String>> = live.iter().map(|&w| self.slots[w].peer.clone()).collect();
         let peers = match peers {
             Some(p) if live.len() >= 2 => p,
@@ -290,9 +288,7 @@ impl Scheduler {
                 self.remaining += 1;
             }
         }
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&v| self.slots[v].alive)
-            .collect();
+        let live = self.live();
         tracing::warn!(
             worker = w,
             %addr,

@@ -71,9 +71,7 @@ impl Scheduler {
         self.copies.clear();
         self.decide_recovery(&states);
         self.buddy.changed();
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&w| self.slots[w].alive)
-            .collect();
+        let live = self.live();
         let n = states.len();
         let ids: Vec<StateId> = (0..n as u64)
             .map(|i| root_id(self.seed, self.epoch, i))
@@ -124,9 +122,7 @@ impl Scheduler {
         self.buddy.changed();
         self.step = step;
         self.epoch = epoch;
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&w| self.slots[w].alive)
-            .collect();
+        let live = self.live();
         let n = states.len();
         let mut start = 0;
         for (k, &w) in live.iter().enumerate() {

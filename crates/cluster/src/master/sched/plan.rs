@@ -228,9 +228,7 @@ impl Scheduler {
     /// Evens out expected work before the step's first batch (see above);
     /// returns the number of moves (`Remove` or `Give` requests) sent.
     pub(super) fn rebalance(&mut self) -> usize {
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&w| self.slots[w].alive)
-            .collect();
+        let live = self.live();
         if live.len() < 2 {
             return 0;
         }

@@ -86,9 +86,7 @@ impl Scheduler {
             }
         }
         let lost = self.held_by(w);
-        let live: Vec<WorkerId> = (0..self.slots.len())
-            .filter(|&v| self.slots[v].alive)
-            .collect();
+        let live = self.live();
         tracing::warn!(
             worker = w,
             %addr,
