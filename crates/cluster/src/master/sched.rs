@@ -140,6 +140,43 @@ impl Slot {
     }
 }
 
+/// The master's books for `Recovery::Buddy`.
+#[derive(Default)]
+struct Books {
+    /// States changed since the last committed round.
+    dirty: bool,
+    /// Rounds started so far (ids count from 1).
+    rounds: u64,
+    round: Option<Round>,
+    /// Where the committed replica of each state is.
+    replica_at: HashMap<StateId, WorkerId>,
+    /// Each worker's buddy in the last round started.
+    buddy_of: HashMap<WorkerId, WorkerId>,
+    /// The parents evolved in this operation: where, and their children.
+    pub(super) done: HashMap<StateId, (WorkerId, Vec<StateId>)>,
+    /// Said once: no round can run (one worker, or no peer listeners).
+    warned: bool,
+    /// Rounds in a row that failed because a worker could not reach its
+    /// buddy (not because of a loss).
+    unreached: u32,
+}
+
+/// A replication round in flight.
+struct Round {
+    id: u64,
+    /// `Shipped` and `Held` answers still to come.
+    waiting: usize,
+    /// A loss or a failed shipment: it cannot commit.
+    void: bool,
+}
+
+impl Books {
+    /// The states changed: the next [`Scheduler::begin_replicate`] starts a round.
+    pub(super) fn changed(&mut self) {
+        self.dirty = true;
+    }
+}
+
 /// When bytes last moved on a worker's connection, as its driver saw it.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Io {
@@ -193,7 +230,7 @@ pub(crate) struct Scheduler {
     /// is lost.
     sent_inputs: HashMap<StateId, (Vec<u8>, f64)>,
     /// With [`Recovery::Buddy`]: replicas, rounds and this operation's work.
-    buddy: buddy::Books,
+    buddy: Books,
     /// A worker reported a failed request: its loss is not recovered from.
     worker_failed: bool,
     /// When each lost worker was recovered from.
@@ -234,7 +271,7 @@ impl Scheduler {
             cfg,
             copies: HashMap::new(),
             sent_inputs: HashMap::new(),
-            buddy: buddy::Books::default(),
+            buddy: Books::default(),
             worker_failed: false,
             recovered_at: Vec::new(),
             out: Vec::new(),

@@ -31,52 +31,15 @@
 //! a state on the worker holding its replica, so one loss always leaves
 //! one copy.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
-use super::{Req, Scheduler, WorkerId};
+use super::{Req, Round, Scheduler, WorkerId};
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
-
-/// The master's books for `Recovery::Buddy`.
-#[derive(Default)]
-pub(super) struct Books {
-    /// States changed since the last committed round.
-    dirty: bool,
-    /// Rounds started so far (ids count from 1).
-    rounds: u64,
-    round: Option<Round>,
-    /// Where the committed replica of each state is.
-    replica_at: HashMap<StateId, WorkerId>,
-    /// Each worker's buddy in the last round started.
-    buddy_of: HashMap<WorkerId, WorkerId>,
-    /// The parents evolved in this operation: where, and their children.
-    pub(super) done: HashMap<StateId, (WorkerId, Vec<StateId>)>,
-    /// Said once: no round can run (one worker, or no peer listeners).
-    warned: bool,
-    /// Rounds in a row that failed because a worker could not reach its
-    /// buddy (not because of a loss).
-    unreached: u32,
-}
 
 /// Rounds in a row that may fail to reach a buddy before the master stops
 /// trying until the next operation.
 const MAX_UNREACHED: u32 = 3;
-
-/// A replication round in flight.
-struct Round {
-    id: u64,
-    /// `Shipped` and `Held` answers still to come.
-    waiting: usize,
-    /// A loss or a failed shipment: it cannot commit.
-    void: bool,
-}
-
-impl Books {
-    /// The states changed: the next [`Scheduler::begin_replicate`] starts a round.
-    pub(super) fn changed(&mut self) {
-        self.dirty = true;
-    }
-}
 
 /// What recovering a lost worker takes.
 #[derive(Default)]
