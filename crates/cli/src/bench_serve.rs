@@ -67,23 +67,40 @@ fn find_or_install_wrk() -> anyhow::Result<PathBuf> {
     find_tool("wrk").context("wrk installed but not on PATH")
 }
 
-fn find_or_install_h2load() -> Option<PathBuf> {
-    if let Some(p) = find_tool("h2load") {
-        println!("rate generator: h2load found at {}", p.display());
+/// `tool` on the `PATH` (or where `find_tool` looks), else installed with
+/// `install` (a command line) when that is allowed: `Err` carries why not.
+/// `role` names it in the lines printed.
+fn find_or_install(tool: &str, role: &str, install: Result<&[&str], &str>) -> Option<PathBuf> {
+    if let Some(p) = find_tool(tool) {
+        println!("{role}: {tool} found at {}", p.display());
         return Some(p);
     }
-    println!(
-        "rate generator: h2load not found; installing it with apt-get install -y nghttp2-client"
-    );
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "nghttp2-client"])
+    let install = match install {
+        Ok(cmd) => cmd,
+        Err(why) => {
+            println!("{role}: {tool} not found; {why}");
+            return None;
+        }
+    };
+    let line = install.join(" ");
+    println!("{role}: {tool} not found; installing it with {line}");
+    let ok = Command::new(install[0])
+        .args(&install[1..])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        println!("apt-get install -y nghttp2-client failed");
+        println!("{line} failed");
     }
-    find_tool("h2load")
+    find_tool(tool)
+}
+
+fn find_or_install_h2load() -> Option<PathBuf> {
+    find_or_install(
+        "h2load",
+        "rate generator",
+        Ok(&["apt-get", "install", "-y", "nghttp2-client"]),
+    )
 }
 
 fn rate_generator(args: &ServeBenchArgs) -> Option<RateGenerator> {
@@ -97,24 +114,16 @@ fn rate_generator(args: &ServeBenchArgs) -> Option<RateGenerator> {
 }
 
 fn find_or_install_oha(install: bool) -> Option<PathBuf> {
-    if let Some(p) = find_tool("oha") {
-        println!("open-loop generator: oha found at {}", p.display());
-        return Some(p);
-    }
-    if !install {
-        println!("open-loop generator: oha not found; the overload run is skipped (--install-oha, or cargo install oha --locked)");
-        return None;
-    }
-    println!("open-loop generator: oha not found; installing it with cargo install oha --locked");
-    let ok = Command::new("cargo")
-        .args(["install", "oha", "--locked"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        println!("cargo install oha failed; the overload run is skipped");
-    }
-    find_tool("oha")
+    let cmd: &[&str] = &["cargo", "install", "oha", "--locked"];
+    find_or_install(
+        "oha",
+        "open-loop generator",
+        if install {
+            Ok(cmd)
+        } else {
+            Err("the overload run is skipped (--install-oha, or cargo install oha --locked)")
+        },
+    )
 }
 
 fn find_or_build_peer(path: &Path) -> anyhow::Result<PathBuf> {

@@ -200,16 +200,15 @@ pub fn overload(
         &["--ring-capacity", &ring_s],
     )?;
     let url = format!("http://{}/item", server.addr);
-    let result = load::rate_run(
-        generator,
-        options.wrk.cpu,
-        &url,
-        true,
+    let spec = load::RateSpec {
+        cpu: options.wrk.cpu,
+        url: &url,
+        post: true,
         connections,
         rate,
         length,
-        &scratch.join("generator"),
-    );
+    };
+    let result = load::rate_run(generator, &spec, &scratch.join("generator"));
     let result = match result {
         Ok(r) => r,
         Err(e) => {

@@ -250,28 +250,37 @@ impl RateResult {
     }
 }
 
-/// Runs `generator` at `rate` requests per second of `POST url` (when
-/// `post`, else `GET`) over `connections` keep-alive connections for
-/// `length`, pinned to `cpu`, and splits latencies by status. `scratch`
-/// holds the request body and the per-request log.
+/// What a fixed-rate run sends.
+#[derive(Debug, Clone)]
+pub struct RateSpec<'a> {
+    /// The CPU the generator is pinned to.
+    pub cpu: Option<usize>,
+    /// The target.
+    pub url: &'a str,
+    /// `POST` a JSON body (else `GET`).
+    pub post: bool,
+    /// Keep-alive connections.
+    pub connections: usize,
+    /// Requests per second, all connections together.
+    pub rate: f64,
+    /// How long.
+    pub length: Duration,
+}
+
+/// Runs `generator` as `spec` says, and splits latencies by status.
+/// `scratch` holds the request body and the per-request log.
 ///
 /// # Errors
 ///
 /// When the generator fails or its output does not parse.
-#[allow(clippy::too_many_arguments)]
 pub fn rate_run(
     generator: &RateGenerator,
-    cpu: Option<usize>,
-    url: &str,
-    post: bool,
-    connections: usize,
-    rate: f64,
-    length: Duration,
+    spec: &RateSpec<'_>,
     scratch: &Path,
 ) -> Result<RateResult, BenchError> {
     match generator {
-        RateGenerator::H2load(p) => h2load(p, cpu, url, post, connections, rate, length, scratch),
-        RateGenerator::Oha(p) => oha(p, cpu, url, post, connections, rate, length),
+        RateGenerator::H2load(p) => h2load(p, spec, scratch),
+        RateGenerator::Oha(p) => oha(p, spec),
     }
 }
 
@@ -281,17 +290,15 @@ pub fn rate_run(
 /// `--log-file` (tab-separated: start in µs since the epoch, status, µs to
 /// the end of the response). No warm-up: h2load's log leaves warm-up
 /// requests out, and the overload run must count every 201 it got.
-#[allow(clippy::too_many_arguments)]
-fn h2load(
-    path: &Path,
-    cpu: Option<usize>,
-    url: &str,
-    post: bool,
-    connections: usize,
-    rate: f64,
-    length: Duration,
-    scratch: &Path,
-) -> Result<RateResult, BenchError> {
+fn h2load(path: &Path, spec: &RateSpec<'_>, scratch: &Path) -> Result<RateResult, BenchError> {
+    let RateSpec {
+        cpu,
+        url,
+        post,
+        connections,
+        rate,
+        length,
+    } = *spec;
     let fail = |m: String| BenchError::failed("h2load", m);
     std::fs::create_dir_all(scratch).map_err(|e| fail(format!("{scratch:?}: {e}")))?;
     let log = scratch.join("h2load.log");
@@ -377,15 +384,15 @@ fn parse_h2load_log(text: &str, rate: f64) -> Result<RateResult, BenchError> {
 /// against `url` for `length`, and splits latencies by status from its
 /// per-request CSV (columns `request-start`, `request-duration` in seconds,
 /// `status`; answered requests only).
-fn oha(
-    path: &Path,
-    cpu: Option<usize>,
-    url: &str,
-    post: bool,
-    connections: usize,
-    rate: f64,
-    length: Duration,
-) -> Result<RateResult, BenchError> {
+fn oha(path: &Path, spec: &RateSpec<'_>) -> Result<RateResult, BenchError> {
+    let RateSpec {
+        cpu,
+        url,
+        post,
+        connections,
+        rate,
+        length,
+    } = *spec;
     let mut cmd = pinned(cpu, path);
     cmd.args([
         "--no-tui",

@@ -174,7 +174,7 @@ impl<E: Evolve> Master<E> {
         if let Some(s) = self.sched.snapshot() {
             return Ok(s);
         }
-        if !self.sched.recovers() {
+        if !self.sched.recovering() {
             return Err(Error::Config(
                 "a snapshot needs recovery on (Recovery::MasterCopy or Recovery::Buddy)".into(),
             ));

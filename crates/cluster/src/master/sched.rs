@@ -285,11 +285,7 @@ impl Scheduler {
 
     /// Whether the master recovers lost workers (from its copies or from
     /// replicas).
-    pub(crate) fn recovers(&self) -> bool {
-        self.recovering()
-    }
-
-    fn recovering(&self) -> bool {
+    pub(crate) fn recovering(&self) -> bool {
         self.cfg.recovery != Recovery::Off
     }
 

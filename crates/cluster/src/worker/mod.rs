@@ -159,13 +159,22 @@ impl WorkerCore {
             }
             Kind::Replicate => {
                 let r = msg::replicate(p).map_err(bad)?;
-                let copy: Vec<(StateId, Vec<u8>)> = lock(&self.store)
-                    .iter()
-                    .map(|(id, b)| (*id, b.clone()))
-                    .collect();
+                // One copy of the states, into the frames, under the lock
+                // (nothing evolves during a round); the sending after it.
+                let (frames, states, bytes) = {
+                    let held = lock(&self.store);
+                    let refs: Vec<(StateId, &[u8])> =
+                        held.iter().map(|(id, b)| (*id, b.as_slice())).collect();
+                    let bytes: usize = refs.iter().map(|s| s.1.len()).sum();
+                    (
+                        peer::replica_frames(r.round, r.origin, &refs),
+                        refs.len() as u32,
+                        bytes,
+                    )
+                };
                 let n = match self.peers.as_mut() {
-                    Some(peers) => match peers.send_replica(r.to, r.round, r.origin, &copy) {
-                        Ok(()) => copy.len() as u32,
+                    Some(peers) => match peers.send_replica(r.to, &frames) {
+                        Ok(()) => states,
                         Err(e) => {
                             tracing::warn!(to = r.to, "could not replicate to the buddy: {e}");
                             u32::MAX
@@ -173,7 +182,6 @@ impl WorkerCore {
                     },
                     None => u32::MAX,
                 };
-                let bytes: usize = copy.iter().map(|s| s.1.len()).sum();
                 let st = protocol::begin(out, Kind::Shipped);
                 msg::put_u32(out, n);
                 msg::put_u64(out, bytes as u64);

@@ -68,42 +68,13 @@ impl Peers {
         self.send_frames(to, &f)
     }
 
-    /// Sends a copy of `states` to the worker listening at `to` as the
-    /// replica of `origin` for `round`, in as many `Replica` frames as
-    /// their size needs (one when there are none).
+    /// Sends `frames` (from [`replica_frames`]) to the worker listening
+    /// at `to`.
     ///
     /// # Errors
     /// If no connection can be made or written to.
-    pub(crate) fn send_replica(
-        &mut self,
-        to: &str,
-        round: u64,
-        origin: u32,
-        states: &[(StateId, Vec<u8>)],
-    ) -> io::Result<()> {
-        let total = u32::try_from(states.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "over 2^32 states"))?;
-        let mut rest = states;
-        loop {
-            let (mut k, mut bytes) = (0, 0);
-            while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= REPLICA_FRAME_BYTES) {
-                bytes += rest[k].1.len();
-                k += 1;
-            }
-            let (now, later) = rest.split_at(k);
-            let mut f = Vec::with_capacity(bytes + 12 * k + 32);
-            let st = protocol::begin(&mut f, Kind::Replica);
-            msg::put_u64(&mut f, round);
-            msg::put_u32(&mut f, origin);
-            msg::put_u32(&mut f, total);
-            msg::put_states(&mut f, now.iter().map(|(id, b)| (*id, b.as_slice())));
-            protocol::finish(&mut f, st);
-            self.send_frames(to, &f)?;
-            rest = later;
-            if rest.is_empty() {
-                return Ok(());
-            }
-        }
+    pub(crate) fn send_replica(&mut self, to: &str, frames: &[Vec<u8>]) -> io::Result<()> {
+        frames.iter().try_for_each(|f| self.send_frames(to, f))
     }
 
     /// Writes whole frames to the worker listening at `to`.
@@ -142,6 +113,35 @@ impl Peers {
         wire::write_frame(&mut s, Kind::Auth, &self.secret.answer(&nonce))?;
         s.set_read_timeout(None)?;
         Ok(s)
+    }
+}
+
+/// `states` as the replica of `origin` for `round`: as many `Replica`
+/// frames as their size needs (one when there are none), each holding at
+/// most [`REPLICA_FRAME_BYTES`] of state bytes (or one larger state).
+pub(crate) fn replica_frames(round: u64, origin: u32, states: &[(StateId, &[u8])]) -> Vec<Vec<u8>> {
+    let total = states.len() as u32;
+    let mut frames = Vec::new();
+    let mut rest = states;
+    loop {
+        let (mut k, mut bytes) = (0, 0);
+        while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= REPLICA_FRAME_BYTES) {
+            bytes += rest[k].1.len();
+            k += 1;
+        }
+        let (now, later) = rest.split_at(k);
+        let mut f = Vec::with_capacity(bytes + 12 * k + 32);
+        let st = protocol::begin(&mut f, Kind::Replica);
+        msg::put_u64(&mut f, round);
+        msg::put_u32(&mut f, origin);
+        msg::put_u32(&mut f, total);
+        msg::put_states(&mut f, now.iter().copied());
+        protocol::finish(&mut f, st);
+        frames.push(f);
+        rest = later;
+        if rest.is_empty() {
+            return frames;
+        }
     }
 }
 
