@@ -111,11 +111,19 @@ fn lock(s: &Shared) -> MutexGuard<'_, Inner> {
 impl Inner {
     fn handle(&mut self, ev: Event) {
         let Some(s) = self.sched.as_mut() else {
-            // Heartbeats between operations tell nothing: the silence clock
-            // restarts with the next one.
-            if !matches!(ev, Event::Frame(_, Kind::Heartbeat, _)) {
-                self.backlog.push(ev);
+            // Between operations the silence clock stands still (it
+            // restarts with the next operation), but a worker's first
+            // heartbeat says that it heartbeats at all: keep one per worker.
+            if let Event::Frame(w, Kind::Heartbeat, _) = ev {
+                let kept = self
+                    .backlog
+                    .iter()
+                    .any(|e| matches!(e, Event::Frame(v, Kind::Heartbeat, _) if *v == w));
+                if kept {
+                    return;
+                }
             }
+            self.backlog.push(ev);
             return;
         };
         let closed = match ev {
