@@ -145,6 +145,40 @@ proptest! {
     }
 }
 
+/// Searches back to back on the same workers (more workers than CPUs,
+/// so workers are descheduled mid-level and linger into the next search)
+/// give every tree the oracle's levels.
+#[test]
+fn searches_on_the_same_workers_match_the_oracle() {
+    let scale = 12;
+    let edges = generate(scale, 16, 3, 2);
+    let n = 1usize << scale;
+    let g = Csr::build(n, &edges, 2);
+    // Hubs with more than 1,024 neighbours, whose edges top-down levels
+    // share out in chunks of their own.
+    assert!((0..n as u32).any(|v| g.degree(v) > 1024));
+    let oracle: Vec<Vec<u32>> = (0..n as u32)
+        .map(|root| levels_sequential(&g, root))
+        .collect();
+    for workers in [1, 2, 5] {
+        let mut searcher = statepipe_apps::graph500::bfs::Searcher::new(&g, workers);
+        searcher.with_workers(|searches| {
+            for root in (0..n as u32).step_by(7) {
+                searches.search(root);
+                let tree = searches.tree();
+                assert_eq!(
+                    tree.level, oracle[root as usize],
+                    "root {root}, {workers} workers"
+                );
+                assert_eq!(
+                    searches.reached(),
+                    tree.level.iter().filter(|&&l| l != u32::MAX).count()
+                );
+            }
+        });
+    }
+}
+
 /// One searcher reused root after root (the reset level clears the last
 /// search in several chunks at this scale) gives every tree the oracle's
 /// levels.

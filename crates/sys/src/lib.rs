@@ -12,7 +12,8 @@
 //!   `/proc/self/cgroup` and `/proc/self/mountinfo`), the count of CPUs they
 //!   leave and a one-line explanation of it — and
 //!   [`workers_from_env`](cpus::workers_from_env) for a count the user set;
-//! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread) and
+//! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread),
+//!   [`pin_current_thread_for_now`](pin::pin_current_thread_for_now) and
 //!   [`set_current_thread_nice`](pin::set_current_thread_nice);
 //! - [`durable`] writes a file atomically and durably, in the caller's
 //!   thread or on a writer thread of its own (checkpoints).

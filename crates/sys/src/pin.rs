@@ -33,6 +33,58 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
 }
 
+/// Pins the calling thread to CPU `cpu` until the returned guard is
+/// dropped, which gives the thread back the CPUs it could run on before:
+/// for a thread that takes part in pinned work for a while and then goes
+/// back to being the program's own (a caller that is also worker 0).
+/// `None` where the thread could not be pinned (as for
+/// [`pin_current_thread`]) or its mask not be read back.
+///
+/// ```
+/// use statepipe_sys::{cpus::usable_cpus, pin::pin_current_thread_for_now};
+///
+/// let cpu = usable_cpus().ids[0];
+/// if let Some(_pinned) = pin_current_thread_for_now(cpu) {
+///     // ... run on `cpu` ...
+/// }
+/// // ... back on every CPU this thread could run on ...
+/// ```
+pub fn pin_current_thread_for_now(cpu: usize) -> Option<PinnedForNow> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::{sched::sched_getaffinity, unistd::Pid};
+        let before = sched_getaffinity(Pid::from_raw(0)).ok()?;
+        pin_current_thread(cpu).then_some(PinnedForNow {
+            before,
+            _this_thread: std::marker::PhantomData,
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cpu;
+        None
+    }
+}
+
+/// The calling thread's pin from [`pin_current_thread_for_now`]: dropping
+/// it (on the same thread: it is not `Send`) restores the thread's mask.
+#[derive(Debug)]
+pub struct PinnedForNow {
+    #[cfg(target_os = "linux")]
+    before: nix::sched::CpuSet,
+    _this_thread: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for PinnedForNow {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        {
+            // Failing leaves the thread pinned, which costs only speed.
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &self.before);
+        }
+    }
+}
+
 /// Sets the calling thread's nice value (`0` normal, up to `19` the
 /// lowest priority); returns whether it took. Raising it needs no
 /// privilege. On Linux a nice value belongs to one thread, so a process
@@ -103,6 +155,28 @@ mod tests {
         // SAFETY: as above.
         let mine = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
         assert_ne!(mine, 7);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_pin_for_now_gives_the_mask_back() {
+        use nix::{sched::sched_getaffinity, unistd::Pid};
+        let cpu = *usable_cpus().ids.last().unwrap();
+        std::thread::spawn(move || {
+            let before = sched_getaffinity(Pid::from_raw(0)).unwrap();
+            {
+                let _pinned = pin_current_thread_for_now(cpu).expect("an allowed CPU");
+                let now = sched_getaffinity(Pid::from_raw(0)).unwrap();
+                assert!(now.is_set(cpu).unwrap());
+                let count = (0..nix::sched::CpuSet::count())
+                    .filter(|&c| now.is_set(c).unwrap())
+                    .count();
+                assert_eq!(count, 1);
+            }
+            assert_eq!(sched_getaffinity(Pid::from_raw(0)).unwrap(), before);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

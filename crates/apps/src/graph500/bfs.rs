@@ -7,8 +7,13 @@
 //! - **top-down**: workers take chunks of the frontier (a vertex list) from
 //!   a shared counter (at most `CHUNKS_PER_WORKER` per worker, at least
 //!   64 vertices each); a neighbour not yet in the visited bitmap is claimed
-//!   with a compare-and-swap on its parent; a worker keeps what it claimed
-//!   in a local buffer and appends it to the queue in one `fetch_add`;
+//!   by setting its bit there (`fetch_or`: whoever sets it owns the vertex
+//!   and writes its parent); a worker keeps what it claimed in a local
+//!   buffer and appends it to the queue in one `fetch_add`. A frontier
+//!   vertex with more than `HEAVY_DEGREE` neighbours (a hub) is not scanned
+//!   by whoever holds its vertex chunk: the level's heavy vertices' edges,
+//!   end to end, are cut into chunks of their own, so a hub reached early
+//!   (the second level of most searches holds one) is shared out too;
 //! - **bottom-up**: workers take chunks of 64-vertex words (as many chunks
 //!   as top-down, at least 16 words each); each vertex
 //!   not in the visited bitmap (where vertices without neighbours start
@@ -27,9 +32,14 @@
 //! when the frontier has fewer than `n / BETA` vertices ([`BETA`] = 18).
 //!
 //! A search starts with a level of its own, the reset: workers clear the
-//! parents and bitmaps of the previous search in chunks, in parallel (the
-//! specification's reference code clears its tree inside the timed
-//! kernel too), and whoever finishes the last chunk plants the root.
+//! bitmaps of the previous search in chunks, in parallel, and whoever
+//! finishes the last chunk plants the root. Parents are not cleared: a
+//! vertex's parent is written when it is found, and [`Searcher::tree`]
+//! reads only those of vertices in the queue.
+//!
+//! Workers stay up between searches ([`Searcher::with_workers`]): the
+//! caller is worker 0, and the others park until the next search starts,
+//! so a search pays no thread start or join.
 //!
 //! No lock is taken and no worker waits for another to arrive: a level is a
 //! numbered set of chunks; workers claim chunks with a compare-and-swap on
@@ -43,10 +53,19 @@
 //! Within a level, parents, the queue and the bitmaps are written
 //! with `Relaxed` atomics. A worker counts each finished chunk with an
 //! `AcqRel` `fetch_add` on `finished`: the worker that finishes the last
-//! chunk thereby acquires every write of the level. It then prepares the
-//! next level and publishes it with a `Release` store of `claim`, which
-//! pairs with the `Acquire` load of `claim` by which every worker learns of
-//! the new level before touching it.
+//! chunk thereby acquires every write of the level. It then closes the
+//! level (a `claim` word numbered one past it, with no chunk to take, then
+//! a `Release` fence), describes the next level, and publishes it with a
+//! `Release` store of `claim` numbered two past, which pairs with the
+//! `Acquire` load of `claim` by which every worker learns of the new level
+//! before touching it. A worker reading a level's description checks,
+//! after an `Acquire` fence (pairing with the closing fence), that `claim`
+//! still holds the same level; otherwise what it read may mix two levels,
+//! and it reads again (a sequence lock). Level numbers run on from search
+//! to search, so a worker still holding the last search's level never
+//! takes the next search's for it. The end of a search is stored in
+//! `done` (`Release`) after every other store of it, and a caller that
+//! sees it (`Acquire`) sees the whole tree.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -71,16 +90,43 @@ const BOTTOM_UP_CHUNK: usize = 16;
 /// it finished (two atomic operations on lines every worker writes, which
 /// cross cores) stay a small share of the level.
 const CHUNKS_PER_WORKER: usize = 32;
+/// Frontier vertices with more neighbours than this are heavy: a top-down
+/// level hands their edges out in chunks of their own, so that one hub (a
+/// Kronecker graph's hubs have tens of thousands of neighbours) does not
+/// leave a single worker scanning it while the others wait.
+const HEAVY_DEGREE: usize = 1024;
 /// Vertices a worker gathers before appending them to the queue.
 const LOCAL_BUFFER: usize = 1024;
-/// Vertices whose parent and bitmap bits a worker clears at once in the
-/// reset level (a multiple of 64).
-const RESET_CHUNK: usize = 64 * 256;
+/// Vertices whose bitmap bits a worker clears at once in the reset level
+/// (a multiple of 64).
+const RESET_CHUNK: usize = 64 * 1024;
+
+/// The chunk number of a closed level's word: more than any level has.
+const CLOSED: u64 = 0xffff_ffff;
 
 /// What the chunks of the current level are.
 const RESET: u32 = 0;
 const TOP_DOWN: u32 = 1;
 const BOTTOM_UP: u32 = 2;
+
+/// A value on cache lines of its own (two: the adjacent-line prefetcher
+/// fetches pairs), so that workers writing it do not take from others the
+/// lines of what they only read.
+#[repr(align(128))]
+struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Line<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
 
 /// A BFS tree: the result of kernel 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,11 +154,20 @@ pub struct BfsTree {
 /// searcher.search(edges[0][0]);
 /// let tree = searcher.tree();
 /// assert_eq!(tree.level[edges[0][0] as usize], 0);
+///
+/// // Many searches on the same workers:
+/// let reached = searcher.with_workers(|searches| {
+///     [edges[0][0], edges[1][1]].map(|root| {
+///         searches.search(root);
+///         searches.reached()
+///     })
+/// });
+/// assert!(reached.iter().all(|&r| r > 1));
 /// ```
 pub struct Searcher<'g> {
     g: &'g Csr,
     workers: usize,
-    root: u32,
+    root: AtomicU32,
     parent: Vec<AtomicU32>,
     /// Vertices in the tree so far, and those without neighbours (which
     /// no search reaches), one bit each.
@@ -123,13 +178,24 @@ pub struct Searcher<'g> {
     /// current frontier is `queue[level_start..level_end]`.
     queue: Vec<AtomicU32>,
     /// How many vertices `queue` holds.
-    tail: AtomicUsize,
+    tail: Line<AtomicUsize>,
+    /// The heavy vertices found so far in this level (the next frontier's).
+    heavy_found: Vec<AtomicU32>,
+    heavy_found_len: AtomicUsize,
+    /// The current frontier's heavy vertices, and where each one's edges
+    /// end in their concatenation.
+    heavy: Vec<(AtomicU32, AtomicU64)>,
+    heavy_len: AtomicUsize,
+    /// Chunks of the current top-down level over frontier vertices; the
+    /// rest are chunks of `heavy_chunk_len` heavy edges.
+    vertex_chunks: AtomicUsize,
+    heavy_chunk_len: AtomicU64,
     level_start: AtomicUsize,
     level_end: AtomicUsize,
     /// `(level number << 32) | next chunk to claim` of the current level.
-    claim: AtomicU64,
+    claim: Line<AtomicU64>,
     /// Chunks of the current level finished so far.
-    finished: AtomicUsize,
+    finished: Line<AtomicUsize>,
     /// Chunks of the current level.
     chunks: AtomicUsize,
     /// Frontier vertices (top-down) or bitmap words (bottom-up) per chunk
@@ -138,11 +204,15 @@ pub struct Searcher<'g> {
     /// Which bitmap holds the current frontier.
     current: AtomicUsize,
     /// Degrees summed over the next frontier (`m_f`).
-    next_edges: AtomicU64,
+    next_edges: Line<AtomicU64>,
     /// [`RESET`], [`TOP_DOWN`] or [`BOTTOM_UP`]: what the current level's
     /// chunks are.
     mode: AtomicU32,
     done: AtomicBool,
+    /// Searches started: a helper that sees it change takes part.
+    searches: AtomicU64,
+    /// Set when the helpers are to return.
+    stop: AtomicBool,
     /// Bookkeeping between levels: edges not yet explored (`m_u`), the
     /// current frontier's edges, levels run bottom-up.
     unexplored: AtomicU64,
@@ -176,54 +246,113 @@ impl<'g> Searcher<'g> {
                 .map(|_| AtomicU64::new(0))
                 .collect::<Vec<_>>()
         };
+        let heavy_max = g.adjacency.len() / (HEAVY_DEGREE + 1) + 1;
         Searcher {
             g,
+            heavy_found: (0..heavy_max).map(|_| AtomicU32::new(0)).collect(),
+            heavy_found_len: AtomicUsize::new(0),
+            heavy: (0..heavy_max)
+                .map(|_| (AtomicU32::new(0), AtomicU64::new(0)))
+                .collect(),
+            heavy_len: AtomicUsize::new(0),
+            vertex_chunks: AtomicUsize::new(0),
+            heavy_chunk_len: AtomicU64::new(0),
             workers: workers.max(1),
-            root: 0,
+            root: AtomicU32::new(0),
             parent: atomics(NONE),
             visited: bitmap(),
             bitmaps: [bitmap(), bitmap()],
             queue: atomics(0),
-            tail: AtomicUsize::new(0),
+            tail: Line(AtomicUsize::new(0)),
             level_start: AtomicUsize::new(0),
             level_end: AtomicUsize::new(0),
-            claim: AtomicU64::new(0),
-            finished: AtomicUsize::new(0),
+            claim: Line(AtomicU64::new(0)),
+            finished: Line(AtomicUsize::new(0)),
             chunks: AtomicUsize::new(0),
             chunk_len: AtomicUsize::new(TOP_DOWN_CHUNK),
             current: AtomicUsize::new(0),
-            next_edges: AtomicU64::new(0),
+            next_edges: Line(AtomicU64::new(0)),
             mode: AtomicU32::new(RESET),
             done: AtomicBool::new(false),
+            searches: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
             unexplored: AtomicU64::new(0),
             frontier_edges: AtomicU64::new(0),
             bottom_up_levels: AtomicU32::new(0),
         }
     }
 
-    /// Searches from `root`: afterwards the parent of every vertex is set
-    /// ([`NONE`] outside the root's component). Everything kernel 2 must
-    /// compute happens here (time this); [`tree`](Searcher::tree) then
-    /// copies the result out.
+    /// Searches from `root` (as [`Searches::search`]), starting and
+    /// stopping the workers for this one search.
     ///
     /// # Panics
     ///
     /// If `root` is not a vertex of the graph.
     pub fn search(&mut self, root: u32) {
-        let g = self.g;
-        let n = g.vertices();
-        assert!((root as usize) < n, "root {root} outside 0..{n}");
-        self.root = root;
-        // The first level clears the arrays (`reset_chunk`), then plants
-        // the root (`plant_root`).
-        *self.mode.get_mut() = RESET;
-        *self.chunks.get_mut() = n.div_ceil(RESET_CHUNK);
-        *self.claim.get_mut() = 0;
-        *self.finished.get_mut() = 0;
-        *self.done.get_mut() = false;
-        // The thread spawn's happens-before makes the writes above visible.
+        self.with_workers(|searches| searches.search(root));
+    }
+
+    /// Starts the workers, runs `f`, whose [`Searches::search`] calls
+    /// reuse them, and stops them: the calling thread is worker 0 (pinned
+    /// for the while, as the others are, where the process may use a CPU
+    /// per worker), and the others wait, parked, between searches.
+    pub fn with_workers<R>(&mut self, f: impl FnOnce(&mut Searches<'_, 'g>) -> R) -> R {
+        *self.stop.get_mut() = false;
+        let cpus = par::cpus_for(self.workers);
         let this = &*self;
-        par::on_workers(self.workers, |_| this.work());
+        std::thread::scope(|scope| {
+            let cpus = &cpus;
+            let helpers: Vec<std::thread::Thread> = (1..this.workers)
+                .map(|w| {
+                    scope
+                        .spawn(move || {
+                            if let Some(cpus) = cpus {
+                                statepipe_sys::pin::pin_current_thread(cpus[w % cpus.len()]);
+                            }
+                            this.help();
+                        })
+                        .thread()
+                        .clone()
+                })
+                .collect();
+            // Stops the helpers however `f` ends, so the scope can join them.
+            struct Stop<'s, 'g>(&'s Searcher<'g>, Vec<std::thread::Thread>);
+            impl Drop for Stop<'_, '_> {
+                fn drop(&mut self) {
+                    // Release: pairs with the Acquire load in `help`.
+                    self.0.stop.store(true, Ordering::Release);
+                    self.1.iter().for_each(std::thread::Thread::unpark);
+                }
+            }
+            let _stop = Stop(this, helpers.clone());
+            let _pinned = cpus
+                .as_ref()
+                .and_then(|cpus| statepipe_sys::pin::pin_current_thread_for_now(cpus[0]));
+            f(&mut Searches {
+                searcher: this,
+                helpers,
+            })
+        })
+    }
+
+    /// A helper worker: takes part in every search started until stopped.
+    fn help(&self) {
+        let mut seen = 0;
+        loop {
+            // Acquire: pairs with the Release store in `Stop::drop`.
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            // Acquire: pairs with the Release `fetch_add` in `Searches::search`.
+            let started = self.searches.load(Ordering::Acquire);
+            if started != seen {
+                seen = started;
+                self.work();
+            } else {
+                // `unpark` after the load above makes this return at once.
+                std::thread::park();
+            }
+        }
     }
 
     /// How many vertices the last search reached (its root included).
@@ -235,20 +364,21 @@ impl<'g> Searcher<'g> {
     /// from the parents in the order the search found the vertices).
     pub fn tree(&self) -> BfsTree {
         let n = self.parent.len();
-        let parent: Vec<u32> = self
-            .parent
-            .iter()
-            .map(|p| p.load(Ordering::Relaxed))
-            .collect();
+        // A parent is only written when its vertex is found: the others
+        // hold what an earlier search left.
+        let mut parent = vec![NONE; n];
         let mut level = vec![NONE; n];
-        level[self.root as usize] = 0;
+        let root = self.root.load(Ordering::Relaxed);
+        parent[root as usize] = root;
+        level[root as usize] = 0;
         let found = self.tail.load(Ordering::Relaxed);
         for v in &self.queue[1..found] {
             let v = v.load(Ordering::Relaxed) as usize;
+            parent[v] = self.parent[v].load(Ordering::Relaxed);
             level[v] = level[parent[v] as usize].wrapping_add(1);
         }
         BfsTree {
-            root: self.root,
+            root,
             parent,
             level,
             bottom_up_levels: self.bottom_up_levels.load(Ordering::Relaxed),
@@ -270,28 +400,56 @@ impl<'g> Searcher<'g> {
         *edges = 0;
     }
 
+    /// Puts `v` (with `degree` neighbours) in the next frontier's queue
+    /// buffer, and among its heavy vertices if it is one.
+    fn found(&self, v: u32, degree: usize, local: &mut Vec<u32>, edges: &mut u64) {
+        *edges += degree as u64;
+        if degree > HEAVY_DEGREE {
+            let at = self.heavy_found_len.fetch_add(1, Ordering::Relaxed);
+            self.heavy_found[at].store(v, Ordering::Relaxed);
+        }
+        local.push(v);
+        if local.len() == LOCAL_BUFFER {
+            self.flush(local, edges);
+        }
+    }
+
     /// One worker: claim chunks of the current level until the search ends.
     fn work(&self) {
         let mut local = Vec::with_capacity(LOCAL_BUFFER);
         let mut seen = u32::MAX;
         let (mut cur, mut mode, mut chunks, mut frontier) = (0, RESET, 0, 0..0);
         let mut chunk_len = 0;
+        let (mut vertex_chunks, mut heavy_len, mut heavy_chunk_len) = (0, 0, 0);
         let mut idle = 0u32;
         loop {
             // Acquire: pairs with the Release store of `claim` in `next_level`.
             let word = self.claim.load(Ordering::Acquire);
-            if self.done.load(Ordering::Relaxed) {
+            // Acquire: pairs with the Release store in `next_level`, so the
+            // caller sees the whole search once it sees it done.
+            if self.done.load(Ordering::Acquire) {
                 return;
             }
             let generation = (word >> 32) as u32;
             if generation != seen {
-                seen = generation;
                 cur = self.current.load(Ordering::Relaxed);
                 mode = self.mode.load(Ordering::Relaxed);
                 chunks = self.chunks.load(Ordering::Relaxed);
                 chunk_len = self.chunk_len.load(Ordering::Relaxed);
+                vertex_chunks = self.vertex_chunks.load(Ordering::Relaxed);
+                heavy_len = self.heavy_len.load(Ordering::Relaxed);
+                heavy_chunk_len = self.heavy_chunk_len.load(Ordering::Relaxed);
                 frontier = self.level_start.load(Ordering::Relaxed)
                     ..self.level_end.load(Ordering::Relaxed);
+                // Acquire: pairs with the Release fence in `close`. Had any
+                // load above read a store of a later publication, this load
+                // would see that publication's closed word: what was read
+                // is then a mix, and is read again.
+                std::sync::atomic::fence(Ordering::Acquire);
+                if self.claim.load(Ordering::Relaxed) >> 32 != word >> 32 {
+                    continue;
+                }
+                seen = generation;
             }
             let chunk = (word & 0xffff_ffff) as usize;
             if chunk >= chunks {
@@ -320,10 +478,15 @@ impl<'g> Searcher<'g> {
                     let words = chunk * chunk_len..(chunk + 1) * chunk_len;
                     self.bottom_up_chunk(cur, words, &mut local, &mut edges);
                 }
-                _ => {
+                _ if chunk < vertex_chunks => {
                     let start = frontier.start + chunk * chunk_len;
                     let end = (start + chunk_len).min(frontier.end);
                     self.top_down_chunk(1 - cur, start..end, &mut local, &mut edges);
+                }
+                _ => {
+                    let first = (chunk - vertex_chunks) as u64 * heavy_chunk_len;
+                    let edges_range = first..first + heavy_chunk_len;
+                    self.heavy_chunk(1 - cur, heavy_len, edges_range, &mut local, &mut edges);
                 }
             }
             self.flush(&mut local, &mut edges);
@@ -341,11 +504,7 @@ impl<'g> Searcher<'g> {
     /// Clears the parents and bitmap words of the reset level's `chunk`
     /// (the visited bitmap to the graph's isolated vertices).
     fn reset_chunk(&self, chunk: usize) {
-        let n = self.parent.len();
         let start = chunk * RESET_CHUNK;
-        for p in &self.parent[start..(start + RESET_CHUNK).min(n)] {
-            p.store(NONE, Ordering::Relaxed);
-        }
         let words = start / 64..((start + RESET_CHUNK) / 64).min(self.visited.len());
         for map in [&self.bitmaps[0], &self.bitmaps[1]] {
             for word in &map[words.clone()] {
@@ -365,13 +524,29 @@ impl<'g> Searcher<'g> {
     /// Run by whoever finished the reset level's last chunk: puts the root
     /// in the tree and the frontier, and publishes the first level.
     fn plant_root(&self, generation: u32) {
-        let (g, root) = (self.g, self.root);
+        let generation = self.close(generation);
+        let (g, root) = (self.g, self.root.load(Ordering::Relaxed));
         let r = root as usize;
         self.parent[r].store(root, Ordering::Relaxed);
         self.visited[r / 64].fetch_or(1 << (r % 64), Ordering::Relaxed);
         self.bitmaps[0][r / 64].store(1 << (r % 64), Ordering::Relaxed);
         self.queue[0].store(root, Ordering::Relaxed);
         self.tail.store(1, Ordering::Relaxed);
+        self.heavy_found_len.store(0, Ordering::Relaxed);
+        let heavy = g.degree(root) > HEAVY_DEGREE;
+        self.heavy[0].0.store(root, Ordering::Relaxed);
+        self.heavy[0]
+            .1
+            .store(g.degree(root) as u64, Ordering::Relaxed);
+        self.heavy_len.store(usize::from(heavy), Ordering::Relaxed);
+        self.heavy_chunk_len.store(
+            g.degree(root)
+                .div_ceil(self.workers * CHUNKS_PER_WORKER)
+                .max(HEAVY_DEGREE) as u64,
+            Ordering::Relaxed,
+        );
+        self.vertex_chunks
+            .store(usize::from(!heavy), Ordering::Relaxed);
         self.level_start.store(0, Ordering::Relaxed);
         self.level_end.store(1, Ordering::Relaxed);
         self.current.store(0, Ordering::Relaxed);
@@ -384,17 +559,44 @@ impl<'g> Searcher<'g> {
             .store(g.degree(root) as u64, Ordering::Relaxed);
         self.bottom_up_levels.store(0, Ordering::Relaxed);
         self.mode.store(TOP_DOWN, Ordering::Relaxed);
-        self.chunks.store(1, Ordering::Relaxed);
+        let heavy_chunks = if heavy {
+            g.degree(root)
+                .div_ceil(self.heavy_chunk_len.load(Ordering::Relaxed) as usize)
+        } else {
+            0
+        };
+        self.chunks
+            .store(usize::from(!heavy) + heavy_chunks, Ordering::Relaxed);
         self.chunk_len.store(TOP_DOWN_CHUNK, Ordering::Relaxed);
         self.finished.store(0, Ordering::Relaxed);
+        self.open(generation);
+    }
+
+    /// Closes level `generation` before the next one is written: a worker
+    /// that reads the level's word afterwards finds nothing to claim, and
+    /// one that reads the next level's description while it is written
+    /// notices (see `work`). Returns the next level's number.
+    fn close(&self, generation: u32) -> u32 {
+        self.claim.store(
+            u64::from(generation.wrapping_add(1)) << 32 | CLOSED,
+            Ordering::Relaxed,
+        );
+        // Release: pairs with the Acquire fence in `work`.
+        std::sync::atomic::fence(Ordering::Release);
+        generation.wrapping_add(2)
+    }
+
+    /// Publishes the level `generation` that has just been described.
+    fn open(&self, generation: u32) {
         // Release: pairs with the Acquire load of `claim` in `work`.
         self.claim
-            .store(u64::from(generation + 1) << 32, Ordering::Release);
+            .store(u64::from(generation) << 32, Ordering::Release);
     }
 
     /// Run by whoever finished the level's last chunk: every other worker
     /// is idle or about to find the level's chunks all claimed.
     fn next_level(&self, cur: usize, was_bottom_up: bool, generation: u32) {
+        let generation = self.close(generation);
         let n = self.parent.len();
         let start = self.level_end.load(Ordering::Relaxed);
         let end = self.tail.load(Ordering::Relaxed);
@@ -425,15 +627,39 @@ impl<'g> Searcher<'g> {
         } else {
             (found, TOP_DOWN_CHUNK)
         };
-        let chunk_len = (items / (self.workers * CHUNKS_PER_WORKER)).max(least);
-        self.chunks
-            .store(items.div_ceil(chunk_len), Ordering::Relaxed);
+        let per_level = self.workers * CHUNKS_PER_WORKER;
+        let chunk_len = (items / per_level).max(least);
+        let vertex_chunks = items.div_ceil(chunk_len);
         self.chunk_len.store(chunk_len, Ordering::Relaxed);
+        self.vertex_chunks.store(vertex_chunks, Ordering::Relaxed);
+        // The heavy vertices' edges, end to end, in chunks of their own.
+        let heavy_found = self.heavy_found_len.swap(0, Ordering::Relaxed);
+        let heavy_chunks = if go_bottom_up {
+            self.heavy_len.store(0, Ordering::Relaxed);
+            0
+        } else {
+            let mut end = 0u64;
+            for (slot, found) in self.heavy.iter().zip(&self.heavy_found[..heavy_found]) {
+                let v = found.load(Ordering::Relaxed);
+                end += self.g.degree(v) as u64;
+                slot.0.store(v, Ordering::Relaxed);
+                slot.1.store(end, Ordering::Relaxed);
+            }
+            self.heavy_len.store(heavy_found, Ordering::Relaxed);
+            let len = end.div_ceil(per_level as u64).max(HEAVY_DEGREE as u64);
+            self.heavy_chunk_len.store(len, Ordering::Relaxed);
+            end.div_ceil(len) as usize
+        };
+        self.chunks
+            .store(vertex_chunks + heavy_chunks, Ordering::Relaxed);
         self.finished.store(0, Ordering::Relaxed);
-        self.done.store(found == 0, Ordering::Relaxed);
-        // Release: pairs with the Acquire load of `claim` in `work`.
-        self.claim
-            .store(u64::from(generation + 1) << 32, Ordering::Release);
+        self.open(generation);
+        if found == 0 {
+            // Last, so a caller that starts the next search on seeing it
+            // done finds no store of this one still to come. Release:
+            // pairs with the Acquire load of `done` in `work`.
+            self.done.store(true, Ordering::Release);
+        }
     }
 
     fn top_down_chunk(
@@ -445,24 +671,62 @@ impl<'g> Searcher<'g> {
     ) {
         for slot in &self.queue[frontier] {
             let u = slot.load(Ordering::Relaxed);
-            for &v in self.g.neighbours(u) {
-                let (word, bit) = (v as usize / 64, 1u64 << (v % 64));
-                // The bitmap first: most neighbours are already in the tree.
-                if self.visited[word].load(Ordering::Relaxed) & bit != 0 {
-                    continue;
-                }
-                let p = &self.parent[v as usize];
-                if p.compare_exchange(NONE, u, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    self.visited[word].fetch_or(bit, Ordering::Relaxed);
-                    self.bitmaps[next][word].fetch_or(bit, Ordering::Relaxed);
-                    *edges += self.g.degree(v) as u64;
-                    local.push(v);
-                    if local.len() == LOCAL_BUFFER {
-                        self.flush(local, edges);
-                    }
-                }
+            let neighbours = self.g.neighbours(u);
+            // A heavy vertex's edges are chunks of their own.
+            if neighbours.len() <= HEAVY_DEGREE {
+                self.top_down_edges(next, u, neighbours, local, edges);
+            }
+        }
+    }
+
+    /// The heavy edges `range` (of the current frontier's heavy vertices'
+    /// edges, end to end), top-down.
+    fn heavy_chunk(
+        &self,
+        next: usize,
+        heavy_len: usize,
+        range: std::ops::Range<u64>,
+        local: &mut Vec<u32>,
+        edges: &mut u64,
+    ) {
+        let heavy = &self.heavy[..heavy_len];
+        // The first heavy vertex whose edges end after the range starts.
+        let mut i = heavy.partition_point(|h| h.1.load(Ordering::Relaxed) <= range.start);
+        while let Some((u, end)) = heavy.get(i) {
+            let (u, end) = (u.load(Ordering::Relaxed), end.load(Ordering::Relaxed));
+            let neighbours = self.g.neighbours(u);
+            let start = end - neighbours.len() as u64;
+            if start >= range.end {
+                break;
+            }
+            let from = (range.start.max(start) - start) as usize;
+            let to = (range.end.min(end) - start) as usize;
+            self.top_down_edges(next, u, &neighbours[from..to], local, edges);
+            i += 1;
+        }
+    }
+
+    /// Claims every neighbour in `neighbours` of frontier vertex `u` that
+    /// is not in the tree yet.
+    fn top_down_edges(
+        &self,
+        next: usize,
+        u: u32,
+        neighbours: &[u32],
+        local: &mut Vec<u32>,
+        edges: &mut u64,
+    ) {
+        for &v in neighbours {
+            let (word, bit) = (v as usize / 64, 1u64 << (v % 64));
+            // The bitmap first: most neighbours are already in the tree.
+            if self.visited[word].load(Ordering::Relaxed) & bit != 0 {
+                continue;
+            }
+            // Whoever sets the bit has claimed `v`.
+            if self.visited[word].fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+                self.parent[v as usize].store(u, Ordering::Relaxed);
+                self.bitmaps[next][word].fetch_or(bit, Ordering::Relaxed);
+                self.found(v, self.g.degree(v), local, edges);
             }
         }
     }
@@ -495,11 +759,7 @@ impl<'g> Searcher<'g> {
                     if frontier[u as usize / 64].load(Ordering::Relaxed) & (1 << (u % 64)) != 0 {
                         self.parent[v].store(u, Ordering::Relaxed);
                         bits |= 1 << i;
-                        *edges += neighbours.len() as u64;
-                        local.push(v as u32);
-                        if local.len() == LOCAL_BUFFER {
-                            self.flush(local, edges);
-                        }
+                        self.found(v as u32, neighbours.len(), local, edges);
                         break;
                     }
                 }
@@ -509,6 +769,54 @@ impl<'g> Searcher<'g> {
                 self.bitmaps[next][word].store(bits, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// A [`Searcher`] with its workers started ([`Searcher::with_workers`]).
+pub struct Searches<'s, 'g> {
+    searcher: &'s Searcher<'g>,
+    helpers: Vec<std::thread::Thread>,
+}
+
+impl Searches<'_, '_> {
+    /// Searches from `root`: afterwards the parent of every vertex found
+    /// is set. Everything kernel 2 must compute happens here (time this);
+    /// [`tree`](Searches::tree) then copies the result out.
+    ///
+    /// # Panics
+    ///
+    /// If `root` is not a vertex of the graph.
+    pub fn search(&mut self, root: u32) {
+        let s = self.searcher;
+        let n = s.g.vertices();
+        assert!((root as usize) < n, "root {root} outside 0..{n}");
+        // The first level clears the bitmaps (`reset_chunk`), then plants
+        // the root (`plant_root`). No worker holds a chunk of the last
+        // search: its last level had none, and `done` was stored after
+        // every other store of it.
+        let generation = s.close((s.claim.load(Ordering::Relaxed) >> 32) as u32);
+        s.root.store(root, Ordering::Relaxed);
+        s.mode.store(RESET, Ordering::Relaxed);
+        s.chunks.store(n.div_ceil(RESET_CHUNK), Ordering::Relaxed);
+        s.finished.store(0, Ordering::Relaxed);
+        s.done.store(false, Ordering::Relaxed);
+        // Level numbers go on from the last search's, so a helper still
+        // holding that search's last level never takes this one's for it.
+        s.open(generation);
+        // Release: pairs with the Acquire load of `searches` in `help`.
+        s.searches.fetch_add(1, Ordering::Release);
+        self.helpers.iter().for_each(std::thread::Thread::unpark);
+        s.work();
+    }
+
+    /// How many vertices the last search reached (its root included).
+    pub fn reached(&self) -> usize {
+        self.searcher.reached()
+    }
+
+    /// The tree of the last search (as [`Searcher::tree`]).
+    pub fn tree(&self) -> BfsTree {
+        self.searcher.tree()
     }
 }
 

@@ -212,22 +212,25 @@ pub fn run(
     });
     let mut searches = Vec::with_capacity(config.roots);
     let mut searcher = bfs::Searcher::new(&g, config.workers);
-    for root in sample_roots(&g, config.roots, config.seed) {
-        let started = Instant::now();
-        searcher.search(root);
-        let seconds = started.elapsed().as_secs_f64();
-        let tree = searcher.tree();
-        let nedge = validate::validate(&edges, &tree, config.workers)
-            .map_err(|error| Graph500Error::Invalid { root, error })?;
-        let search = Search {
-            root,
-            seconds,
-            nedge,
-            bottom_up_levels: tree.bottom_up_levels,
-        };
-        progress(Progress::Searched(&search));
-        searches.push(search);
-    }
+    searcher.with_workers(|searcher| {
+        for root in sample_roots(&g, config.roots, config.seed) {
+            let started = Instant::now();
+            searcher.search(root);
+            let seconds = started.elapsed().as_secs_f64();
+            let tree = searcher.tree();
+            let nedge = validate::validate(&edges, &tree, config.workers)
+                .map_err(|error| Graph500Error::Invalid { root, error })?;
+            let search = Search {
+                root,
+                seconds,
+                nedge,
+                bottom_up_levels: tree.bottom_up_levels,
+            };
+            progress(Progress::Searched(&search));
+            searches.push(search);
+        }
+        Ok::<_, Graph500Error>(())
+    })?;
     Ok(Report {
         config: config.clone(),
         generation_seconds,

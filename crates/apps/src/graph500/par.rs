@@ -5,16 +5,15 @@
 /// in worker order.
 pub(crate) fn on_workers<T: Send>(workers: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let workers = workers.max(1);
-    let cpus = statepipe_sys::cpus::usable_cpus();
-    let pin = workers <= cpus.count && !cpus.ids.is_empty();
+    let cpus = cpus_for(workers);
     std::thread::scope(|s| {
         let f = &f;
         let cpus = &cpus;
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 s.spawn(move || {
-                    if pin {
-                        statepipe_sys::pin::pin_current_thread(cpus.ids[w % cpus.ids.len()]);
+                    if let Some(cpus) = cpus {
+                        statepipe_sys::pin::pin_current_thread(cpus[w % cpus.len()]);
                     }
                     f(w)
                 })
@@ -25,6 +24,17 @@ pub(crate) fn on_workers<T: Send>(workers: usize, f: impl Fn(usize) -> T + Sync)
             .map(|h| h.join().expect("a graph500 worker panicked"))
             .collect()
     })
+}
+
+/// The CPUs workers are pinned to (worker `w` to `cpus[w % cpus.len()]`),
+/// or `None` where they are not: when the process may use fewer CPUs than
+/// there are workers. The CPUs are read once, so workers started by a
+/// thread pinned for a while (a search's caller, which is worker 0) are
+/// spread as widely as the first ones.
+pub(crate) fn cpus_for(workers: usize) -> Option<Vec<usize>> {
+    static CPUS: std::sync::OnceLock<statepipe_sys::cpus::Cpus> = std::sync::OnceLock::new();
+    let cpus = CPUS.get_or_init(statepipe_sys::cpus::usable_cpus);
+    (workers <= cpus.count && !cpus.ids.is_empty()).then(|| cpus.ids.clone())
 }
 
 /// Runs `f(worker, item)` on one pinned scoped thread per item of `items`
