@@ -41,4 +41,5 @@ for t in range(b.STEPS):
           f"largest chunk {max(int(x.sum()) for x in counts)} children", flush=True)
 print(f"wall {time.perf_counter()-t0:.2f} s; ideal {b.STEPS*b.PARTICLES*b.SLEEP_PER_CHILD/W:.2f} s; "
       f"evolve {evolve_s:.2f} s, driver {driver_s:.3f} s")
+print(e.stats())
 e.close()
