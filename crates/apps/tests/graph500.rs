@@ -24,6 +24,15 @@ fn generator_is_deterministic_and_independent_of_workers() {
     assert!(one.iter().all(|e| e[0] < 1024 && e[1] < 1024));
 }
 
+/// The generator's edge list for `2^scale` vertices, its graph, and the
+/// vertex count.
+fn graph(scale: u32, edgefactor: u32, seed: u64) -> (Vec<[u32; 2]>, Csr, usize) {
+    let n = 1usize << scale;
+    let edges = generate(scale, edgefactor, seed, 2);
+    let g = Csr::build(n, &edges, 2);
+    (edges, g, n)
+}
+
 /// A graph, its edge list, and a valid tree from a root of non-zero degree.
 fn sample() -> (Vec<[u32; 2]>, Csr, statepipe_apps::graph500::bfs::BfsTree) {
     let edges = generate(9, 16, 3, 2);
@@ -150,10 +159,7 @@ proptest! {
 /// give every tree the oracle's levels.
 #[test]
 fn searches_on_the_same_workers_match_the_oracle() {
-    let scale = 12;
-    let edges = generate(scale, 16, 3, 2);
-    let n = 1usize << scale;
-    let g = Csr::build(n, &edges, 2);
+    let (_, g, n) = graph(12, 16, 3);
     // Hubs with more than 1,024 neighbours, whose edges top-down levels
     // share out in chunks of their own.
     assert!((0..n as u32).any(|v| g.degree(v) > 1024));
@@ -184,10 +190,7 @@ fn searches_on_the_same_workers_match_the_oracle() {
 /// levels.
 #[test]
 fn a_reused_searcher_matches_the_oracle_root_after_root() {
-    let scale = 15;
-    let edges = generate(scale, 4, 7, 2);
-    let n = 1usize << scale;
-    let g = Csr::build(n, &edges, 2);
+    let (edges, g, n) = graph(15, 4, 7);
     for workers in [1, 2, 3] {
         let mut searcher = statepipe_apps::graph500::bfs::Searcher::new(&g, workers);
         for root in [edges[0][0], edges[1][1], 0, (n - 1) as u32] {

@@ -306,9 +306,7 @@ impl<'g> Searcher<'g> {
                 .map(|w| {
                     scope
                         .spawn(move || {
-                            if let Some(cpus) = cpus {
-                                statepipe_sys::pin::pin_current_thread(cpus[w % cpus.len()]);
-                            }
+                            par::pin(cpus.as_deref(), w);
                             this.help();
                         })
                         .thread()

@@ -12,9 +12,7 @@ pub(crate) fn on_workers<T: Send>(workers: usize, f: impl Fn(usize) -> T + Sync)
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 s.spawn(move || {
-                    if let Some(cpus) = cpus {
-                        statepipe_sys::pin::pin_current_thread(cpus[w % cpus.len()]);
-                    }
+                    pin(cpus.as_deref(), w);
                     f(w)
                 })
             })
@@ -35,6 +33,14 @@ pub(crate) fn cpus_for(workers: usize) -> Option<Vec<usize>> {
     static CPUS: std::sync::OnceLock<statepipe_sys::cpus::Cpus> = std::sync::OnceLock::new();
     let cpus = CPUS.get_or_init(statepipe_sys::cpus::usable_cpus);
     (workers <= cpus.count && !cpus.ids.is_empty()).then(|| cpus.ids.clone())
+}
+
+/// Pins the calling thread, worker `w`, to its CPU of `cpus` (from
+/// [`cpus_for`]); leaves it be where workers are not pinned.
+pub(crate) fn pin(cpus: Option<&[usize]>, w: usize) {
+    if let Some(cpus) = cpus {
+        statepipe_sys::pin::pin_current_thread(cpus[w % cpus.len()]);
+    }
 }
 
 /// Runs `f(worker, item)` on one pinned scoped thread per item of `items`
