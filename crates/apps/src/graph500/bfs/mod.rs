@@ -76,8 +76,6 @@ use crate::mem::huge_vec;
 mod levels;
 mod workers;
 
-pub use workers::Searches;
-
 /// Beamer's α: go bottom-up when `m_f > m_u / ALPHA`.
 pub const ALPHA: u64 = 15;
 /// Beamer's β: go top-down when the frontier has fewer than `n / BETA` vertices.
@@ -223,6 +221,12 @@ pub struct Searcher<'g> {
     unexplored: AtomicU64,
     frontier_edges: AtomicU64,
     bottom_up_levels: AtomicU32,
+}
+
+/// A [`Searcher`] with its workers started ([`Searcher::with_workers`]).
+pub struct Searches<'s, 'g> {
+    searcher: &'s Searcher<'g>,
+    helpers: Vec<std::thread::Thread>,
 }
 
 /// Searches `g` from `root` on `workers` pinned threads (a [`Searcher`]

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{par, BfsTree, Searcher, RESET, RESET_CHUNK};
+use super::{par, BfsTree, Searcher, Searches, RESET, RESET_CHUNK};
 
 impl<'g> Searcher<'g> {
     /// Starts the workers, runs `f`, whose [`Searches::search`] calls
@@ -66,12 +66,6 @@ impl<'g> Searcher<'g> {
             }
         }
     }
-}
-
-/// A [`Searcher`] with its workers started ([`Searcher::with_workers`]).
-pub struct Searches<'s, 'g> {
-    searcher: &'s Searcher<'g>,
-    helpers: Vec<std::thread::Thread>,
 }
 
 impl Searches<'_, '_> {
