@@ -157,19 +157,11 @@ impl Searcher<'_> {
         self.bitmaps[0][r / 64].store(1 << (r % 64), Ordering::Relaxed);
         self.queue[0].store(root, Ordering::Relaxed);
         self.tail.store(1, Ordering::Relaxed);
-        self.heavy_found_len.store(0, Ordering::Relaxed);
         let heavy = g.degree(root) > HEAVY_DEGREE;
-        self.heavy[0].0.store(root, Ordering::Relaxed);
-        self.heavy[0]
-            .1
-            .store(g.degree(root) as u64, Ordering::Relaxed);
-        self.heavy_len.store(usize::from(heavy), Ordering::Relaxed);
-        self.heavy_chunk_len.store(
-            g.degree(root)
-                .div_ceil(self.workers * CHUNKS_PER_WORKER)
-                .max(HEAVY_DEGREE) as u64,
-            Ordering::Relaxed,
-        );
+        self.heavy_found[0].store(root, Ordering::Relaxed);
+        self.heavy_found_len
+            .store(usize::from(heavy), Ordering::Relaxed);
+        let heavy_chunks = self.plan_heavy(self.workers * CHUNKS_PER_WORKER);
         self.vertex_chunks
             .store(usize::from(!heavy), Ordering::Relaxed);
         self.level_start.store(0, Ordering::Relaxed);
@@ -184,12 +176,6 @@ impl Searcher<'_> {
             .store(g.degree(root) as u64, Ordering::Relaxed);
         self.bottom_up_levels.store(0, Ordering::Relaxed);
         self.mode.store(TOP_DOWN, Ordering::Relaxed);
-        let heavy_chunks = if heavy {
-            g.degree(root)
-                .div_ceil(self.heavy_chunk_len.load(Ordering::Relaxed) as usize)
-        } else {
-            0
-        };
         self.chunks
             .store(usize::from(!heavy) + heavy_chunks, Ordering::Relaxed);
         self.chunk_len.store(TOP_DOWN_CHUNK, Ordering::Relaxed);
@@ -257,23 +243,12 @@ impl Searcher<'_> {
         let vertex_chunks = items.div_ceil(chunk_len);
         self.chunk_len.store(chunk_len, Ordering::Relaxed);
         self.vertex_chunks.store(vertex_chunks, Ordering::Relaxed);
-        // The heavy vertices' edges, end to end, in chunks of their own.
-        let heavy_found = self.heavy_found_len.swap(0, Ordering::Relaxed);
         let heavy_chunks = if go_bottom_up {
+            self.heavy_found_len.store(0, Ordering::Relaxed);
             self.heavy_len.store(0, Ordering::Relaxed);
             0
         } else {
-            let mut end = 0u64;
-            for (slot, found) in self.heavy.iter().zip(&self.heavy_found[..heavy_found]) {
-                let v = found.load(Ordering::Relaxed);
-                end += self.g.degree(v) as u64;
-                slot.0.store(v, Ordering::Relaxed);
-                slot.1.store(end, Ordering::Relaxed);
-            }
-            self.heavy_len.store(heavy_found, Ordering::Relaxed);
-            let len = end.div_ceil(per_level as u64).max(HEAVY_DEGREE as u64);
-            self.heavy_chunk_len.store(len, Ordering::Relaxed);
-            end.div_ceil(len) as usize
+            self.plan_heavy(per_level)
         };
         self.chunks
             .store(vertex_chunks + heavy_chunks, Ordering::Relaxed);
@@ -285,6 +260,25 @@ impl Searcher<'_> {
             // pairs with the Acquire load of `done` in `work`.
             self.done.store(true, Ordering::Release);
         }
+    }
+
+    /// Makes the heavy vertices found so far the level's heavy list (their
+    /// edges, end to end, in chunks of their own: about `per_level` of
+    /// them, each at least `HEAVY_DEGREE` edges), starts the next list,
+    /// and returns how many chunks they make.
+    fn plan_heavy(&self, per_level: usize) -> usize {
+        let found = self.heavy_found_len.swap(0, Ordering::Relaxed);
+        let mut end = 0u64;
+        for (slot, v) in self.heavy.iter().zip(&self.heavy_found[..found]) {
+            let v = v.load(Ordering::Relaxed);
+            end += self.g.degree(v) as u64;
+            slot.0.store(v, Ordering::Relaxed);
+            slot.1.store(end, Ordering::Relaxed);
+        }
+        self.heavy_len.store(found, Ordering::Relaxed);
+        let len = end.div_ceil(per_level as u64).max(HEAVY_DEGREE as u64);
+        self.heavy_chunk_len.store(len, Ordering::Relaxed);
+        end.div_ceil(len) as usize
     }
 
     fn top_down_chunk(

@@ -125,12 +125,6 @@ impl<T> std::ops::Deref for Line<T> {
     }
 }
 
-impl<T> std::ops::DerefMut for Line<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
-
 /// A BFS tree: the result of kernel 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BfsTree {
