@@ -1,5 +1,6 @@
 //! A Python model as a statepipe [`Evolve`]: states, inputs and outputs are
-//! pickled bytes, the parameters are the cloudpickled model.
+//! bytes of `statepipe._codec` (a numeric numpy array's raw buffer, else a
+//! pickle), the parameters are the cloudpickled model.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,8 +15,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_bytes::ByteBuf;
 use statepipe_cluster::{Evolve, Rng};
 
-/// The pickle protocol of states, inputs and outputs (out-of-band-capable,
-/// which numpy arrays use for their buffers).
+/// The pickle protocol of states, inputs and outputs that are not numeric
+/// numpy arrays (out-of-band-capable).
 pub(crate) const PROTOCOL: u8 = 5;
 
 /// An input as the engine carries it: the call's expected cost (the
@@ -97,17 +98,19 @@ fn keep_thread_state() {
     }
 }
 
-struct Pickle {
+/// `statepipe._codec`'s `loads` and `dumps`: pickle protocol 5, or a
+/// numeric numpy array's raw buffer.
+struct Codec {
     loads: Py<PyAny>,
     dumps: Py<PyAny>,
 }
 
-static PICKLE: PyOnceLock<Pickle> = PyOnceLock::new();
+static CODEC: PyOnceLock<Codec> = PyOnceLock::new();
 
-fn pickle(py: Python<'_>) -> PyResult<&Pickle> {
-    PICKLE.get_or_try_init(py, || {
-        let m = py.import("pickle")?;
-        Ok(Pickle {
+fn codec(py: Python<'_>) -> PyResult<&Codec> {
+    CODEC.get_or_try_init(py, || {
+        let m = py.import("statepipe._codec")?;
+        Ok(Codec {
             loads: m.getattr("loads")?.unbind(),
             dumps: m.getattr("dumps")?.unbind(),
         })
@@ -115,11 +118,11 @@ fn pickle(py: Python<'_>) -> PyResult<&Pickle> {
 }
 
 pub(crate) fn loads<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    pickle(py)?.loads.bind(py).call1((PyBytes::new(py, b),))
+    codec(py)?.loads.bind(py).call1((PyBytes::new(py, b),))
 }
 
 pub(crate) fn dumps(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    let b = pickle(py)?.dumps.bind(py).call1((v, PROTOCOL))?;
+    let b = codec(py)?.dumps.bind(py).call1((v,))?;
     Ok(b.cast::<PyBytes>()?.as_bytes().to_vec())
 }
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import sys
 from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
+from ._codec import dumps as _dumps, loads as _loads
 
 PROTOCOL = _native.PICKLE_PROTOCOL
 
@@ -46,10 +46,6 @@ class ModelError(_native.ModelError):
 class ModelPickleError(_native.StatepipeError, TypeError):
     """The model (or a state or input) cannot be pickled, so it cannot be
     sent to workers."""
-
-
-def _dumps(v: Any) -> bytes:
-    return pickle.dumps(v, PROTOCOL)
 
 
 def _pickle_model(model: Any) -> bytes:
@@ -232,8 +228,7 @@ class Engine:
         ids = list(inputs.keys())
         objs = [inputs[i] for i in ids]
         raw = self._evolve_raw(ids, [_dumps(v) for v in objs], self._costs(objs))
-        loads = pickle.loads
-        return {p: [(c, loads(o)) for c, o in kids] for p, kids in raw}
+        return {p: [(c, _loads(o)) for c, o in kids] for p, kids in raw}
 
     def _costs(self, inputs: Sequence[Any]) -> Optional[List[float]]:
         """The model's ``expected_cost`` of each input, computed here before
@@ -262,7 +257,7 @@ class Engine:
         """Copies of the named states, in order."""
         if isinstance(self._native, _Batched):
             return self._native.fetch(ids)
-        return [pickle.loads(b) for b in self._native.fetch_states(list(ids))]
+        return [_loads(b) for b in self._native.fetch_states(list(ids))]
 
     def drop(self, ids: Sequence[int]) -> None:
         """Forgets the named states."""

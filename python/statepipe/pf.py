@@ -19,13 +19,13 @@ a few numpy calls: no Python per particle, no pickling.
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
 from . import _native
+from ._codec import dumps, loads
 from ._engine import Engine
 
 try:  # Python >= 3.8
@@ -281,8 +281,6 @@ def _run(engine: Engine, steps: int, n: int, islands: int, seed: int) -> PfResul
     log_w = [np.zeros(m) for _ in range(islands)]
     log_z = [0.0] * islands
     means: List[float] = []
-    dumps, loads = pickle.dumps, pickle.loads
-    proto = _native.PICKLE_PROTOCOL
     for t in range(steps):
         order: List[int] = []
         counts: List[int] = []
@@ -292,7 +290,7 @@ def _run(engine: Engine, steps: int, n: int, islands: int, seed: int) -> PfResul
         # The inputs take a few values (children counts): pickle and cost
         # each value once.
         distinct = sorted(set(counts))
-        pickled = {c: dumps((t, c), proto) for c in distinct}
+        pickled = {c: dumps((t, c)) for c in distinct}
         costs = engine._costs([(t, c) for c in distinct])
         cost_of = dict(zip(distinct, costs)) if costs is not None else None
         raw = engine._evolve_raw(
