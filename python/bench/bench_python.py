@@ -19,6 +19,14 @@ same filter, the same data, the same sleep:
 - Ray: W actors, each holding the chunks assigned to it, called once per
   step with its chunks' counts (Ray's recommended pattern for stateful
   workers);
+- floor (not a peer: what this host allows): the same chunks on W
+  forked processes with no engine at all. Each step's chunks are dealt
+  longest first to the processes in advance (the filter is run once
+  beforehand to know them), every process holds its chunks' states from
+  the start, and a step is one byte to each process and one byte back;
+  a process runs its chunks' evolve (the model's own code and sleep) in
+  order. No system can beat it here: what it loses against the ideal is
+  the workload's imbalance and the model's CPU time on this host's CPUs;
 - particles: its SMC driver (``particles.SMC``, bootstrap Feynman-Kac,
   systematic resampling) with the transition mapped over chunks of 5 on a
   ``multiprocessing.Pool`` of W processes (the states go back and forth
@@ -351,15 +359,98 @@ def run_particles(w: int, y: List[float]) -> Dict[str, Any]:
     return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": float(alg.logLt)}
 
 
+# -- the floor -----------------------------------------------------------------
+def run_floor(w: int, y: List[float]) -> Dict[str, Any]:
+    """The filter's chunks on `w` forked processes with the schedule known
+    in advance and no data moved (see the module's docstring)."""
+    import heapq
+
+    global SLEEP_PER_CHILD
+    nchunks = PARTICLES // CHUNK
+    counts = [np.ones(CHUNK, dtype=np.int64) for _ in range(nchunks)]
+    states: List[Any] = [None] * nchunks
+    # jobs[t][k]: process k's calls of step t, longest first.
+    jobs: List[List[List[tuple]]] = []
+    g = np.random.default_rng(1)
+    loglik = 0.0
+    saved, SLEEP_PER_CHILD = SLEEP_PER_CHILD, 0.0
+    try:
+        for t in range(STEPS):
+            ks = [int(c.sum()) for c in counts]
+            loads = [(0, k) for k in range(w)]
+            per: List[List[tuple]] = [[] for _ in range(w)]
+            for c in sorted(range(nchunks), key=lambda c: (-ks[c], c)):
+                load, k = heapq.heappop(loads)
+                per[k].append((states[c], counts[c], t, y[t], c))
+                heapq.heappush(loads, (load + ks[c], k))
+            jobs.append(per)
+            out = [evolve_chunk(states[c], counts[c], t, y[t], c) for c in range(nchunks)]
+            states = [o[0] for o in out]
+            lws = [o[1] for o in out]
+            allw = np.concatenate(lws)
+            loglik += lse(allw) - math.log(PARTICLES)
+            cc = systematic(allw, PARTICLES, float(g.random()))
+            counts = np.split(cc, np.cumsum([len(x) for x in lws])[:-1])
+    finally:
+        SLEEP_PER_CHILD = saved
+    t0 = time.perf_counter()
+    pipes, pids = [], []
+    for k in range(w):
+        go_r, go_w = os.pipe()
+        done_r, done_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the process: its calls, step by step
+            code = 0
+            try:
+                os.close(go_w)
+                os.close(done_r)
+                for t in range(STEPS):
+                    if os.read(go_r, 1) != b"g":
+                        break
+                    for job in jobs[t][k]:
+                        evolve_chunk(*job)
+                    os.write(done_w, b"d")
+            except BaseException:  # noqa: BLE001 - the parent sees the pipe close
+                code = 1
+            os._exit(code)
+        os.close(go_r)
+        os.close(done_w)
+        pipes.append((go_w, done_r))
+        pids.append(pid)
+    start = time.perf_counter() - t0
+
+    def run() -> None:
+        for t in range(STEPS):
+            for go, _ in pipes:
+                os.write(go, b"g")
+            for _, done in pipes:
+                if os.read(done, 1) != b"d":
+                    raise RuntimeError(f"a floor process died in step {t}")
+
+    try:
+        _, wall, busy = timed(run)
+    finally:
+        for go, done in pipes:
+            os.close(go)
+            os.close(done)
+        for pid in pids:
+            os.waitpid(pid, 0)
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": loglik}
+
+
 SYSTEMS: Dict[str, Callable[[int, List[float]], Dict[str, Any]]] = {
     "statepipe": run_statepipe_chunks,
     "statepipe-pf": run_statepipe,
     "dask": run_dask,
     "ray": run_ray,
     "particles": run_particles,
+    "floor": run_floor,
 }
 PIP = {"dask": "distributed==2026.8.0", "ray": "ray==2.60.0", "particles": "particles==0.4"}
-IMPORT = {"dask": "distributed", "ray": "ray", "particles": "particles", "statepipe": "statepipe", "statepipe-pf": "statepipe"}
+IMPORT = {
+    "dask": "distributed", "ray": "ray", "particles": "particles", "statepipe": "statepipe",
+    "statepipe-pf": "statepipe", "floor": "numpy",
+}
 
 
 # -- the per-call overhead and the determinism check --------------------------
@@ -422,7 +513,7 @@ def run_one(system: str, w: int, budget: float) -> Dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", default="10,50")
-    ap.add_argument("--systems", default="statepipe,statepipe-pf,dask,ray,particles")
+    ap.add_argument("--systems", default="statepipe,statepipe-pf,dask,ray,particles,floor")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--out", help="directory for results.json and table.txt")
     ap.add_argument("--skip-checks", action="store_true", help="skip the overhead and determinism measurements")
@@ -517,6 +608,14 @@ def main() -> None:
         if sp and peers:
             best = min(peers, key=lambda r: r["wall_s_median"])
             lines.append(f"{w} workers: statepipe is {best['wall_s_median'] / sp['wall_s_median']:.2f}x the speed of {best['system']}")
+        fl = next((r for r in rows if r["system"] == "floor" and r["workers"] == w and "error" not in r), None)
+        if fl and sp:
+            lines.append(
+                f"{w} workers: the floor's efficiency is {fl['efficiency']:.3f} (no engine beats it on this host); "
+                f"statepipe reaches {sp['efficiency'] / fl['efficiency']:.3f} of it"
+                + (f"; the floor is {best['wall_s_median'] / fl['wall_s_median']:.2f}x the speed of {best['system']}"
+                   if peers else "")
+            )
     if "overhead" in results:
         o = results["overhead"]
         lines.append(
