@@ -521,7 +521,13 @@ def main() -> None:
     ap.add_argument("--one", nargs=2, metavar=("SYSTEM", "WORKERS"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        r = SYSTEMS[a.one[0]](int(a.one[1]), load_nile()[:STEPS])
+        # From this file imported as a module, not as __main__: the task
+        # functions and models then pickle by reference, defined in an
+        # importable module as Dask's and Ray's docs recommend, rather than
+        # by value with their globals.
+        import bench_python as module
+
+        r = module.SYSTEMS[a.one[0]](int(a.one[1]), load_nile()[:STEPS])
         print("RESULT " + json.dumps(r), flush=True)
         return
     y = load_nile()[:STEPS]
