@@ -367,30 +367,27 @@ def run_floor(w: int, y: List[float]) -> Dict[str, Any]:
 
     global SLEEP_PER_CHILD
     nchunks = PARTICLES // CHUNK
-    counts = [np.ones(CHUNK, dtype=np.int64) for _ in range(nchunks)]
     states: List[Any] = [None] * nchunks
     # jobs[t][k]: process k's calls of step t, longest first.
     jobs: List[List[List[tuple]]] = []
-    g = np.random.default_rng(1)
-    loglik = 0.0
+
+    def record(t: int, counts: List[np.ndarray]) -> List[np.ndarray]:
+        """One step of the filter, run here, its calls dealt to the processes."""
+        ks = [int(c.sum()) for c in counts]
+        loads = [(0, k) for k in range(w)]
+        per: List[List[tuple]] = [[] for _ in range(w)]
+        for c in sorted(range(nchunks), key=lambda c: (-ks[c], c)):
+            load, k = heapq.heappop(loads)
+            per[k].append((states[c], counts[c], t, y[t], c))
+            heapq.heappush(loads, (load + ks[c], k))
+        jobs.append(per)
+        out = [evolve_chunk(states[c], counts[c], t, y[t], c) for c in range(nchunks)]
+        states[:] = [o[0] for o in out]
+        return [o[1] for o in out]
+
     saved, SLEEP_PER_CHILD = SLEEP_PER_CHILD, 0.0
     try:
-        for t in range(STEPS):
-            ks = [int(c.sum()) for c in counts]
-            loads = [(0, k) for k in range(w)]
-            per: List[List[tuple]] = [[] for _ in range(w)]
-            for c in sorted(range(nchunks), key=lambda c: (-ks[c], c)):
-                load, k = heapq.heappop(loads)
-                per[k].append((states[c], counts[c], t, y[t], c))
-                heapq.heappush(loads, (load + ks[c], k))
-            jobs.append(per)
-            out = [evolve_chunk(states[c], counts[c], t, y[t], c) for c in range(nchunks)]
-            states = [o[0] for o in out]
-            lws = [o[1] for o in out]
-            allw = np.concatenate(lws)
-            loglik += lse(allw) - math.log(PARTICLES)
-            cc = systematic(allw, PARTICLES, float(g.random()))
-            counts = np.split(cc, np.cumsum([len(x) for x in lws])[:-1])
+        loglik = chunked_filter(record, y, 1)
     finally:
         SLEEP_PER_CHILD = saved
     t0 = time.perf_counter()

@@ -8,9 +8,8 @@ import sys
 from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
+from ._codec import PROTOCOL
 from ._codec import dumps as _dumps, loads as _loads
-
-PROTOCOL = _native.PICKLE_PROTOCOL
 
 _log = logging.getLogger("statepipe")
 
