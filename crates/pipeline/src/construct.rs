@@ -13,6 +13,9 @@ use crate::node::fork::{FanOutN, FanOutNode, ParNode};
 use crate::node::route::{ChoiceNode, ChooseNode, MergeNode, ShardByKeyNode, ShardNode};
 use crate::node::stage::{CostNode, StageNode, ThenNode, TryStageNode};
 use crate::pipeline::Pipeline;
+use crate::state::{default_codec, serde_codec};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
     /// A stage named `name` that runs `machine` from the state `state`.
@@ -39,6 +42,61 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             name: name.to_owned(),
             state,
             machine,
+            codec: default_codec::<S>(),
+        })
+    }
+
+    /// A stage like [`stage`](Pipeline::stage) whose state is saved by
+    /// checkpoints and restored from them (see [`Checkpoint`](crate::Checkpoint)):
+    /// cloned at the barrier, written with `postcard` on a background
+    /// thread. Stateless stages (`map`, `try_map`) are saved without
+    /// asking; a deployment that checkpoints refuses any other stage that
+    /// was not built this way, naming it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use statepipe_pipeline::{machine, Pipeline};
+    ///
+    /// let count = Pipeline::durable_stage("count", BTreeMap::new(), machine::step(
+    ///     |seen: &mut BTreeMap<String, u64>, word: String| {
+    ///         let n = seen.entry(word.clone()).or_insert(0);
+    ///         *n += 1;
+    ///         (word, *n)
+    ///     },
+    /// ));
+    /// let run = count.run_sequential(["a", "b", "a"].map(String::from));
+    /// assert_eq!(run.outputs[2], ("a".to_string(), 2));
+    /// ```
+    pub fn durable_stage<S, M>(name: &str, state: S, machine: M) -> Self
+    where
+        S: Serialize + DeserializeOwned + Clone + Send + 'static,
+        M: Machine<S, In = I, Out = O> + Send + 'static,
+    {
+        Pipeline::from_node(StageNode {
+            name: name.to_owned(),
+            state,
+            machine,
+            codec: Some(serde_codec::<S>()),
+        })
+    }
+
+    /// A fallible stage ([`try_stage`](Pipeline::try_stage)) whose state is
+    /// checkpointed, like [`durable_stage`](Pipeline::durable_stage).
+    pub fn try_durable_stage<S, M, E>(name: &str, state: S, machine: M) -> Self
+    where
+        I: Clone + Debug,
+        S: Serialize + DeserializeOwned + Clone + Send + 'static,
+        M: Machine<S, In = I, Out = Result<O, E>> + Send + 'static,
+        E: Into<Box<dyn Error + Send + Sync>> + 'static,
+    {
+        Pipeline::from_node(TryStageNode {
+            name: name.to_owned(),
+            state,
+            machine,
+            codec: Some(serde_codec::<S>()),
+            _ok: PhantomData,
         })
     }
 
@@ -75,6 +133,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             name: name.to_owned(),
             state,
             machine,
+            codec: default_codec::<S>(),
             _ok: PhantomData,
         })
     }

@@ -56,6 +56,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod branch;
+mod checkpoint;
 mod construct;
 mod dot;
 mod either;
@@ -65,13 +66,20 @@ mod node;
 mod pipeline;
 mod runtime;
 mod sequential;
+mod state;
 mod unit;
+mod upgrade;
 
 pub use branch::shard_of;
+pub use checkpoint::{
+    Checkpoint, CheckpointError, CheckpointInfo, CheckpointTicket, Manifest, PlannedUnit,
+    StageEntry,
+};
 pub use either::Either;
 pub use failure::{FailedItem, Failure, StageState};
 pub use machine::Machine;
 pub use pipeline::Pipeline;
+pub use runtime::checkpointing::UpgradeTicket;
 pub use runtime::config::{Config, Spin, DEFAULT_OUTPUT_HOLD, SPIN_FREE, WORKERS_ENV};
 pub use runtime::cycle::STEP_NAME;
 pub use runtime::deploy::{Deployment, Finished, Running};
@@ -82,3 +90,4 @@ pub use runtime::plan::{Plan, MIN_STATION_NS};
 pub use runtime::simulate::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 pub use sequential::{Interpreter, Run};
 pub use unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
+pub use upgrade::{StageHandle, UpgradeError};

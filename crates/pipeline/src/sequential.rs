@@ -7,7 +7,14 @@
 //! failures and these final states.
 
 use crate::failure::{Failure, StageState};
+use std::any::Any;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::machine::Machine;
 use crate::pipeline::Pipeline;
+use crate::upgrade::{command, StageHandle, UpgradeError};
 
 /// What a finished run produced.
 #[derive(Debug)]
@@ -74,6 +81,43 @@ impl<I, O> Interpreter<I, O> {
     /// The failures so far.
     pub fn failures(&self) -> &[Failure] {
         &self.failures
+    }
+
+    /// Switches the stage `handle` names to `machine`, its state made by
+    /// `migrate` from the old one, between the last push and the next: the
+    /// meaning of [`Running::upgrade`](crate::Running::upgrade) at the same
+    /// item. Returns the handle for the new state type.
+    ///
+    /// # Errors
+    ///
+    /// [`UpgradeError`] if no upgradable stage has that name, its state is
+    /// not an `S`, or `migrate` fails; then nothing changed.
+    pub fn upgrade<S, S2, M, F, E>(
+        &mut self,
+        handle: &StageHandle<S, M::In, M::Out>,
+        machine: M,
+        migrate: F,
+    ) -> Result<StageHandle<S2, M::In, M::Out>, UpgradeError>
+    where
+        S: 'static,
+        S2: Serialize + DeserializeOwned + Clone + Send + 'static,
+        M: Machine<S2> + Send + 'static,
+        M::In: Send + 'static,
+        M::Out: Send + 'static,
+        F: FnOnce(&S) -> Result<S2, E> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let mut cmd: Option<Box<dyn Any + Send>> =
+            Some(Box::new(command(handle, machine, migrate)));
+        let mut result = Err(UpgradeError::NoSuchStage(handle.name().to_string()));
+        self.pipeline.node.visit(&mut |cell| {
+            if cell.name() == handle.name() {
+                if let Some(c) = cmd.take() {
+                    result = cell.upgrade(c);
+                }
+            }
+        });
+        result.map(|()| StageHandle::new(handle.name()))
     }
 
     /// Ends the run: everything produced, and the final states.

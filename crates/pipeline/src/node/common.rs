@@ -3,6 +3,7 @@
 
 use crate::dot::{Dot, NodeId};
 use crate::failure::{Failure, StageState};
+use crate::state::Visit;
 use crate::unit::{UnitInfo, UnitKind};
 
 /// Where a node sends its outputs: each output together with the failure list
@@ -24,6 +25,10 @@ pub(crate) trait Node<I, O>: Send + IntoDyn<I, O> {
 
     /// Appends the units a deployment plan places, in description order.
     fn units(&self, out: &mut Vec<UnitInfo>);
+
+    /// Calls `f` on every stage, in description order (checkpoints,
+    /// restores and upgrades reach the states this way).
+    fn visit(&mut self, f: Visit<'_>);
 }
 
 /// Turns a boxed node into a boxed `dyn Node` (what [`Node::fuse`]'s

@@ -15,6 +15,7 @@ use crate::branch::{combinations, pairs};
 use crate::dot::{Dot, NodeId, Shape};
 use crate::failure::{Failure, StageState};
 use crate::pipeline::Pipeline;
+use crate::state::Visit;
 use crate::unit::UnitInfo;
 
 /// Both branches read every item: `Pipeline::fan_out`.
@@ -52,6 +53,11 @@ where
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.a.states(out);
         self.b.states(out);
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        self.a.node.visit(f);
+        self.b.node.visit(f);
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
@@ -103,6 +109,11 @@ where
         self.b.states(out);
     }
 
+    fn visit(&mut self, f: Visit<'_>) {
+        self.a.node.visit(f);
+        self.b.node.visit(f);
+    }
+
     fn units(&self, out: &mut Vec<UnitInfo>) {
         fork_units("par", &[&self.a, &self.b], out);
     }
@@ -140,6 +151,12 @@ where
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.branches.into_iter().for_each(|b| b.states(out));
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        for b in &mut self.branches {
+            b.node.visit(f);
+        }
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {

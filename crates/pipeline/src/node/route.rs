@@ -14,6 +14,7 @@ use crate::dot::{Dot, NodeId, Shape};
 use crate::either::Either;
 use crate::failure::{Failure, StageState};
 use crate::pipeline::Pipeline;
+use crate::state::{shard_state_name, CounterCell, Visit};
 use crate::unit::{UnitInfo, UnitKind};
 
 /// `Left` items to `a`, `Right` items to `b`, outputs tagged: `Pipeline::choice`.
@@ -61,6 +62,11 @@ where
         self.b.states(out);
     }
 
+    fn visit(&mut self, f: Visit<'_>) {
+        self.a.node.visit(f);
+        self.b.node.visit(f);
+    }
+
     fn units(&self, out: &mut Vec<UnitInfo>) {
         fork_units("choice", &[&self.a, &self.b], out);
     }
@@ -106,6 +112,11 @@ where
         self.b.states(out);
     }
 
+    fn visit(&mut self, f: Visit<'_>) {
+        self.a.node.visit(f);
+        self.b.node.visit(f);
+    }
+
     fn units(&self, out: &mut Vec<UnitInfo>) {
         fork_units("merge", &[&self.a, &self.b], out);
     }
@@ -142,6 +153,12 @@ where
         self.branches.into_iter().for_each(|b| b.states(out));
     }
 
+    fn visit(&mut self, f: Visit<'_>) {
+        for b in &mut self.branches {
+            b.node.visit(f);
+        }
+    }
+
     fn units(&self, out: &mut Vec<UnitInfo>) {
         let parts: Vec<&dyn UnitsOf> = self.branches.iter().map(|b| b as &dyn UnitsOf).collect();
         fork_units(&self.name, &parts, out);
@@ -172,8 +189,30 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for ShardNode<I, O> {
         self.copies.into_iter().for_each(|c| c.states(out));
     }
 
+    fn visit(&mut self, f: Visit<'_>) {
+        let name = shard_state_name(self.first_stage().as_deref());
+        f(&mut CounterCell {
+            name,
+            value: &mut self.next,
+        });
+        for c in &mut self.copies {
+            c.node.visit(f);
+        }
+    }
+
     fn units(&self, out: &mut Vec<UnitInfo>) {
         copy_units(&self.copies, out);
+    }
+}
+
+impl<I, O> ShardNode<I, O> {
+    /// The name of the first stage of the first copy.
+    pub(crate) fn first_stage(&mut self) -> Option<String> {
+        let mut first = None;
+        self.copies[0].node.visit(&mut |c| {
+            first.get_or_insert_with(|| c.name().to_string());
+        });
+        first
     }
 }
 
@@ -224,6 +263,12 @@ where
 
     fn states(self: Box<Self>, out: &mut Vec<StageState>) {
         self.copies.into_iter().for_each(|c| c.states(out));
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        for c in &mut self.copies {
+            c.node.visit(f);
+        }
     }
 
     fn units(&self, out: &mut Vec<UnitInfo>) {

@@ -9,6 +9,7 @@ use crate::dot::{Dot, NodeId, Shape};
 use crate::failure::{Failure, StageState};
 use crate::machine::Machine;
 use crate::pipeline::Pipeline;
+use crate::state::{Codec, Snapshot, StageCell, Visit};
 use crate::unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 
 /// The one unit of a stage named `name`, its cost not yet known.
@@ -34,6 +35,8 @@ pub(crate) struct StageNode<S, M> {
     pub(crate) name: String,
     pub(crate) state: S,
     pub(crate) machine: M,
+    /// How the state is checkpointed, if it can be.
+    pub(crate) codec: Option<Codec<S>>,
 }
 
 impl<S, M> Node<M::In, M::Out> for StageNode<S, M>
@@ -57,6 +60,10 @@ where
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         out.push(stage_unit(&self.name));
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        f(self);
     }
 }
 
@@ -92,6 +99,8 @@ pub(crate) struct TryStageNode<S, M, O> {
     pub(crate) name: String,
     pub(crate) state: S,
     pub(crate) machine: M,
+    /// How the state is checkpointed, if it can be.
+    pub(crate) codec: Option<Codec<S>>,
     pub(crate) _ok: PhantomData<fn() -> O>,
 }
 
@@ -118,6 +127,10 @@ where
 
     fn units(&self, out: &mut Vec<UnitInfo>) {
         out.push(stage_unit(&self.name));
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        f(self);
     }
 }
 
@@ -193,6 +206,11 @@ where
         self.a.node.units(out);
         self.b.node.units(out);
     }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        self.a.node.visit(f);
+        self.b.node.visit(f);
+    }
 }
 
 /// A part with a declared cost per item: `Pipeline::cost`.
@@ -214,6 +232,10 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for CostNode<I, O> {
         self.inner.states(out);
     }
 
+    fn visit(&mut self, f: Visit<'_>) {
+        self.inner.node.visit(f);
+    }
+
     fn units(&self, out: &mut Vec<UnitInfo>) {
         let from = out.len();
         self.inner.node.units(out);
@@ -228,5 +250,64 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for CostNode<I, O> {
                 u.cost_known = true;
             }
         }
+    }
+}
+
+/// What checkpoints need of a stage with state `S` named `name`.
+pub(crate) fn snapshot_of<S>(name: &str, state: &S, codec: Option<&Codec<S>>) -> Option<Snapshot> {
+    let c = codec?;
+    Some(Snapshot {
+        stage: name.to_string(),
+        type_name: c.type_name,
+        copy: (c.copy)(state),
+        encode: c.encode,
+    })
+}
+
+/// Decodes `bytes` into `state` with `codec`.
+pub(crate) fn restore_into<S>(
+    name: &str,
+    state: &mut S,
+    codec: Option<&Codec<S>>,
+    bytes: &[u8],
+) -> Result<(), String> {
+    let c = codec.ok_or_else(|| format!("stage `{name}` has no codec for its state"))?;
+    *state = (c.decode)(bytes)?;
+    Ok(())
+}
+
+impl<S: 'static, M> StageCell for StageNode<S, M> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn durable(&self) -> Option<&'static str> {
+        self.codec.as_ref().map(|c| c.type_name)
+    }
+
+    fn snapshot(&self) -> Option<Snapshot> {
+        snapshot_of(&self.name, &self.state, self.codec.as_ref())
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+        restore_into(&self.name, &mut self.state, self.codec.as_ref(), bytes)
+    }
+}
+
+impl<S: 'static, M, O> StageCell for TryStageNode<S, M, O> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn durable(&self) -> Option<&'static str> {
+        self.codec.as_ref().map(|c| c.type_name)
+    }
+
+    fn snapshot(&self) -> Option<Snapshot> {
+        snapshot_of(&self.name, &self.state, self.codec.as_ref())
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+        restore_into(&self.name, &mut self.state, self.codec.as_ref(), bytes)
     }
 }

@@ -15,6 +15,7 @@ use crossbeam_channel::Sender;
 use statepipe_ring::wait::{BusySpin, WaitStrategy};
 use statepipe_ring::{Monitor, RingBuilder, Single};
 
+use super::barrier::Coordinator;
 use super::edge::UnitStates;
 use super::edge::{
     inner_edge, max_batch, probe, Doorbell, EdgePoller, EdgeProducer, Halt, Move, Msg, RingSource,
@@ -140,6 +141,10 @@ impl<T: Send + 'static, U: Send + 'static> Sink<T> for MapSink<T, U> {
         self.next.publish_stats();
     }
 
+    fn barrier(&mut self, seq: u64, co: &Coordinator) {
+        self.next.barrier(seq, co);
+    }
+
     fn close(self: Box<Self>, states: &mut UnitStates) {
         self.next.close(states);
     }
@@ -194,6 +199,10 @@ pub(crate) struct Compile {
     pub(crate) isolate: bool,
     /// How long stations hold outputs back ([`Config::output_hold`]).
     pub(crate) hold: Duration,
+    /// Where barriers are looked up.
+    pub(crate) co: Arc<Coordinator>,
+    /// The number of the first input (a restore's position).
+    pub(crate) resume: u64,
 }
 
 impl Compile {
@@ -203,8 +212,11 @@ impl Compile {
         workers: usize,
         capacity: usize,
         failure_tx: Sender<Failure>,
+        co: Arc<Coordinator>,
     ) -> Self {
         Compile {
+            co,
+            resume: 0,
             unit_counters: units.iter().map(|_| Arc::default()).collect(),
             plan,
             units,
@@ -264,6 +276,7 @@ impl Compile {
             counters,
             errors: Arc::clone(&self.errors),
             closed: false,
+            co: Arc::clone(&self.co),
             blocked: false,
         }));
     }
@@ -427,6 +440,7 @@ impl Compile {
             log: RingSource::new(log.poller, log.monitor, Arc::clone(&self.bells[from])),
             copies: inputs,
             current: None,
+            barrier: None,
             counters: Arc::clone(&self.unit_counters[m]),
             delivered: 0,
         };
@@ -579,6 +593,7 @@ impl Compile {
             ),
             gather,
             current: None,
+            barrier: None,
             counters: Arc::clone(&self.unit_counters[j]),
             joined: 0,
             delivered: 0,

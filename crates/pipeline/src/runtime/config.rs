@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::error::DeployError;
 use super::plan::Plan;
+use crate::checkpoint::Checkpoint;
 use crate::unit::UnitInfo;
 
 /// The environment variable that overrides the number of workers.
@@ -46,6 +47,12 @@ pub struct Config {
     places: Vec<(String, usize)>,
     pub(crate) spin: Spin,
     pub(crate) output_hold: Duration,
+    /// Where checkpoints are written (none: no checkpoints).
+    pub(crate) checkpoint_dir: Option<std::path::PathBuf>,
+    /// How often checkpoints are taken without being asked for.
+    pub(crate) checkpoint_every: Option<Duration>,
+    /// The checkpoint every stage starts from.
+    pub(crate) restore: Option<Checkpoint>,
 }
 
 #[derive(Debug, Clone)]
@@ -76,6 +83,9 @@ impl Config {
             places: Vec::new(),
             spin: Spin::Auto,
             output_hold: DEFAULT_OUTPUT_HOLD,
+            checkpoint_dir: None,
+            checkpoint_every: None,
+            restore: None,
         }
     }
 
@@ -113,6 +123,39 @@ impl Config {
     /// `Duration::ZERO` publishes every output as soon as it is made.
     pub fn output_hold(mut self, hold: Duration) -> Config {
         self.output_hold = hold;
+        self
+    }
+
+    /// Writes checkpoints under `dir` (one `ckpt-NNNNNNNNNN` folder each),
+    /// taken by [`Running::checkpoint`](crate::Running::checkpoint) and, with
+    /// [`checkpoint_every`](Config::checkpoint_every), periodically. Every
+    /// stage's state must then be durable
+    /// ([`Pipeline::durable_stage`](crate::Pipeline::durable_stage), or
+    /// stateless) and every stage's name unique, or `deploy` refuses,
+    /// naming the stage. One deployment per folder: a newer checkpoint
+    /// removes the older ones once it is complete.
+    pub fn checkpoint_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Config {
+        self.checkpoint_dir = Some(dir.into());
+        self
+    }
+
+    /// Takes a checkpoint every `period` (needs
+    /// [`checkpoint_dir`](Config::checkpoint_dir)); a request that finds
+    /// the previous checkpoint still being written is skipped.
+    pub fn checkpoint_every(mut self, period: Duration) -> Config {
+        self.checkpoint_every = Some(period.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// Starts every stage from its state in `checkpoint` (matched by stage
+    /// name; the plan, worker count and placement may differ from the
+    /// ones it was taken under), and numbers the inputs from the
+    /// checkpoint's position: send the source's items from
+    /// [`Checkpoint::position`](crate::Checkpoint::position) on. Stages the
+    /// checkpoint does not know start from their initial state; a state in
+    /// the checkpoint that no stage takes is refused.
+    pub fn restore(mut self, checkpoint: Checkpoint) -> Config {
+        self.restore = Some(checkpoint);
         self
     }
 

@@ -25,9 +25,10 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
+use super::barrier::Coordinator;
 use super::compile::Open;
 use super::config::Config;
-use super::deploy::Running;
+use super::deploy::{Feed, Running};
 use super::edge::UnitStates;
 use super::edge::{inner_edge, probe, DepthProbe, RingSource, Sink, Source, SourceEnd};
 use super::error::DeployError;
@@ -190,6 +191,10 @@ where
 
     fn publish_stats(&mut self) {}
 
+    fn barrier(&mut self, seq: u64, co: &Coordinator) {
+        self.back.barrier(seq, co);
+    }
+
     fn close(self: Box<Self>, states: &mut UnitStates) {
         Box::new(self.back).close(states);
     }
@@ -261,6 +266,8 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             config,
             0,
             vec![back.handle],
+            // Barriers would need the items on the way back saved too.
+            Feed::Cycle,
             |cx, w| {
                 // The last station runs on the worker of the last unit.
                 let last = cx.plan.last().copied().unwrap_or(w);

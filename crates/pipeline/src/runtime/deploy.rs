@@ -1,10 +1,13 @@
 //! Starting a deployment, and the handles a running one is driven by.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
 use statepipe_ring::wait::Adaptive;
 
+use super::barrier::{Coordinator, Injector};
+use super::checkpointing::{self, Checkpointing};
 use super::compile::{Compile, Open};
 use super::config::{Config, Layout};
 use super::edge::{self, edge, RingSource, UnitStates};
@@ -43,6 +46,7 @@ pub struct Running {
     plan: Plan,
     /// Where failures go when no [`Output`] takes them (`deploy_with`).
     pub(crate) failures: Option<crossbeam_channel::Receiver<Failure>>,
+    pub(crate) ckpt: Checkpointing,
 }
 
 /// What a finished deployment hands back.
@@ -56,6 +60,16 @@ pub struct Finished {
     /// [`deploy_with`](Pipeline::deploy_with) (otherwise they went to its
     /// [`Output`]), in input order.
     pub failures: Vec<Failure>,
+}
+
+/// What feeds a deployment, as barriers see it.
+pub(crate) enum Feed {
+    /// An [`Input`]: barriers go in after the inputs it accepted (counted here).
+    Input(Arc<AtomicU64>),
+    /// An iterator on the first worker: barriers go in after what it read.
+    Iter,
+    /// A cycle's seeds and its way back: no barriers.
+    Cycle,
 }
 
 impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
@@ -78,14 +92,22 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let out_producer = output.producer;
         let mut first = 0;
         let mut last = 0;
+        let accepted = Arc::new(AtomicU64::new(0));
         let (running, failures) = self.launch(
             config,
             USER_THREADS_AT_ENDS,
             vec![input.handle, output.handle],
-            |_, w| {
+            Feed::Input(Arc::clone(&accepted)),
+            |cx, w| {
                 first = w;
                 let user = edge::Doorbell::new();
                 let source = RingSource::new(in_poller, in_monitor, user);
+                let _ = cx.co.first.set(Arc::clone(&cx.bells[w]));
+                let source = Injector {
+                    inner: Box::new(source),
+                    co: Arc::clone(&cx.co),
+                    next_seq: cx.resume,
+                };
                 Open::at(w, vec![INPUT], Box::new(source))
             },
             |cx, open| {
@@ -94,7 +116,11 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             },
         )?;
         Ok(Deployment {
-            input: Input::new(in_producer, Arc::clone(&running.control.bells[first])),
+            input: Input::new(
+                in_producer,
+                Arc::clone(&running.control.bells[first]),
+                accepted,
+            ),
             output: Output::new(
                 output.poller,
                 Arc::clone(&running.control.bells[last]),
@@ -140,11 +166,18 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             config,
             0,
             Vec::new(),
-            |_, w| {
+            Feed::Iter,
+            |cx, w| {
                 let source = io::IterSource {
                     items,
-                    next_seq: 0,
+                    next_seq: cx.resume,
                     done: false,
+                };
+                let _ = cx.co.first.set(Arc::clone(&cx.bells[w]));
+                let source = Injector {
+                    inner: Box::new(source),
+                    co: Arc::clone(&cx.co),
+                    next_seq: cx.resume,
                 };
                 Open::at(w, vec![INPUT], Box::new(source))
             },
@@ -161,11 +194,30 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         config: &Config,
         user_threads: usize,
         mut handles: Vec<Box<dyn edge::Halt>>,
+        feed: Feed,
         start: impl FnOnce(&mut Compile, usize) -> Open<I>,
         end: impl FnOnce(&mut Compile, Open<O>),
     ) -> Result<(Running, crossbeam_channel::Receiver<Failure>), DeployError> {
-        let units = self.units();
+        let mut me = self;
+        let units = me.units();
         let plan = config.plan_for(&units)?;
+        let (accepted, supported) = match feed {
+            Feed::Input(a) => (Some(a), true),
+            Feed::Iter => (None, true),
+            Feed::Cycle => (None, false),
+        };
+        let prepared = checkpointing::prepare(&mut me.node, config, &units, &plan, supported)?;
+        if let Some(a) = &accepted {
+            a.store(prepared.resume, std::sync::atomic::Ordering::Relaxed);
+        }
+        let co = Arc::new(Coordinator::new(
+            prepared.first_id,
+            accepted,
+            prepared.stages.clone(),
+            supported,
+        ));
+        let ckpt = checkpointing::start(config, &co, prepared)?;
+        let resume = ckpt.resumed.unwrap_or(0);
         let cpus = statepipe_sys::cpus::usable_cpus();
         let spin = config.resolved_spin(plan.worker_count, user_threads, cpus.count);
         let (failure_tx, failure_rx) = crossbeam_channel::unbounded();
@@ -175,12 +227,14 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             plan.worker_count,
             config.capacity,
             failure_tx,
+            Arc::clone(&co),
         );
+        cx.resume = resume;
         cx.isolate = matches!(config.layout, Layout::Isolated);
         cx.hold = config.output_hold;
         let first = cx.next_worker();
         let open = start(&mut cx, first);
-        let last = self.node.deploy(&mut cx, open);
+        let last = me.node.deploy(&mut cx, open);
         end(&mut cx, last);
         handles.append(&mut cx.handles);
         let names = cx.units.iter().map(|u| u.name.clone()).collect();
@@ -204,13 +258,15 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
                 }
             }
         }
-        let running = Running {
+        let mut running = Running {
             threads,
             control,
             metrics: registry,
             plan,
             failures: None,
+            ckpt,
         };
+        running.ckpt.start_periodic(config);
         Ok((running, failure_rx))
     }
 }
@@ -305,6 +361,7 @@ impl Running {
                 }),
             }
         }
+        self.ckpt.finish("the pipeline ended");
         if let Some(e) = self.control.take_error() {
             return Err(e);
         }
@@ -331,5 +388,6 @@ impl Drop for Running {
                 let _ = t.join();
             }
         }
+        self.ckpt.finish("the pipeline was dropped");
     }
 }

@@ -28,6 +28,7 @@ use statepipe_ring::wait::{BusySpin, WaitStrategy};
 use statepipe_ring::{EventPollerMut, Monitor, PollError, Producer, Ring, RingBuilder, Single};
 use sync_wrapper::SyncWrapper;
 
+use super::barrier::Coordinator;
 use crate::failure::{Failure, StageState};
 
 /// Final stage states by unit number, as a worker hands them back.
@@ -123,6 +124,9 @@ pub(crate) trait Sink<T>: Send {
     fn can_flush(&self) -> bool;
     /// Publishes per-unit counters to the monitor (once per batch).
     fn publish_stats(&mut self);
+    /// A barrier (its `seq` marked, see [`barrier`](super::barrier))
+    /// between two groups: act on it, then pass it on in order.
+    fn barrier(&mut self, seq: u64, co: &Coordinator);
     /// No more input will come: close the ring(s) and hand back the states
     /// of the fused units, in description order.
     fn close(self: Box<Self>, states: &mut UnitStates);
@@ -316,6 +320,20 @@ impl<T: Send + 'static, W: WaitStrategy, K: Take<T>> RingSource<T, W, K> {
             false
         })?;
         Ok(msg)
+    }
+
+    /// Takes the barrier that must come next on this edge (at a merge or
+    /// join aligning one): `Ok(false)` if nothing waits yet. Anything else
+    /// first would break the barrier protocol, so it halts.
+    pub(crate) fn take_barrier(&mut self) -> Result<bool, SourceEnd> {
+        match self.take_one()? {
+            None => Ok(false),
+            Some((seq, None, false)) if super::barrier::is_barrier(seq) => Ok(true),
+            Some(_) => {
+                debug_assert!(false, "an item where a barrier was due");
+                Err(SourceEnd::Halted)
+            }
+        }
     }
 
     /// Takes messages while `f` returns `true` (the one it returns `false`

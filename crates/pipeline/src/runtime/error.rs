@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::checkpoint::CheckpointError;
+
 /// Why a deployment could not start or did not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeployError {
@@ -16,6 +18,14 @@ pub enum DeployError {
     Config(String),
     /// A worker thread could not be started.
     Spawn(String),
+    /// Checkpoints cannot be taken or restored as configured.
+    Checkpoint(CheckpointError),
+}
+
+impl From<CheckpointError> for DeployError {
+    fn from(e: CheckpointError) -> Self {
+        DeployError::Checkpoint(e)
+    }
 }
 
 impl fmt::Display for DeployError {
@@ -28,6 +38,7 @@ impl fmt::Display for DeployError {
             ),
             DeployError::Config(m) => write!(f, "bad deployment configuration: {m}"),
             DeployError::Spawn(m) => write!(f, "could not start a worker thread: {m}"),
+            DeployError::Checkpoint(e) => write!(f, "{e}"),
         }
     }
 }

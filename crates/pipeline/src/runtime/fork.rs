@@ -43,6 +43,7 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
+use super::barrier::is_barrier;
 use super::edge::{DepthProbe, RingSource, Source, SourceEnd, Take};
 use super::station::UnitCounters;
 
@@ -125,6 +126,8 @@ impl<X, S: Source<X>> Source<X> for EachItem<S> {
         self.0.poll(&mut |seq, item, _| {
             if item.is_some() {
                 f(seq, item, true);
+            } else if is_barrier(seq) {
+                f(seq, None, false);
             }
         })
     }
@@ -148,6 +151,9 @@ pub(crate) trait Gather: Send + 'static {
     /// Takes what has come of branch `k`'s current group: whether the
     /// group is closed, and how many messages were taken.
     fn read(&mut self, k: usize) -> Result<(bool, usize), SourceEnd>;
+    /// Takes the barrier due next from branch `k`: `false` if it is not
+    /// there yet.
+    fn take_barrier(&mut self, k: usize) -> Result<bool, SourceEnd>;
     /// Whether `read(k)` would make progress now.
     fn ready(&self, k: usize) -> bool;
     /// Emits every combination of what was gathered, and forgets it;
@@ -208,6 +214,13 @@ where
         }
     }
 
+    fn take_barrier(&mut self, k: usize) -> Result<bool, SourceEnd> {
+        match k {
+            0 => self.a.take_barrier(),
+            _ => self.b.take_barrier(),
+        }
+    }
+
     fn ready(&self, k: usize) -> bool {
         match k {
             0 => self.a.ready(),
@@ -243,6 +256,10 @@ impl<O: Clone + Send + 'static> Gather for VecGather<O> {
         read_group(&mut self.sources[k], &mut self.bufs[k])
     }
 
+    fn take_barrier(&mut self, k: usize) -> Result<bool, SourceEnd> {
+        self.sources[k].take_barrier()
+    }
+
     fn ready(&self, k: usize) -> bool {
         self.sources[k].ready()
     }
@@ -269,6 +286,8 @@ pub(crate) struct Join<G, S> {
     /// The item being joined: (seq, whether it closes the upstream group,
     /// the branch being read).
     pub(crate) current: Option<(u64, bool, usize)>,
+    /// A barrier found in the fork ring, and the next branch to take it from.
+    pub(crate) barrier: Option<(u64, usize)>,
     pub(crate) counters: Arc<UnitCounters>,
     /// Items joined and combinations handed on, published once per poll.
     pub(crate) joined: u64,
@@ -289,9 +308,10 @@ impl<G: Gather, S: Send + 'static> Source<G::Out> for Join<G, S> {
     }
 
     fn ready(&self) -> bool {
-        match self.current {
-            Some((_, _, k)) => self.gather.ready(k),
-            None => self.fork.ready(),
+        match (self.barrier, self.current) {
+            (Some((_, k)), _) => self.gather.ready(k),
+            (None, Some((_, _, k))) => self.gather.ready(k),
+            (None, None) => self.fork.ready(),
         }
     }
 
@@ -305,10 +325,29 @@ impl<G: Gather, S: Send + 'static> Join<G, S> {
     fn join(&mut self, f: &mut dyn FnMut(u64, Option<G::Out>, bool)) -> Result<usize, SourceEnd> {
         let mut n = 0;
         while n < JOIN_BATCH {
+            if let Some((seq, mut k)) = self.barrier {
+                // Every item before the barrier is joined: it waits first
+                // on every branch's edge.
+                while k < self.gather.branches() {
+                    if !self.gather.take_barrier(k)? {
+                        self.barrier = Some((seq, k));
+                        return Ok(n);
+                    }
+                    k += 1;
+                }
+                self.barrier = None;
+                f(seq, None, false);
+                n += 1;
+                continue;
+            }
             let (seq, closes, mut k) = match self.current {
                 Some(c) => c,
                 None => match self.fork.take_one() {
                     Ok(None) => return Ok(n),
+                    Ok(Some((seq, None, false))) if is_barrier(seq) => {
+                        self.barrier = Some((seq, 0));
+                        continue;
+                    }
                     Ok(Some((seq, None, _))) => {
                         // An upstream group with no item.
                         f(seq, None, true);

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use crossbeam_channel::Receiver;
 use statepipe_ring::wait::Adaptive;
 use statepipe_ring::{PublishError, TryPublishError};
 
+use super::barrier::Coordinator;
 use super::edge::UnitStates;
 use super::edge::{DepthProbe, Doorbell, EdgePoller, EdgeProducer, Msg, Sink, Source, SourceEnd};
 use crate::failure::Failure;
@@ -20,6 +22,8 @@ pub struct Input<I> {
     producer: EdgeProducer<I, Adaptive>,
     first: Arc<Doorbell>,
     next_seq: u64,
+    /// `next_seq` for the barriers (where a checkpoint's barrier goes).
+    accepted: Arc<AtomicU64>,
 }
 
 /// [`Input::send`] failed: the pipeline stopped (a stage panicked, or it was
@@ -77,12 +81,25 @@ fn fill<I>(m: &mut Msg<I>, seq: u64, item: &mut Option<I>) {
 }
 
 impl<I: Send + 'static> Input<I> {
-    pub(crate) fn new(producer: EdgeProducer<I, Adaptive>, first: Arc<Doorbell>) -> Self {
+    pub(crate) fn new(
+        producer: EdgeProducer<I, Adaptive>,
+        first: Arc<Doorbell>,
+        accepted: Arc<AtomicU64>,
+    ) -> Self {
         Input {
             producer,
             first,
-            next_seq: 0,
+            next_seq: accepted.load(Ordering::Relaxed),
+            accepted,
         }
+    }
+
+    /// Records what was accepted (after it was published).
+    #[inline]
+    fn accept(&mut self, n: u64) {
+        self.next_seq += n;
+        // Relaxed: see `Coordinator::send`, the one reader.
+        self.accepted.store(self.next_seq, Ordering::Relaxed);
     }
 
     /// Sends one item, waiting (by the ring's adaptive strategy) while the
@@ -95,7 +112,7 @@ impl<I: Send + 'static> Input<I> {
         let mut item = Some(item);
         match self.producer.publish_with(|m| fill(m, seq, &mut item)) {
             Ok(_) => {
-                self.next_seq += 1;
+                self.accept(1);
                 self.first.ring();
                 Ok(seq)
             }
@@ -118,7 +135,7 @@ impl<I: Send + 'static> Input<I> {
             .map_err(|e| matches!(e, TryPublishError::Full(_)));
         match r {
             Ok(_) => {
-                self.next_seq += 1;
+                self.accept(1);
                 self.first.ring();
                 Ok(seq)
             }
@@ -164,7 +181,7 @@ impl<I: Send + 'static> Input<I> {
                 let first = rest.into_iter().next();
                 return Err(SendError(first.expect("a refused batch keeps its items")));
             }
-            self.next_seq += n as u64;
+            self.accept(n as u64);
             sent += n as u64;
             self.first.ring();
         }
@@ -291,13 +308,17 @@ pub(crate) struct IterSource<It> {
 /// Items one poll of an [`IterSource`] takes from its iterator at most.
 const ITER_BATCH: usize = 256;
 
-impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for IterSource<It> {
-    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<I>, bool)) -> Result<usize, SourceEnd> {
+impl<I: Send + 'static, It: Iterator<Item = I> + Send> IterSource<It> {
+    fn take(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(u64, Option<I>, bool),
+    ) -> Result<usize, SourceEnd> {
         if self.done {
             return Err(SourceEnd::Closed);
         }
         let mut n = 0;
-        while n < ITER_BATCH {
+        while n < max {
             match self.items.next() {
                 Some(x) => {
                     f(self.next_seq, Some(x), true);
@@ -310,11 +331,17 @@ impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for IterSource<
                 }
             }
         }
-        if n == 0 {
+        if n == 0 && self.done {
             Err(SourceEnd::Closed)
         } else {
             Ok(n)
         }
+    }
+}
+
+impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for IterSource<It> {
+    fn poll(&mut self, f: &mut dyn FnMut(u64, Option<I>, bool)) -> Result<usize, SourceEnd> {
+        self.take(ITER_BATCH, f)
     }
 
     fn ready(&self) -> bool {
@@ -346,6 +373,8 @@ impl<O: Send + 'static, F: FnMut(u64, O) + Send> Sink<O> for FnSink<F> {
     }
 
     fn publish_stats(&mut self) {}
+
+    fn barrier(&mut self, _: u64, _: &Coordinator) {}
 
     fn close(self: Box<Self>, _: &mut UnitStates) {}
 }

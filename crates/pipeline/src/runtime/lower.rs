@@ -22,6 +22,8 @@ use crate::node::fork::{FanOutN, FanOutNode, ParNode};
 use crate::node::route::{ChoiceNode, ChooseNode, MergeNode, ShardByKeyNode, ShardNode};
 use crate::node::stage::{CostNode, StageNode, ThenNode, TryStageNode};
 use crate::pipeline::Pipeline;
+use crate::state::{shard_state_name, Visit};
+use crate::upgrade::UpgradableNode;
 
 impl<S, M> Deploy<M::In, M::Out> for StageNode<S, M>
 where
@@ -65,6 +67,10 @@ where
 
     fn states(self, out: &mut Vec<StageState>) {
         StageNode::states(self, out);
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        f(self);
     }
 }
 
@@ -115,6 +121,18 @@ where
 
     fn states(self, out: &mut Vec<StageState>) {
         TryStageNode::states(self, out);
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        f(self);
+    }
+}
+
+/// An upgradable stage is one unit, run through its `push` (one more
+/// indirect call than a plain stage), so its machine can be replaced.
+impl<I: Send + 'static, O: Send + 'static> Deploy<I, O> for UpgradableNode<I, O> {
+    fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
+        cx.unit(self, up)
     }
 }
 
@@ -320,10 +338,14 @@ where
 
 impl<I: Send + 'static, O: Send + 'static> Deploy<I, O> for ShardNode<I, O> {
     fn deploy(self: Box<Self>, cx: &mut Compile, up: Open<I>) -> Open<O> {
-        let me = *self;
+        let mut me = *self;
+        let name = shard_state_name(me.first_stage().as_deref());
         cx.shard(
             me.copies.into_iter().map(|c| c.node).collect(),
-            RoundRobin(me.next),
+            RoundRobin {
+                next: me.next,
+                name,
+            },
             up,
         )
     }

@@ -26,6 +26,8 @@
 //! assert_eq!(run.state::<u64>("total"), Some(&14));
 //! ```
 
+pub(crate) mod barrier;
+pub(crate) mod checkpointing;
 pub(crate) mod compile;
 pub(crate) mod config;
 pub(crate) mod cycle;

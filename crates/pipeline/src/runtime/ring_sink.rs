@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use statepipe_ring::wait::WaitStrategy;
 use statepipe_ring::TryPublishError;
 
+use super::barrier::Coordinator;
 use super::edge::UnitStates;
 use super::edge::{max_batch, Doorbell, EdgeProducer, Msg, Sink};
 use crate::failure::Failure;
@@ -202,6 +203,12 @@ impl<T: Send + 'static, W: WaitStrategy> Sink<T> for RingSink<T, W> {
     }
 
     fn publish_stats(&mut self) {}
+
+    fn barrier(&mut self, seq: u64, _: &Coordinator) {
+        // Between groups: nothing is held back.
+        debug_assert!(self.held.is_none(), "a barrier inside a group");
+        self.send(seq, None, false);
+    }
 
     fn close(mut self: Box<Self>, _: &mut UnitStates) {
         debug_assert!(self.held.is_none(), "a group was left open at close");

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
+use super::barrier::{is_barrier, Coordinator};
 use super::edge::UnitStates;
 use super::edge::{DepthProbe, RingSource, Sink, Source, SourceEnd, Take};
 use super::ring_sink::RingSink;
@@ -28,23 +29,38 @@ use super::station::{as_unit, UnitCounters};
 use crate::branch::{no_such_branch, shard_of};
 use crate::either::Either;
 use crate::failure::Failure;
+use crate::state::{CounterCell, Visit};
 
 /// How a router picks the copy (or branch) of an item.
 pub(crate) trait Pick<T>: Send {
     /// The branch of `item`, of `copies`; or the failure of an item that
     /// has none (`choose` routing past its last branch).
     fn pick(&mut self, seq: u64, item: T, copies: usize) -> Result<(usize, T), Failure>;
+    /// Calls `f` on the router's own state, if it has one to checkpoint.
+    fn visit(&mut self, _f: Visit<'_>) {}
 }
 
 /// `shard`: the `i`-th item to reach the router goes to copy `i % n`.
-pub(crate) struct RoundRobin(pub(crate) u64);
+pub(crate) struct RoundRobin {
+    /// How many items reached the shard: the next goes to `next % n`.
+    pub(crate) next: u64,
+    /// The name this count is checkpointed under.
+    pub(crate) name: String,
+}
 
 impl<T> Pick<T> for RoundRobin {
     #[inline]
     fn pick(&mut self, _: u64, item: T, copies: usize) -> Result<(usize, T), Failure> {
-        let k = (self.0 % copies as u64) as usize;
-        self.0 += 1;
+        let k = (self.next % copies as u64) as usize;
+        self.next += 1;
         Ok((k, item))
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        f(&mut CounterCell {
+            name: self.name.clone(),
+            value: &mut self.next,
+        });
     }
 }
 
@@ -171,6 +187,19 @@ impl<T: Send + 'static, P: Pick<T>> Sink<T> for Router<T, P> {
 
     fn publish_stats(&mut self) {}
 
+    fn barrier(&mut self, seq: u64, co: &Coordinator) {
+        if let Some(b) = co.barrier(seq) {
+            let pick = &mut self.pick;
+            co.at_barrier(&b, &mut |f| pick.visit(f));
+        }
+        // Every copy, then the log: the merge finds it in the log, then
+        // takes it from each copy.
+        for c in &mut self.copies {
+            c.barrier(seq, co);
+        }
+        self.log.barrier(seq, co);
+    }
+
     fn close(self: Box<Self>, states: &mut UnitStates) {
         let me = *self;
         for c in me.copies {
@@ -187,6 +216,8 @@ pub(crate) struct Merge<T> {
     /// The route-log entry being served: (seq, copy, whether it closes the
     /// upstream group).
     pub(crate) current: Option<(u64, usize, bool)>,
+    /// A barrier found in the log, and the next copy to take it from.
+    pub(crate) barrier: Option<(u64, usize)>,
     pub(crate) counters: Arc<UnitCounters>,
     /// Outputs handed on, published to `counters` once per poll.
     pub(crate) delivered: u64,
@@ -205,9 +236,10 @@ impl<T: Send + 'static> Source<T> for Merge<T> {
     }
 
     fn ready(&self) -> bool {
-        match self.current {
-            Some((_, k, _)) => self.copies[k].ready(),
-            None => self.log.ready(),
+        match (self.barrier, self.current) {
+            (Some((_, k)), _) => self.copies[k].ready(),
+            (None, Some((_, k, _))) => self.copies[k].ready(),
+            (None, None) => self.log.ready(),
         }
     }
 
@@ -221,10 +253,29 @@ impl<T: Send + 'static> Merge<T> {
     fn merge(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
         let mut n = 0;
         while n < MERGE_BATCH {
+            if let Some((seq, mut k)) = self.barrier {
+                // Every group before the barrier is merged: it waits first
+                // on every copy's edge.
+                while k < self.copies.len() {
+                    if !self.copies[k].take_barrier()? {
+                        self.barrier = Some((seq, k));
+                        return Ok(n);
+                    }
+                    k += 1;
+                }
+                self.barrier = None;
+                f(seq, None, false);
+                n += 1;
+                continue;
+            }
             let (seq, k, closes) = match self.current {
                 Some(c) => c,
                 None => match self.log.take_one() {
                     Ok(None) => return Ok(n),
+                    Ok(Some((seq, None, false))) if is_barrier(seq) => {
+                        self.barrier = Some((seq, 0));
+                        continue;
+                    }
                     Ok(Some((seq, None, _))) => {
                         // An upstream group that sent nothing here.
                         f(seq, None, true);

@@ -19,9 +19,11 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
+use super::barrier::{is_barrier, Coordinator};
 use super::edge::{Sink, Source, SourceEnd, UnitStates};
 use crate::failure::{Failure, StageState};
 use crate::node::common::Node;
+use crate::state::Visit;
 
 /// What one [`Task::run`] achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +133,8 @@ pub(crate) trait Piece<A, B>: Send + 'static {
     );
     /// Appends the final states of its stages.
     fn states(self, out: &mut Vec<StageState>);
+    /// Calls `f` on each of its stages (checkpoints and upgrades).
+    fn visit(&mut self, f: Visit<'_>);
 }
 
 impl<A: Send + 'static, B: Send + 'static> Piece<A, B> for Box<dyn Node<A, B>> {
@@ -147,6 +151,10 @@ impl<A: Send + 'static, B: Send + 'static> Piece<A, B> for Box<dyn Node<A, B>> {
 
     fn states(self, out: &mut Vec<StageState>) {
         Node::states(self, out);
+    }
+
+    fn visit(&mut self, f: Visit<'_>) {
+        Node::visit(&mut **self, f);
     }
 }
 
@@ -231,6 +239,14 @@ impl<A: Send + 'static, B: Send + 'static, P: Piece<A, B>> Sink<A> for UnitSink<
         self.next.can_flush()
     }
 
+    fn barrier(&mut self, seq: u64, co: &Coordinator) {
+        if let Some(b) = co.barrier(seq) {
+            let piece = &mut self.piece;
+            as_unit(self.unit, || co.at_barrier(&b, &mut |f| piece.visit(f)));
+        }
+        self.next.barrier(seq, co);
+    }
+
     fn publish_stats(&mut self) {
         self.counters
             .items_in
@@ -261,6 +277,8 @@ pub(crate) struct Station<I> {
     pub(crate) counters: Arc<StationCounters>,
     pub(crate) errors: ErrorCounts,
     pub(crate) closed: bool,
+    /// Where barriers are looked up.
+    pub(crate) co: Arc<Coordinator>,
     /// Outputs are held back by a full ring: no input is taken until they
     /// are out, so the source's readiness does not count as work.
     pub(crate) blocked: bool,
@@ -284,12 +302,16 @@ impl<I: Send + 'static> Task for Station<I> {
         if self.closed {
             return Step::Done;
         }
-        let (sink, failures) = (&mut self.sink, &mut self.failures);
+        let (sink, failures, co) = (&mut self.sink, &mut self.failures, &*self.co);
         let r = self.source.poll(&mut |seq, item, last| match (item, last) {
             (Some(x), true) => sink.item_end(seq, x, failures),
             (Some(x), false) => sink.item(seq, x, failures),
             (None, true) => sink.end(seq, failures),
-            (None, false) => {}
+            (None, false) => {
+                if is_barrier(seq) {
+                    sink.barrier(seq, co);
+                }
+            }
         });
         if !self.failures.is_empty() {
             let mut counts = self.errors.lock().unwrap_or_else(|p| p.into_inner());

@@ -2,6 +2,8 @@
 //! them, so the rest is dead code there.
 #![allow(dead_code)]
 
+pub mod random;
+
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;

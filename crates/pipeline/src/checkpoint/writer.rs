@@ -1,0 +1,230 @@
+//! The checkpoint writer: a thread that encodes the state copies units
+//! hand it at a barrier, writes them, and completes a checkpoint with its
+//! manifest once every stage's state and the input position are in.
+//!
+//! Workers only clone at a barrier and send the copies here (an unbounded
+//! channel: at most one copy of every state per checkpoint in flight), so
+//! encoding and I/O never stop a worker. A failed write fails that
+//! checkpoint alone: its folder is removed, the previous complete
+//! checkpoint stays, and the pipeline goes on.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::store::{self, Manifest, PlannedUnit, StageEntry, FORMAT, VERSION};
+use super::{CheckpointError, CheckpointInfo};
+use crate::state::Snapshot;
+
+/// What the writer is told.
+pub(crate) enum Job {
+    /// Checkpoint `id` was asked for; `done` hears how it ended.
+    Begin {
+        id: u64,
+        started: Instant,
+        done: Sender<Result<CheckpointInfo, CheckpointError>>,
+    },
+    /// Its barrier entered the pipeline after input `position - 1`.
+    Position { id: u64, position: u64 },
+    /// One unit's stages' states, copied at the barrier, and how long the
+    /// copying stopped the unit.
+    Part {
+        id: u64,
+        snaps: Vec<Snapshot>,
+        stall: Duration,
+    },
+}
+
+/// What every checkpoint of one deployment shares.
+pub(crate) struct Setup {
+    pub(crate) root: PathBuf,
+    /// How many stages report per checkpoint.
+    pub(crate) stages: usize,
+    pub(crate) shape: String,
+    pub(crate) plan: Vec<PlannedUnit>,
+    /// The last completed checkpoint, for `Running::last_checkpoint`.
+    pub(crate) last: Arc<Mutex<Option<CheckpointInfo>>>,
+}
+
+/// One checkpoint being written.
+struct Pending {
+    started: Option<Instant>,
+    done: Option<Sender<Result<CheckpointInfo, CheckpointError>>>,
+    position: Option<u64>,
+    entries: Vec<StageEntry>,
+    received: usize,
+    bytes: u64,
+    stall: Duration,
+    error: Option<CheckpointError>,
+}
+
+impl Pending {
+    fn new() -> Self {
+        Pending {
+            started: None,
+            done: None,
+            position: None,
+            entries: Vec::new(),
+            received: 0,
+            bytes: 0,
+            stall: Duration::ZERO,
+            error: None,
+        }
+    }
+}
+
+/// Starts the writer thread.
+pub(crate) fn start(setup: Setup) -> std::io::Result<(Sender<Job>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let t = std::thread::Builder::new()
+        .name("statepipe-checkpoint".into())
+        .spawn(move || run(&setup, &rx))?;
+    Ok((tx, t))
+}
+
+fn run(setup: &Setup, rx: &Receiver<Job>) {
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
+    for job in rx {
+        let id = match job {
+            Job::Begin { id, started, done } => {
+                let p = pending.entry(id).or_insert_with(Pending::new);
+                p.started = Some(started);
+                p.done = Some(done);
+                id
+            }
+            Job::Position { id, position } => {
+                pending.entry(id).or_insert_with(Pending::new).position = Some(position);
+                id
+            }
+            Job::Part { id, snaps, stall } => {
+                let p = pending.entry(id).or_insert_with(Pending::new);
+                p.received += snaps.len();
+                p.stall = p.stall.max(stall);
+                if p.error.is_none() {
+                    if let Err(e) = write_parts(setup, id, p, snaps) {
+                        p.error = Some(e);
+                    }
+                }
+                id
+            }
+        };
+        let ready = pending.get(&id).is_some_and(|p| {
+            p.received >= setup.stages && p.position.is_some() && p.done.is_some()
+        });
+        if ready {
+            let p = pending.remove(&id).expect("just looked up");
+            finish(setup, id, p);
+        }
+    }
+}
+
+fn write_parts(
+    setup: &Setup,
+    id: u64,
+    p: &mut Pending,
+    snaps: Vec<Snapshot>,
+) -> Result<(), CheckpointError> {
+    let dir = store::folder(&setup.root, id);
+    if p.entries.is_empty() {
+        std::fs::create_dir_all(&dir).map_err(|e| CheckpointError::Io {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+    }
+    for s in snaps {
+        let payload = (s.encode)(&*s.copy).map_err(|e| CheckpointError::Io {
+            path: dir.display().to_string(),
+            message: format!("encoding the state of stage `{}`: {e}", s.stage),
+        })?;
+        let file = format!("{:04}.state", p.entries.len());
+        let path = dir.join(&file);
+        statepipe_sys::durable::write_atomic(&path, &store::frame_state(&payload)).map_err(
+            |e| CheckpointError::Io {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            },
+        )?;
+        p.bytes += payload.len() as u64;
+        p.entries.push(StageEntry {
+            name: s.stage,
+            state_type: s.type_name.to_string(),
+            file,
+            bytes: payload.len() as u64,
+            crc32c: crc32c::crc32c(&payload),
+        });
+    }
+    Ok(())
+}
+
+fn finish(setup: &Setup, id: u64, mut p: Pending) {
+    let dir = store::folder(&setup.root, id);
+    let result = match p.error.take() {
+        Some(e) => Err(e),
+        None => complete(setup, id, &mut p, &dir),
+    };
+    if result.is_err() {
+        // Never leave a half-written checkpoint that could be mistaken for
+        // one: it has no manifest, and now no folder either.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if let Ok(info) = &result {
+        *setup.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.clone());
+    }
+    if let Some(done) = p.done {
+        let _ = done.send(result);
+    }
+}
+
+fn complete(
+    setup: &Setup,
+    id: u64,
+    p: &mut Pending,
+    dir: &std::path::Path,
+) -> Result<CheckpointInfo, CheckpointError> {
+    if p.entries.is_empty() {
+        std::fs::create_dir_all(dir).map_err(|e| CheckpointError::Io {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+    }
+    p.entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let position = p.position.unwrap_or(0);
+    let manifest = Manifest {
+        format: FORMAT.to_string(),
+        version: VERSION,
+        id,
+        position,
+        created_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        shape: setup.shape.clone(),
+        plan: setup.plan.clone(),
+        stages: std::mem::take(&mut p.entries),
+    };
+    let path = dir.join(store::MANIFEST);
+    statepipe_sys::durable::write_atomic(&path, &store::encode_manifest(&manifest)).map_err(
+        |e| CheckpointError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        },
+    )?;
+    // Complete: the older checkpoints (and folders never completed) go.
+    if let Ok(all) = store::list(&setup.root) {
+        for (older, d) in all {
+            if older < id {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+    Ok(CheckpointInfo {
+        id,
+        position,
+        dir: dir.to_path_buf(),
+        bytes: p.bytes,
+        max_stall: p.stall,
+        duration: p.started.map_or(Duration::ZERO, |s| s.elapsed()),
+    })
+}

@@ -1,0 +1,498 @@
+//! A deployment's checkpoints and upgrades: the checks at deploy time, the
+//! restore of every stage's state, the writer and the periodic requests,
+//! and the [`Running`] methods that send barriers.
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::barrier::{BarrierInfo, Coordinator, StageUpgrade};
+use super::compile::Deploy;
+use super::config::Config;
+use super::deploy::Running;
+use super::error::DeployError;
+use super::plan::Plan;
+use crate::checkpoint::writer::{self, Job, Setup};
+use crate::checkpoint::{
+    read_state, CheckpointError, CheckpointInfo, CheckpointTicket, PlannedUnit,
+};
+use crate::machine::Machine;
+use crate::unit::UnitInfo;
+use crate::upgrade::{command, StageHandle, UpgradeError};
+
+/// What `prepare` found and did before the workers start.
+pub(crate) struct Prepared {
+    pub(crate) first_id: u64,
+    pub(crate) resume: u64,
+    pub(crate) resumed: Option<u64>,
+    pub(crate) stages: Vec<String>,
+    shape: String,
+    plan: Vec<PlannedUnit>,
+}
+
+/// A hash of the pipeline's shape: its units' kinds and names, in order.
+pub(crate) fn shape_of(units: &[UnitInfo]) -> String {
+    let mut text = String::new();
+    for u in units {
+        text.push_str(&format!("{:?}:{}:{}\n", u.kind, u.name, u.stages.join(",")));
+    }
+    format!("{:08x}", crc32c::crc32c(text.as_bytes()))
+}
+
+fn io(path: &std::path::Path, e: impl std::fmt::Display) -> CheckpointError {
+    CheckpointError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Checks that the pipeline can be checkpointed as configured, and
+/// restores every stage's state from the checkpoint to restore.
+pub(crate) fn prepare<I, O>(
+    node: &mut Box<dyn Deploy<I, O>>,
+    config: &Config,
+    units: &[UnitInfo],
+    plan: &Plan,
+    supported: bool,
+) -> Result<Prepared, DeployError> {
+    let mut cells: Vec<(String, Option<&'static str>)> = Vec::new();
+    node.visit(&mut |c| cells.push((c.name().to_string(), c.durable())));
+    let stages: Vec<String> = cells.iter().map(|(n, _)| n.clone()).collect();
+    let mut prepared = Prepared {
+        first_id: 1,
+        resume: 0,
+        resumed: None,
+        stages,
+        shape: shape_of(units),
+        plan: units
+            .iter()
+            .zip(&plan.workers)
+            .map(|(u, &w)| PlannedUnit {
+                unit: u.name.clone(),
+                worker: w,
+            })
+            .collect(),
+    };
+    if config.checkpoint_dir.is_none() && config.restore.is_none() {
+        return Ok(prepared);
+    }
+    if !supported {
+        return Err(CheckpointError::NotConfigured(
+            "a cycle (deploy_cycle) cannot be checkpointed or restored".into(),
+        )
+        .into());
+    }
+    let mut seen = HashSet::new();
+    for (name, durable) in &cells {
+        if !seen.insert(name.as_str()) {
+            return Err(CheckpointError::DuplicateStage(name.clone()).into());
+        }
+        if durable.is_none() {
+            return Err(CheckpointError::NotDurable {
+                stage: name.clone(),
+            }
+            .into());
+        }
+    }
+    if let Some(ckpt) = &config.restore {
+        let entries: HashMap<&str, _> = ckpt
+            .manifest()
+            .stages
+            .iter()
+            .map(|e| (e.name.as_str(), e))
+            .collect();
+        if let Some(extra) = ckpt
+            .manifest()
+            .stages
+            .iter()
+            .find(|e| !seen.contains(e.name.as_str()))
+        {
+            return Err(CheckpointError::Mismatch(format!(
+                "{} holds the state of stage `{}`, which this pipeline does not have \
+                 (a checkpoint of another pipeline, or a stage renamed)",
+                ckpt.dir().display(),
+                extra.name
+            ))
+            .into());
+        }
+        let mut failed: Option<CheckpointError> = None;
+        node.visit(&mut |cell| {
+            if failed.is_some() {
+                return;
+            }
+            let Some(entry) = entries.get(cell.name()) else {
+                return;
+            };
+            let ty = cell.durable().unwrap_or("(none)");
+            if entry.state_type != ty {
+                failed = Some(CheckpointError::Mismatch(format!(
+                    "stage `{}` holds a `{ty}`, the checkpoint a `{}` (upgrade the stage \
+                     instead, or restore with the build that wrote it)",
+                    entry.name, entry.state_type
+                )));
+                return;
+            }
+            match read_state(ckpt.dir(), entry) {
+                Ok(bytes) => {
+                    if let Err(what) = cell.restore(&bytes) {
+                        failed = Some(CheckpointError::Damaged {
+                            file: ckpt.dir().join(&entry.file).display().to_string(),
+                            what: format!(
+                                "the state of stage `{}` does not decode: {what}",
+                                entry.name
+                            ),
+                        });
+                    }
+                }
+                Err(e) => failed = Some(e),
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        prepared.resume = ckpt.position();
+        prepared.resumed = Some(ckpt.position());
+        prepared.first_id = ckpt.id() + 1;
+    }
+    if let Some(root) = &config.checkpoint_dir {
+        std::fs::create_dir_all(root).map_err(|e| io(root, e))?;
+        statepipe_sys::durable::check_writable(&root.join("probe")).map_err(|e| io(root, e))?;
+        let restored_from = config.restore.as_ref().map(|c| c.dir().to_path_buf());
+        for (id, dir) in crate::checkpoint::list(root)? {
+            prepared.first_id = prepared.first_id.max(id + 1);
+            // A folder without a manifest was never completed: it can
+            // never be, so it goes (unless it is the one being restored,
+            // which has one).
+            if !dir.join("MANIFEST").exists() && Some(&dir) != restored_from.as_ref() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+    Ok(prepared)
+}
+
+/// The checkpoint side of a running deployment.
+pub(crate) struct Checkpointing {
+    co: Arc<Coordinator>,
+    writer: Option<JoinHandle<()>>,
+    periodic: Option<(Sender<()>, JoinHandle<()>)>,
+    pub(crate) resumed: Option<u64>,
+    last: Arc<Mutex<Option<CheckpointInfo>>>,
+}
+
+/// Starts the writer, if the deployment checkpoints.
+pub(crate) fn start(
+    config: &Config,
+    co: &Arc<Coordinator>,
+    prepared: Prepared,
+) -> Result<Checkpointing, DeployError> {
+    let last = Arc::new(Mutex::new(None));
+    let mut writer_thread = None;
+    if let Some(root) = &config.checkpoint_dir {
+        let setup = Setup {
+            root: root.clone(),
+            stages: prepared.stages.len(),
+            shape: prepared.shape,
+            plan: prepared.plan,
+            last: Arc::clone(&last),
+        };
+        let (tx, t) = writer::start(setup).map_err(|e| DeployError::Spawn(e.to_string()))?;
+        *co.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        writer_thread = Some(t);
+    }
+    Ok(Checkpointing {
+        co: Arc::clone(co),
+        writer: writer_thread,
+        periodic: None,
+        resumed: prepared.resumed,
+        last,
+    })
+}
+
+/// Asks for a checkpoint: its barrier goes into the input after the
+/// inputs accepted so far.
+fn request(co: &Coordinator) -> Result<CheckpointTicket, CheckpointError> {
+    if !co.supported {
+        return Err(CheckpointError::NotConfigured(
+            "a cycle (deploy_cycle) cannot be checkpointed".into(),
+        ));
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let id = {
+        let w = co.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let w = w.as_ref().ok_or_else(|| {
+            CheckpointError::NotConfigured(
+                "this deployment has no Config::checkpoint_dir, or has ended".into(),
+            )
+        })?;
+        let id = co.next_id();
+        w.send(Job::Begin {
+            id,
+            started: Instant::now(),
+            done: tx,
+        })
+        .map_err(|_| CheckpointError::Stopped("the checkpoint writer has stopped".into()))?;
+        id
+    };
+    co.send(BarrierInfo::new(id, true, Vec::new()));
+    Ok(CheckpointTicket { id, done: rx })
+}
+
+impl Checkpointing {
+    /// Starts the periodic checkpoints, if configured.
+    pub(crate) fn start_periodic(&mut self, config: &Config) {
+        let Some(period) = config.checkpoint_every else {
+            return;
+        };
+        if self.writer.is_none() {
+            return;
+        }
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let co = Arc::clone(&self.co);
+        let t = std::thread::Builder::new()
+            .name("statepipe-checkpoint-timer".into())
+            .spawn(move || {
+                let mut previous: Option<CheckpointTicket> = None;
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(period)
+                {
+                    // Skip while the previous one is still being written.
+                    if let Some(p) = &previous {
+                        if p.wait_timeout(Duration::ZERO).is_none() {
+                            continue;
+                        }
+                    }
+                    match request(&co) {
+                        Ok(t) => previous = Some(t),
+                        Err(_) => return,
+                    }
+                }
+            });
+        if let Ok(t) = t {
+            self.periodic = Some((stop, t));
+        }
+    }
+
+    /// Ends the checkpoint side: no more requests, barriers still in
+    /// flight fail with `why`, and the writer finishes what it has.
+    pub(crate) fn finish(&mut self, why: &str) {
+        if let Some((stop, t)) = self.periodic.take() {
+            drop(stop);
+            let _ = t.join();
+        }
+        self.co.abandon(why);
+        if let Some(t) = self.writer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An upgrade under way: [`wait`](UpgradeTicket::wait) for it.
+#[derive(Debug)]
+pub struct UpgradeTicket<T> {
+    done: crossbeam_channel::Receiver<Result<(), UpgradeError>>,
+    expected: usize,
+    value: T,
+}
+
+impl<T> UpgradeTicket<T> {
+    /// Waits until the barrier has reached every upgraded stage; returns
+    /// the handle(s) for the new state type. Keep the pipeline's output
+    /// drained meanwhile: the barrier travels behind the items before it.
+    ///
+    /// # Errors
+    ///
+    /// The first stage's refusal ([`UpgradeError::Migrate`] names it; that
+    /// stage keeps its old code, while copies whose migration succeeded
+    /// run the new one), or [`UpgradeError::Stopped`] if the pipeline
+    /// ended first.
+    pub fn wait(self) -> Result<T, UpgradeError> {
+        let mut first_err = None;
+        for _ in 0..self.expected {
+            match self.done.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(UpgradeError::Stopped(
+                        "the pipeline ended before the barrier reached the stage".into(),
+                    ));
+                    break;
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(self.value),
+        }
+    }
+}
+
+impl Running {
+    /// Takes a checkpoint: a barrier goes into the input after the inputs
+    /// accepted so far; each unit copies its stages' states as the barrier
+    /// passes, and a background thread writes them. The ticket says when
+    /// the checkpoint is durable.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckpointError::NotConfigured`] without
+    /// [`Config::checkpoint_dir`], or on a cycle.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use statepipe_pipeline::{machine, Checkpoint, Config, Pipeline};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let sum = || Pipeline::durable_stage("sum", 0u64, machine::step(|s: &mut u64, x: u64| {
+    ///     *s += x;
+    ///     *s
+    /// }));
+    /// let d = sum().deploy(&Config::new().workers(1).checkpoint_dir(dir.path())).unwrap();
+    /// let (mut input, mut output, running) = (d.input, d.output, d.running);
+    /// input.send_all(1..=10).unwrap();
+    /// let ticket = running.checkpoint().unwrap(); // after the 10 inputs sent
+    /// input.send_all(11..=20).unwrap();
+    /// drop(input);
+    /// while output.recv().is_some() {}
+    /// assert_eq!(ticket.wait().unwrap().position, 10);
+    /// running.join().unwrap();
+    ///
+    /// // Later, or after a crash: from the checkpoint, resend 11..=20.
+    /// let ckpt = Checkpoint::latest(dir.path()).unwrap().unwrap();
+    /// let run = sum().deploy(&Config::new().workers(1).restore(ckpt)).unwrap().run(11..=20).unwrap();
+    /// assert_eq!(run.outputs.last(), Some(&210));
+    /// assert_eq!(run.seqs[0], 10); // outputs carry their input's number
+    /// ```
+    pub fn checkpoint(&self) -> Result<CheckpointTicket, CheckpointError> {
+        request(&self.ckpt.co)
+    }
+
+    /// The last checkpoint this deployment completed.
+    pub fn last_checkpoint(&self) -> Option<CheckpointInfo> {
+        self.ckpt
+            .last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The input position this deployment resumed from, if it was restored
+    /// from a checkpoint.
+    pub fn resumed_from(&self) -> Option<u64> {
+        self.ckpt.resumed
+    }
+
+    /// Replaces the code of the stage `handle` names at a barrier: items
+    /// accepted before this call meet the old machine, items after it the
+    /// new one; `migrate` makes the new state from the old at the barrier
+    /// (on the stage's worker). If it fails, the old code keeps running.
+    ///
+    /// # Errors
+    ///
+    /// [`UpgradeError::NoSuchStage`] at once if the pipeline has no stage
+    /// of that name; later ones from [`UpgradeTicket::wait`].
+    #[allow(clippy::type_complexity)] // a ticket for the new stage's typed handle
+    pub fn upgrade<S, S2, M, F, E>(
+        &self,
+        handle: &StageHandle<S, M::In, M::Out>,
+        machine: M,
+        migrate: F,
+    ) -> Result<UpgradeTicket<StageHandle<S2, M::In, M::Out>>, UpgradeError>
+    where
+        S: 'static,
+        S2: Serialize + DeserializeOwned + Clone + Send + 'static,
+        M: Machine<S2> + Send + 'static,
+        M::In: Send + 'static,
+        M::Out: Send + 'static,
+        F: FnOnce(&S) -> Result<S2, E> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let cmd = command::<S, S2, _, _, M, F, E>(handle, machine, migrate);
+        let (done, expected) =
+            self.send_upgrades(vec![(handle.name().to_string(), Box::new(cmd))])?;
+        Ok(UpgradeTicket {
+            done,
+            expected,
+            value: StageHandle::new(handle.name()),
+        })
+    }
+
+    /// Upgrades several stages at one barrier — every copy of a shard,
+    /// say: stage `k` of `handles` gets `make(k)` and its state from
+    /// `migrate`. Each copy migrates on its own worker; one whose
+    /// migration fails keeps its old code, and the ticket reports it.
+    ///
+    /// # Errors
+    ///
+    /// As [`upgrade`](Running::upgrade).
+    #[allow(clippy::type_complexity)] // a ticket for the new stages' typed handles
+    pub fn upgrade_all<S, S2, M, F, E>(
+        &self,
+        handles: &[StageHandle<S, M::In, M::Out>],
+        mut make: impl FnMut(usize) -> M,
+        migrate: F,
+    ) -> Result<UpgradeTicket<Vec<StageHandle<S2, M::In, M::Out>>>, UpgradeError>
+    where
+        S: 'static,
+        S2: Serialize + DeserializeOwned + Clone + Send + 'static,
+        M: Machine<S2> + Send + 'static,
+        M::In: Send + 'static,
+        M::Out: Send + 'static,
+        F: Fn(&S) -> Result<S2, E> + Clone + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let cmds: Vec<(String, Box<dyn Any + Send>)> = handles
+            .iter()
+            .enumerate()
+            .map(|(k, h)| {
+                let m = migrate.clone();
+                let cmd = command::<S, S2, _, _, M, _, E>(h, make(k), move |s: &S| m(s));
+                (h.name().to_string(), Box::new(cmd) as Box<dyn Any + Send>)
+            })
+            .collect();
+        let (done, expected) = self.send_upgrades(cmds)?;
+        Ok(UpgradeTicket {
+            done,
+            expected,
+            value: handles.iter().map(|h| StageHandle::new(h.name())).collect(),
+        })
+    }
+
+    fn send_upgrades(
+        &self,
+        cmds: Vec<(String, Box<dyn Any + Send>)>,
+    ) -> Result<(crossbeam_channel::Receiver<Result<(), UpgradeError>>, usize), UpgradeError> {
+        let co = &self.ckpt.co;
+        if !co.supported {
+            return Err(UpgradeError::Stopped(
+                "a cycle (deploy_cycle) cannot be upgraded".into(),
+            ));
+        }
+        for (name, _) in &cmds {
+            if !co.stages.iter().any(|s| s == name) {
+                return Err(UpgradeError::NoSuchStage(name.clone()));
+            }
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let expected = cmds.len();
+        let ups = cmds
+            .into_iter()
+            .map(|(stage, cmd)| StageUpgrade {
+                stage,
+                cmd: Some(cmd),
+                done: tx.clone(),
+            })
+            .collect();
+        co.send(BarrierInfo::new(co.next_id(), false, ups));
+        Ok((rx, expected))
+    }
+}
