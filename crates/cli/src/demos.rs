@@ -2,20 +2,28 @@
 //! the pipeline benchmark, on `u64` items, with the same stage work
 //! (`statepipe_bench::pipeline::workload`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use statepipe_bench::pipeline::workload::{spin_work, trivial_a, trivial_b, trivial_c};
 use statepipe_pipeline::{machine, Pipeline};
 
 /// The example pipelines, by name.
-pub const NAMES: [&str; 6] = [
-    "scaling", "skewed", "sharded", "fanout", "trivial3", "laundry",
+pub const NAMES: [&str; 7] = [
+    "scaling", "skewed", "sharded", "fanout", "trivial3", "laundry", "counts",
 ];
 
 /// A stage that spins for about `ns` nanoseconds of work per item.
 fn spin(name: &str, iters_per_us: u32, ns: u64) -> Pipeline<u64, u64> {
     let iters = ((iters_per_us as u64 * ns) / 1000).max(1) as u32;
-    Pipeline::map(name, move |x: u64| spin_work(x, iters)).cost(ns as f64)
+    // The work is kept (black_box) but the item passes through unchanged,
+    // so outputs do not depend on this machine's calibration: a run's
+    // digest is the same on any machine, resumed or not.
+    Pipeline::map(name, move |x: u64| {
+        std::hint::black_box(spin_work(x, iters));
+        x
+    })
+    .cost(ns as f64)
 }
 
 /// A stage that sleeps `ms` per item (`SlowIO` in stevana's
@@ -47,7 +55,7 @@ pub fn build(name: &str, iters_per_us: u32) -> Option<Pipeline<u64, u64>> {
             .then(Pipeline::shard(2, move |k| {
                 spin(&format!("model {k}"), iters_per_us, 2000)
             }))
-            .then(Pipeline::stage(
+            .then(Pipeline::durable_stage(
                 "total",
                 0u64,
                 machine::step(|t: &mut u64, x: u64| {
@@ -62,16 +70,39 @@ pub fn build(name: &str, iters_per_us: u32) -> Option<Pipeline<u64, u64>> {
             .fan_out(s("b1", 1000).then(s("b2", 1000)))
             .then(Pipeline::map("post", |(a, b): (u64, u64)| a ^ b.rotate_left(17)).cost(20.0)),
         // Three cheap stateful stages: the `trivial3` benchmark.
-        "trivial3" => Pipeline::stage("a", 0u64, machine::step(trivial_a))
+        "trivial3" => Pipeline::durable_stage("a", 0u64, machine::step(trivial_a))
             .cost(10.0)
-            .then(Pipeline::stage("b", 0u64, machine::step(trivial_b)).cost(10.0))
-            .then(Pipeline::stage("c", 0u64, machine::step(trivial_c)).cost(10.0)),
+            .then(Pipeline::durable_stage("b", 0u64, machine::step(trivial_b)).cost(10.0))
+            .then(Pipeline::durable_stage("c", 0u64, machine::step(trivial_c)).cost(10.0)),
         // The laundry of stevana's pipelined-state-machines, 20 ms per stage instead of 200.
         "laundry" => slow("wash", 20)
             .then(slow("dry", 20))
             .then(slow("fold", 20)),
+        // Counts per key (64 keys), sharded by key over two copies, each
+        // with its own table: the stateful pipeline checkpoints are for.
+        "counts" => s("parse", 300).then(Pipeline::shard_by_key(
+            2,
+            |x: &u64| key_of(*x),
+            |k| {
+                Pipeline::durable_stage(
+                    &format!("count {k}"),
+                    BTreeMap::<u64, u64>::new(),
+                    machine::step(|seen: &mut BTreeMap<u64, u64>, x: u64| {
+                        let n = seen.entry(key_of(x)).or_insert(0);
+                        *n += 1;
+                        (key_of(x) << 32) | *n
+                    }),
+                )
+                .cost(200.0)
+            },
+        )),
         _ => return None,
     })
+}
+
+/// The key of an item of `counts`: one of 64, spread by a multiplicative hash.
+fn key_of(x: u64) -> u64 {
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58
 }
 
 /// A clear error for an unknown name.

@@ -1,6 +1,7 @@
 //! `statepipe run` and `statepipe plan`: deploy an example pipeline and
 //! watch it; predict a plan's throughput and compare with the measurement.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +14,8 @@ use clap::Args;
 use statepipe_bench::pipeline::workload::calibrate_iters_for;
 use statepipe_pipeline::WORKERS_ENV;
 use statepipe_pipeline::{
-    fit_fused, simulate, Config, Finished, Pipeline, Plan, Running, UnitInfo,
+    fit_fused, machine, simulate, Checkpoint, Config, Finished, Pipeline, Plan, Running,
+    StageState, UnitInfo,
 };
 
 use crate::demos;
@@ -21,7 +23,7 @@ use crate::demos;
 /// `statepipe run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The example pipeline: scaling, skewed, sharded, fanout, trivial3 or laundry.
+    /// The example pipeline: scaling, skewed, sharded, fanout, trivial3, laundry or counts.
     #[arg(default_value = "sharded")]
     pub pipeline: String,
     /// Items to send.
@@ -50,6 +52,18 @@ pub struct RunArgs {
     /// Also render it as SVG through Graphviz `dot`.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write checkpoints under DIR (a folder per checkpoint; a newer one
+    /// replaces the older once it is complete).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Take a checkpoint every SECONDS (with --checkpoint-dir; default 1).
+    #[arg(long, value_name = "SECONDS", requires = "checkpoint_dir")]
+    pub checkpoint_every: Option<f64>,
+    /// Resume from the newest complete checkpoint under DIR (or start from
+    /// the first input if there is none yet), feeding the inputs from its
+    /// position; give the same DIR to --checkpoint-dir to keep checkpointing.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
 }
 
 /// `statepipe plan`.
@@ -124,17 +138,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let items = items_for(&args.pipeline, args.items);
     if let Some(laps) = args.cycle {
+        if args.checkpoint_dir.is_some() || args.resume.is_some() {
+            anyhow::bail!(
+                "a cycle cannot be checkpointed (the items on its way back are not saved): \
+                 drop --cycle, or --checkpoint-dir and --resume"
+            );
+        }
         return run_cycle(p, &cfg, &args, items, laps);
     }
-    let d = p.deploy(&cfg)?;
+    let cfg = checkpoint_config(cfg, &args)?;
+    // The digest is a stage of the pipeline, so checkpoints save it with
+    // the other states and a resumed run goes on counting exactly once.
+    let d = p.then(digest_stage()).deploy(&cfg)?;
+    let first = d.running.resumed_from().unwrap_or(0);
     eprintln!(
         "run: `{}`, {items} items, plan: {}",
         args.pipeline,
         d.running.plan()
     );
+    if let Some(p) = d.running.resumed_from() {
+        println!("resumed at input {p} of {items}");
+    }
     let (mut input, mut output, running) = (d.input, d.output, d.running);
     let start = Instant::now();
-    let feeder = std::thread::spawn(move || input.send_all(0..items).map_err(|e| e.to_string()));
+    let feeder = std::thread::spawn(move || {
+        input
+            .send_all(first.min(items)..items)
+            .map_err(|e| e.to_string())
+    });
     let mut received = 0u64;
     let mut last_draw = Instant::now();
     let mut drawn_lines = 0;
@@ -154,13 +185,118 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("the feeding thread panicked"))?
         .map_err(anyhow::Error::msg)?;
-    let (dot, _) = finish(running, args.watch, drawn_lines)?;
+    let last = running.last_checkpoint();
+    let (dot, done) = finish(running, args.watch, drawn_lines)?;
     println!(
         "{received} outputs from {sent} inputs in {:.3} s: {:.3} M items/s",
         wall.as_secs_f64(),
         sent as f64 / wall.as_secs_f64() / 1e6
     );
+    if let Some(c) = last {
+        println!(
+            "last checkpoint: {} at input {} ({} bytes, longest stall {:?})",
+            c.dir.display(),
+            c.position,
+            c.bytes,
+            c.max_stall
+        );
+    }
+    println!("{}", digest_line(&done.states));
     write_graph(&dot, args.dot.as_deref(), args.svg.as_deref())
+}
+
+/// The checkpoint and restore settings of `statepipe run`.
+fn checkpoint_config(mut cfg: Config, args: &RunArgs) -> anyhow::Result<Config> {
+    if let Some(dir) = &args.checkpoint_dir {
+        cfg = cfg.checkpoint_dir(dir);
+        let every = args.checkpoint_every.unwrap_or(1.0);
+        if !(every.is_finite() && every > 0.0) {
+            anyhow::bail!("--checkpoint-every must be a positive number of seconds, not {every}");
+        }
+        cfg = cfg.checkpoint_every(Duration::from_secs_f64(every));
+    }
+    if let Some(dir) = &args.resume {
+        match Checkpoint::latest(dir)
+            .with_context(|| format!("reading the checkpoints under {}", dir.display()))?
+        {
+            Some(c) => {
+                eprintln!(
+                    "resuming from {} (checkpoint {}, input {})",
+                    c.dir().display(),
+                    c.id(),
+                    c.position()
+                );
+                cfg = cfg.restore(c);
+            }
+            None => eprintln!(
+                "no complete checkpoint under {}: starting from the first input",
+                dir.display()
+            ),
+        }
+    }
+    Ok(cfg)
+}
+
+/// The running digest of a run: outputs counted and hashed in input order.
+#[derive(Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+struct Digest {
+    outputs: u64,
+    hash: u64,
+}
+
+/// FNV-1a over the bytes of `x`, continuing from `h`.
+fn fnv(mut h: u64, x: u64) -> u64 {
+    for b in x.to_le_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The last stage of every `statepipe run`: folds each output, with the
+/// number of the input it came from, into the digest.
+fn digest_stage() -> Pipeline<u64, u64> {
+    let start = Digest {
+        outputs: 0,
+        hash: FNV_START,
+    };
+    Pipeline::durable_stage(
+        DIGEST,
+        start,
+        machine::step(|d: &mut Digest, x: u64| {
+            d.outputs += 1;
+            d.hash = fnv(d.hash, x);
+            x
+        }),
+    )
+}
+
+const DIGEST: &str = "(digest)";
+
+/// `digest: N outputs, H`: H hashes the outputs in input order and every
+/// stage's final state, so a killed and resumed run can be compared with
+/// an uninterrupted one.
+fn digest_line(states: &[StageState]) -> String {
+    let mut outputs = 0;
+    let mut h = FNV_START;
+    for s in states {
+        for b in s.name.bytes() {
+            h = fnv(h, u64::from(b));
+        }
+        if let Some(d) = s.get::<Digest>() {
+            outputs = d.outputs;
+            h = fnv(h, d.hash);
+        } else if let Some(v) = s.get::<u64>() {
+            h = fnv(h, *v);
+        } else if let Some(m) = s.get::<BTreeMap<u64, u64>>() {
+            for (k, v) in m {
+                h = fnv(fnv(h, *k), *v);
+            }
+        }
+    }
+    format!("digest: {outputs} outputs, {h:016x}")
 }
 
 /// `statepipe run --cycle N`: the pipeline closed on itself; each output
