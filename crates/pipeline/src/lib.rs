@@ -89,5 +89,6 @@ pub use runtime::metrics::{Metrics, UnitMetrics};
 pub use runtime::plan::{Plan, MIN_STATION_NS};
 pub use runtime::simulate::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 pub use sequential::{Interpreter, Run};
+pub use state::UpgradeError;
 pub use unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
-pub use upgrade::{StageHandle, UpgradeError};
+pub use upgrade::StageHandle;

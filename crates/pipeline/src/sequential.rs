@@ -14,7 +14,8 @@ use serde::Serialize;
 
 use crate::machine::Machine;
 use crate::pipeline::Pipeline;
-use crate::upgrade::{command, StageHandle, UpgradeError};
+use crate::state::UpgradeError;
+use crate::upgrade::{command, StageHandle};
 
 /// What a finished run produced.
 #[derive(Debug)]

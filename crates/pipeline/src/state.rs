@@ -8,11 +8,10 @@
 //! deployment that checkpoints refuses it, naming the stage.
 
 use std::any::{Any, TypeId};
+use std::fmt;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-
-use crate::upgrade::UpgradeError;
 
 /// A state copied at a barrier, waiting for the writer thread to encode it.
 pub(crate) type Copied = Box<dyn Any + Send>;
@@ -163,3 +162,51 @@ pub(crate) fn shard_state_name(first_stage: Option<&str>) -> String {
 
 /// Where a visit of a description's stages goes.
 pub(crate) type Visit<'a> = &'a mut dyn FnMut(&mut dyn StageCell);
+
+/// Why an upgrade was not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpgradeError {
+    /// No stage of that name in this pipeline, or it was not built with
+    /// [`Pipeline::upgradable`](crate::Pipeline::upgradable).
+    NoSuchStage(String),
+    /// The stage holds another state type than the handle says (an older
+    /// handle, from before an earlier upgrade).
+    StateType {
+        /// The stage.
+        stage: String,
+        /// The type the handle expected.
+        expected: &'static str,
+    },
+    /// `migrate` returned an error: the old machine and state stay.
+    Migrate {
+        /// The stage.
+        stage: String,
+        /// The error's text.
+        message: String,
+    },
+    /// The pipeline ended, or was stopped, before the barrier reached the
+    /// stage: nothing changed.
+    Stopped(String),
+}
+
+impl fmt::Display for UpgradeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpgradeError::NoSuchStage(s) => write!(
+                f,
+                "no upgradable stage named `{s}` (build it with Pipeline::upgradable)"
+            ),
+            UpgradeError::StateType { stage, expected } => write!(
+                f,
+                "stage `{stage}` does not hold a `{expected}`: use the handle the last upgrade returned"
+            ),
+            UpgradeError::Migrate { stage, message } => write!(
+                f,
+                "migrating the state of stage `{stage}` failed: {message}; the old code keeps running"
+            ),
+            UpgradeError::Stopped(m) => write!(f, "the upgrade was not applied: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for UpgradeError {}

@@ -27,7 +27,7 @@ use crate::machine::Machine;
 use crate::node::common::{Emit, Node};
 use crate::node::stage::StageNode;
 use crate::pipeline::Pipeline;
-use crate::state::{serde_codec, Snapshot, StageCell, Visit};
+use crate::state::{serde_codec, Snapshot, StageCell, UpgradeError, Visit};
 use crate::unit::UnitInfo;
 
 /// A typed name for an upgradable stage: its state `S`, input `I` and
@@ -73,54 +73,6 @@ impl<S, I, O> StageHandle<S, I, O> {
 /// The types a [`StageHandle`] stands for (a function type, so the handle
 /// is `Send`, `Sync` and covariant whatever they are).
 type Types<S, I, O> = fn() -> (S, I, O);
-
-/// Why an upgrade was not applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpgradeError {
-    /// No stage of that name in this pipeline, or it was not built with
-    /// [`Pipeline::upgradable`].
-    NoSuchStage(String),
-    /// The stage holds another state type than the handle says (an older
-    /// handle, from before an earlier upgrade).
-    StateType {
-        /// The stage.
-        stage: String,
-        /// The type the handle expected.
-        expected: &'static str,
-    },
-    /// `migrate` returned an error: the old machine and state stay.
-    Migrate {
-        /// The stage.
-        stage: String,
-        /// The error's text.
-        message: String,
-    },
-    /// The pipeline ended, or was stopped, before the barrier reached the
-    /// stage: nothing changed.
-    Stopped(String),
-}
-
-impl fmt::Display for UpgradeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpgradeError::NoSuchStage(s) => write!(
-                f,
-                "no upgradable stage named `{s}` (build it with Pipeline::upgradable)"
-            ),
-            UpgradeError::StateType { stage, expected } => write!(
-                f,
-                "stage `{stage}` does not hold a `{expected}`: use the handle the last upgrade returned"
-            ),
-            UpgradeError::Migrate { stage, message } => write!(
-                f,
-                "migrating the state of stage `{stage}` failed: {message}; the old code keeps running"
-            ),
-            UpgradeError::Stopped(m) => write!(f, "the upgrade was not applied: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for UpgradeError {}
 
 /// A stage whose code can be swapped: a stage node behind a `dyn`.
 pub(crate) trait DynStage<I, O>: Node<I, O> + StageCell {

@@ -15,13 +15,14 @@
 //! position, so replaying the source from there gives the outputs of an
 //! uninterrupted run, each output tagged with the input it came from.
 
+mod error;
 mod store;
 pub(crate) mod writer;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use error::CheckpointError;
 pub(crate) use store::{list, read_state};
 pub use store::{Manifest, PlannedUnit, StageEntry};
 
@@ -107,77 +108,6 @@ pub struct CheckpointInfo {
     /// From the request to the manifest being durable.
     pub duration: Duration,
 }
-
-/// Why a checkpoint was not taken, or cannot be restored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckpointError {
-    /// A file or folder could not be read or written.
-    Io {
-        /// The file or folder.
-        path: String,
-        /// What the system said.
-        message: String,
-    },
-    /// A checkpoint file is truncated, corrupted, of another format
-    /// version, or not a statepipe checkpoint at all.
-    Damaged {
-        /// The file.
-        file: String,
-        /// What is wrong.
-        what: String,
-    },
-    /// A checkpoint folder has no manifest: it was never completed.
-    Incomplete {
-        /// The folder.
-        dir: String,
-    },
-    /// A stage's state cannot be checkpointed: it was not built with
-    /// [`Pipeline::durable_stage`](crate::Pipeline::durable_stage) (or
-    /// another durable constructor).
-    NotDurable {
-        /// The stage.
-        stage: String,
-    },
-    /// Two stages share a name: checkpoints restore states by name.
-    DuplicateStage(String),
-    /// The checkpoint does not fit this pipeline.
-    Mismatch(String),
-    /// This deployment takes no checkpoints (no
-    /// [`Config::checkpoint_dir`](crate::Config::checkpoint_dir), or a cycle).
-    NotConfigured(String),
-    /// The pipeline ended or stopped before the checkpoint completed.
-    Stopped(String),
-}
-
-impl fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CheckpointError::Io { path, message } => write!(f, "{path}: {message}"),
-            CheckpointError::Damaged { file, what } => write!(
-                f,
-                "{file}: {what}; nothing was restored (restore an older checkpoint with its folder)"
-            ),
-            CheckpointError::Incomplete { dir } => write!(
-                f,
-                "{dir} has no MANIFEST: that checkpoint was never completed"
-            ),
-            CheckpointError::NotDurable { stage } => write!(
-                f,
-                "stage `{stage}` has a state that cannot be checkpointed: build it with \
-                 Pipeline::durable_stage (serde Serialize + Deserialize + Clone)"
-            ),
-            CheckpointError::DuplicateStage(s) => write!(
-                f,
-                "two stages are named `{s}`: checkpoints restore states by stage name, give each a name of its own"
-            ),
-            CheckpointError::Mismatch(m) => write!(f, "the checkpoint does not fit this pipeline: {m}"),
-            CheckpointError::NotConfigured(m) => write!(f, "no checkpoints here: {m}"),
-            CheckpointError::Stopped(m) => write!(f, "the checkpoint was not completed: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for CheckpointError {}
 
 /// A checkpoint under way: [`wait`](CheckpointTicket::wait) for it.
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::CheckpointError;
+use super::error::CheckpointError;
 
 /// What the manifest's `format` field says of a statepipe checkpoint.
 pub(crate) const FORMAT: &str = "statepipe-checkpoint";

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::error::CheckpointError;
 use super::store::{self, Manifest, PlannedUnit, StageEntry, FORMAT, VERSION};
-use super::{CheckpointError, CheckpointInfo};
+use super::CheckpointInfo;
 use crate::state::Snapshot;
 
 /// What the writer is told.

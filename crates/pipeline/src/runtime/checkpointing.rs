@@ -9,22 +9,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use super::barrier::{BarrierInfo, Coordinator, StageUpgrade};
 use super::compile::Deploy;
 use super::config::Config;
-use super::deploy::Running;
 use super::error::DeployError;
 use super::plan::Plan;
 use crate::checkpoint::writer::{self, Job, Setup};
 use crate::checkpoint::{
     read_state, CheckpointError, CheckpointInfo, CheckpointTicket, PlannedUnit,
 };
-use crate::machine::Machine;
+use crate::state::UpgradeError;
 use crate::unit::UnitInfo;
-use crate::upgrade::{command, StageHandle, UpgradeError};
 
 /// What `prepare` found and did before the workers start.
 pub(crate) struct Prepared {
@@ -296,9 +292,9 @@ impl Checkpointing {
 /// An upgrade under way: [`wait`](UpgradeTicket::wait) for it.
 #[derive(Debug)]
 pub struct UpgradeTicket<T> {
-    done: crossbeam_channel::Receiver<Result<(), UpgradeError>>,
-    expected: usize,
-    value: T,
+    pub(crate) done: crossbeam_channel::Receiver<Result<(), UpgradeError>>,
+    pub(crate) expected: usize,
+    pub(crate) value: T,
 }
 
 impl<T> UpgradeTicket<T> {
@@ -335,143 +331,23 @@ impl<T> UpgradeTicket<T> {
     }
 }
 
-impl Running {
-    /// Takes a checkpoint: a barrier goes into the input after the inputs
-    /// accepted so far; each unit copies its stages' states as the barrier
-    /// passes, and a background thread writes them. The ticket says when
-    /// the checkpoint is durable.
-    ///
-    /// # Errors
-    ///
-    /// [`CheckpointError::NotConfigured`] without
-    /// [`Config::checkpoint_dir`], or on a cycle.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use statepipe_pipeline::{machine, Checkpoint, Config, Pipeline};
-    ///
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let sum = || Pipeline::durable_stage("sum", 0u64, machine::step(|s: &mut u64, x: u64| {
-    ///     *s += x;
-    ///     *s
-    /// }));
-    /// let d = sum().deploy(&Config::new().workers(1).checkpoint_dir(dir.path())).unwrap();
-    /// let (mut input, mut output, running) = (d.input, d.output, d.running);
-    /// input.send_all(1..=10).unwrap();
-    /// let ticket = running.checkpoint().unwrap(); // after the 10 inputs sent
-    /// input.send_all(11..=20).unwrap();
-    /// drop(input);
-    /// while output.recv().is_some() {}
-    /// assert_eq!(ticket.wait().unwrap().position, 10);
-    /// running.join().unwrap();
-    ///
-    /// // Later, or after a crash: from the checkpoint, resend 11..=20.
-    /// let ckpt = Checkpoint::latest(dir.path()).unwrap().unwrap();
-    /// let run = sum().deploy(&Config::new().workers(1).restore(ckpt)).unwrap().run(11..=20).unwrap();
-    /// assert_eq!(run.outputs.last(), Some(&210));
-    /// assert_eq!(run.seqs[0], 10); // outputs carry their input's number
-    /// ```
-    pub fn checkpoint(&self) -> Result<CheckpointTicket, CheckpointError> {
-        request(&self.ckpt.co)
+impl Checkpointing {
+    /// Asks for a checkpoint (see `Running::checkpoint`).
+    pub(crate) fn checkpoint(&self) -> Result<CheckpointTicket, CheckpointError> {
+        request(&self.co)
     }
 
-    /// The last checkpoint this deployment completed.
-    pub fn last_checkpoint(&self) -> Option<CheckpointInfo> {
-        self.ckpt
-            .last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// The last checkpoint completed.
+    pub(crate) fn last(&self) -> Option<CheckpointInfo> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The input position this deployment resumed from, if it was restored
-    /// from a checkpoint.
-    pub fn resumed_from(&self) -> Option<u64> {
-        self.ckpt.resumed
-    }
-
-    /// Replaces the code of the stage `handle` names at a barrier: items
-    /// accepted before this call meet the old machine, items after it the
-    /// new one; `migrate` makes the new state from the old at the barrier
-    /// (on the stage's worker). If it fails, the old code keeps running.
-    ///
-    /// # Errors
-    ///
-    /// [`UpgradeError::NoSuchStage`] at once if the pipeline has no stage
-    /// of that name; later ones from [`UpgradeTicket::wait`].
-    #[allow(clippy::type_complexity)] // a ticket for the new stage's typed handle
-    pub fn upgrade<S, S2, M, F, E>(
-        &self,
-        handle: &StageHandle<S, M::In, M::Out>,
-        machine: M,
-        migrate: F,
-    ) -> Result<UpgradeTicket<StageHandle<S2, M::In, M::Out>>, UpgradeError>
-    where
-        S: 'static,
-        S2: Serialize + DeserializeOwned + Clone + Send + 'static,
-        M: Machine<S2> + Send + 'static,
-        M::In: Send + 'static,
-        M::Out: Send + 'static,
-        F: FnOnce(&S) -> Result<S2, E> + Send + 'static,
-        E: std::fmt::Display,
-    {
-        let cmd = command::<S, S2, _, _, M, F, E>(handle, machine, migrate);
-        let (done, expected) =
-            self.send_upgrades(vec![(handle.name().to_string(), Box::new(cmd))])?;
-        Ok(UpgradeTicket {
-            done,
-            expected,
-            value: StageHandle::new(handle.name()),
-        })
-    }
-
-    /// Upgrades several stages at one barrier — every copy of a shard,
-    /// say: stage `k` of `handles` gets `make(k)` and its state from
-    /// `migrate`. Each copy migrates on its own worker; one whose
-    /// migration fails keeps its old code, and the ticket reports it.
-    ///
-    /// # Errors
-    ///
-    /// As [`upgrade`](Running::upgrade).
-    #[allow(clippy::type_complexity)] // a ticket for the new stages' typed handles
-    pub fn upgrade_all<S, S2, M, F, E>(
-        &self,
-        handles: &[StageHandle<S, M::In, M::Out>],
-        mut make: impl FnMut(usize) -> M,
-        migrate: F,
-    ) -> Result<UpgradeTicket<Vec<StageHandle<S2, M::In, M::Out>>>, UpgradeError>
-    where
-        S: 'static,
-        S2: Serialize + DeserializeOwned + Clone + Send + 'static,
-        M: Machine<S2> + Send + 'static,
-        M::In: Send + 'static,
-        M::Out: Send + 'static,
-        F: Fn(&S) -> Result<S2, E> + Clone + Send + 'static,
-        E: std::fmt::Display,
-    {
-        let cmds: Vec<(String, Box<dyn Any + Send>)> = handles
-            .iter()
-            .enumerate()
-            .map(|(k, h)| {
-                let m = migrate.clone();
-                let cmd = command::<S, S2, _, _, M, _, E>(h, make(k), move |s: &S| m(s));
-                (h.name().to_string(), Box::new(cmd) as Box<dyn Any + Send>)
-            })
-            .collect();
-        let (done, expected) = self.send_upgrades(cmds)?;
-        Ok(UpgradeTicket {
-            done,
-            expected,
-            value: handles.iter().map(|h| StageHandle::new(h.name())).collect(),
-        })
-    }
-
-    fn send_upgrades(
+    /// Sends one barrier that upgrades every stage named in `cmds`.
+    pub(crate) fn send_upgrades(
         &self,
         cmds: Vec<(String, Box<dyn Any + Send>)>,
     ) -> Result<(crossbeam_channel::Receiver<Result<(), UpgradeError>>, usize), UpgradeError> {
-        let co = &self.ckpt.co;
+        let co = &self.co;
         if !co.supported {
             return Err(UpgradeError::Stopped(
                 "a cycle (deploy_cycle) cannot be upgraded".into(),

@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use statepipe_ring::wait::Adaptive;
 
-use super::barrier::{Coordinator, Injector};
+use super::barrier::Coordinator;
 use super::checkpointing::{self, Checkpointing};
 use super::compile::{Compile, Open};
 use super::config::{Config, Layout};
 use super::edge::{self, edge, RingSource, UnitStates};
 use super::error::DeployError;
 use super::graph::INPUT;
+use super::inject::Injector;
 use super::io::{self, Input, Output};
 use super::metrics::{self, Metrics};
 use super::plan::Plan;
