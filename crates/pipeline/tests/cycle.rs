@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use statepipe_pipeline::STEP_NAME;
-use statepipe_pipeline::{machine, Config, DeployError, Finished, Pipeline};
+use statepipe_pipeline::{machine, Checkpoint, Config, DeployError, Finished, Pipeline};
 
 /// Runs `f` on a thread; a hang fails the test instead of stalling CI.
 fn watchdog<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -27,7 +27,7 @@ type Item = (u64, u32, u64);
 /// mixed; items whose value is divisible by `fail_mod` fail at "check".
 fn lap(stages: usize, split: u64, fail_mod: u64) -> Pipeline<Item, Item> {
     let mix = |s: usize| {
-        Pipeline::stage(
+        Pipeline::durable_stage(
             &format!("mix {s}"),
             0u64,
             machine::step(move |seen: &mut u64, (v, laps, seed): Item| {
@@ -256,4 +256,159 @@ fn a_stage_panicking_mid_cycle_on_two_workers_is_named_and_nothing_hangs() {
         }
         other => panic!("unexpected error {other}"),
     }
+}
+
+/// The monotone plan of the property tests: `units` units over `workers`.
+fn monotone_plan(units: usize, workers: usize, seed: u64) -> Vec<usize> {
+    let mut plan: Vec<usize> = (0..units)
+        .map(|u| ((seed >> (u % 64)) as usize & 1) + u * workers / units)
+        .map(|w| w.min(workers - 1))
+        .collect();
+    for u in 1..units {
+        plan[u] = plan[u].max(plan[u - 1]);
+    }
+    plan
+}
+
+/// Runs a durable cycle to its end; `gate` holds the seeds back after the
+/// first half until the caller has asked for a checkpoint. Returns what it
+/// retired, by group number, and how it finished.
+fn durable_run(
+    case: &Case,
+    config: &Config,
+    seeds: Box<dyn Iterator<Item = Item> + Send>,
+    checkpoint_then: Option<mpsc::Sender<()>>,
+) -> (Vec<(u64, Item)>, Finished, Option<u64>) {
+    let retired = Arc::new(Mutex::new(Vec::new()));
+    let out = Arc::clone(&retired);
+    let laps = case.laps;
+    let running = lap(case.stages, case.split, case.fail_mod)
+        .deploy_durable_cycle(config, seeds, move |seq, item: Item| {
+            if item.1 >= laps {
+                out.lock().unwrap().push((seq, item));
+                None
+            } else {
+                Some(item)
+            }
+        })
+        .expect("deploys");
+    let position = checkpoint_then.map(|go| {
+        let ticket = running.checkpoint().expect("a durable cycle checkpoints");
+        go.send(()).unwrap();
+        ticket
+            .wait()
+            .expect("the checkpoint completes before the cycle ends")
+            .position
+    });
+    let finished = running.join().expect("joins");
+    let retired = std::mem::take(&mut *retired.lock().unwrap());
+    (retired, finished, position)
+}
+
+fn mix_states(f: &Finished) -> Vec<(String, u64)> {
+    f.states
+        .iter()
+        .filter(|s| s.name.starts_with("mix"))
+        .map(|s| (s.name.clone(), *s.get::<u64>().unwrap()))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// A durable cycle checkpointed while it runs, restored on another
+    /// plan and fed the same seeds: what the first run retired from
+    /// groups before the checkpoint's position and all the second run
+    /// retired is what the model retires; the failures likewise; every
+    /// stage ends in the state of the uninterrupted run.
+    #[test]
+    fn a_restored_cycle_retires_what_the_model_retires(
+        seeds in proptest::collection::vec(any::<u64>(), 1..60),
+        laps in 1u32..5,
+        stages in 1usize..4,
+        split in 1u64..3,
+        fail_mod in prop_oneof![Just(0u64), 3u64..9],
+        (w1, w2) in (1usize..4, 1usize..4),
+        (seed1, seed2) in (any::<u64>(), any::<u64>()),
+        cap_pow in 0u32..6,
+    ) {
+        let split = if laps > 3 { 1 } else { split };
+        let units = stages + 5;
+        let (expected, failed) = model(&seeds, laps, stages, split, fail_mod);
+        let dir = tempfile::tempdir().unwrap();
+        let case = Case {
+            seeds: seeds.clone(),
+            laps,
+            stages,
+            split,
+            fail_mod,
+            plan: monotone_plan(units, w1, seed1),
+            capacity: 1 << cap_pow,
+        };
+        let items: Vec<Item> = seeds.iter().map(|&s| (s, 0, s)).collect();
+        let path = dir.path().to_path_buf();
+        let (first, first_done, position) = watchdog(move || {
+            let config = Config::new()
+                .workers(w1)
+                .plan(case.plan.clone())
+                .capacity(case.capacity)
+                .pin(false)
+                .checkpoint_dir(&path);
+            // Half the seeds, then wait for the checkpoint's request.
+            let (go, wait) = mpsc::channel::<()>();
+            let half = items.len() / 2;
+            let (before, after) = (items[..half].to_vec(), items[half..].to_vec());
+            let gate = std::iter::once_with(move || wait.recv().ok())
+                .flatten()
+                .flat_map(|()| Vec::<Item>::new());
+            let gated = before.into_iter().chain(gate).chain(after);
+            durable_run(&case, &config, Box::new(gated), Some(go))
+        });
+        let position = position.unwrap();
+        let ckpt = Checkpoint::latest(dir.path()).unwrap().expect("a complete checkpoint");
+        prop_assert_eq!(ckpt.position(), position);
+
+        let case = Case {
+            seeds: seeds.clone(),
+            laps,
+            stages,
+            split,
+            fail_mod,
+            plan: monotone_plan(units, w2, seed2),
+            capacity: 1 << cap_pow,
+        };
+        let items: Vec<Item> = seeds.iter().map(|&s| (s, 0, s)).collect();
+        let (second, second_done, _) = watchdog(move || {
+            let config = Config::new()
+                .workers(w2)
+                .plan(case.plan.clone())
+                .capacity(case.capacity)
+                .pin(false)
+                .restore(ckpt);
+            durable_run(&case, &config, Box::new(items.into_iter()), None)
+        });
+        prop_assert!(second.iter().all(|&(s, _)| s >= position), "the new run numbers on");
+        let mut retired: Vec<Item> = first
+            .iter()
+            .filter(|&&(s, _)| s < position)
+            .chain(&second)
+            .map(|&(_, item)| item)
+            .collect();
+        retired.sort_unstable();
+        prop_assert_eq!(retired, expected);
+        let before = first_done.failures.iter().filter(|f| f.seq < position).count();
+        prop_assert_eq!(before + second_done.failures.len(), failed);
+        prop_assert_eq!(mix_states(&second_done), mix_states(&first_done));
+    }
+}
+
+#[test]
+fn a_plain_cycle_refuses_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::new().workers(1).checkpoint_dir(dir.path());
+    let err = lap(1, 1, 0)
+        .deploy_cycle(&config, Vec::<Item>::new(), |_, _| None)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("deploy_durable_cycle"), "{err}");
 }

@@ -22,8 +22,20 @@ use crate::checkpoint::{
 use crate::state::UpgradeError;
 use crate::unit::UnitInfo;
 
+/// A state a deployment's source keeps besides the stages' (a cycle's).
+pub(crate) enum Extra {
+    /// None.
+    None,
+    /// The deployment cannot take barriers at all.
+    Unsupported,
+    /// One, saved under this name with this type.
+    Cell(&'static str, &'static str),
+}
+
 /// What `prepare` found and did before the workers start.
 pub(crate) struct Prepared {
+    /// The source's own restored state.
+    pub(crate) extra: Option<Vec<u8>>,
     pub(crate) first_id: u64,
     pub(crate) resume: u64,
     pub(crate) resumed: Option<u64>,
@@ -55,12 +67,17 @@ pub(crate) fn prepare<I, O>(
     config: &Config,
     units: &[UnitInfo],
     plan: &Plan,
-    supported: bool,
+    extra: &Extra,
 ) -> Result<Prepared, DeployError> {
     let mut cells: Vec<(String, Option<&'static str>)> = Vec::new();
     node.visit(&mut |c| cells.push((c.name().to_string(), c.durable())));
+    if let Extra::Cell(name, ty) = *extra {
+        cells.push((name.to_string(), Some(ty)));
+    }
     let stages: Vec<String> = cells.iter().map(|(n, _)| n.clone()).collect();
+    let supported = !matches!(extra, Extra::Unsupported);
     let mut prepared = Prepared {
+        extra: None,
         first_id: 1,
         resume: 0,
         resumed: None,
@@ -80,7 +97,7 @@ pub(crate) fn prepare<I, O>(
     }
     if !supported {
         return Err(CheckpointError::NotConfigured(
-            "a cycle (deploy_cycle) cannot be checkpointed or restored".into(),
+            "a cycle started with deploy_cycle cannot be checkpointed or restored: start it with deploy_durable_cycle".into(),
         )
         .into());
     }
@@ -152,6 +169,18 @@ pub(crate) fn prepare<I, O>(
         if let Some(e) = failed {
             return Err(e.into());
         }
+        if let Extra::Cell(name, ty) = *extra {
+            if let Some(entry) = entries.get(name) {
+                if entry.state_type != ty {
+                    return Err(CheckpointError::Mismatch(format!(
+                        "the cycle's items are `{ty}`, the checkpoint's `{}`",
+                        entry.state_type
+                    ))
+                    .into());
+                }
+                prepared.extra = Some(read_state(ckpt.dir(), entry)?);
+            }
+        }
         prepared.resume = ckpt.position();
         prepared.resumed = Some(ckpt.position());
         prepared.first_id = ckpt.id() + 1;
@@ -216,7 +245,7 @@ pub(crate) fn start(
 fn request(co: &Coordinator) -> Result<CheckpointTicket, CheckpointError> {
     if !co.supported {
         return Err(CheckpointError::NotConfigured(
-            "a cycle (deploy_cycle) cannot be checkpointed".into(),
+            "a cycle started with deploy_cycle cannot be checkpointed: start it with deploy_durable_cycle".into(),
         ));
     }
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -350,7 +379,7 @@ impl Checkpointing {
         let co = &self.co;
         if !co.supported {
             return Err(UpgradeError::Stopped(
-                "a cycle (deploy_cycle) cannot be upgraded".into(),
+                "a cycle started with deploy_cycle cannot be upgraded: start it with deploy_durable_cycle".into(),
             ));
         }
         for (name, _) in &cmds {

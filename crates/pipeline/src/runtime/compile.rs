@@ -203,6 +203,8 @@ pub(crate) struct Compile {
     pub(crate) co: Arc<Coordinator>,
     /// The number of the first input (a restore's position).
     pub(crate) resume: u64,
+    /// The restored state of the source itself (a cycle's), if any.
+    pub(crate) restored_extra: Option<Vec<u8>>,
 }
 
 impl Compile {
@@ -217,6 +219,7 @@ impl Compile {
         Compile {
             co,
             resume: 0,
+            restored_extra: None,
             unit_counters: units.iter().map(|_| Arc::default()).collect(),
             plan,
             units,

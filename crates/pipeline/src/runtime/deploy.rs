@@ -7,7 +7,7 @@ use std::time::Instant;
 use statepipe_ring::wait::Adaptive;
 
 use super::barrier::Coordinator;
-use super::checkpointing::{self, Checkpointing};
+use super::checkpointing::{self, Checkpointing, Extra};
 use super::compile::{Compile, Open};
 use super::config::{Config, Layout};
 use super::edge::{self, edge, RingSource, UnitStates};
@@ -71,6 +71,9 @@ pub(crate) enum Feed {
     Iter,
     /// A cycle's seeds and its way back: no barriers.
     Cycle,
+    /// A cycle whose source saves what waits to go round (a state of this
+    /// type, under [`CYCLE_STATE`](super::cycle::CYCLE_STATE)).
+    DurableCycle(&'static str),
 }
 
 impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
@@ -202,12 +205,15 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         let mut me = self;
         let units = me.units();
         let plan = config.plan_for(&units)?;
-        let (accepted, supported) = match feed {
-            Feed::Input(a) => (Some(a), true),
-            Feed::Iter => (None, true),
-            Feed::Cycle => (None, false),
+        let (accepted, extra) = match feed {
+            Feed::Input(a) => (Some(a), Extra::None),
+            Feed::Iter => (None, Extra::None),
+            Feed::Cycle => (None, Extra::Unsupported),
+            Feed::DurableCycle(ty) => (None, Extra::Cell(super::cycle::CYCLE_STATE, ty)),
         };
-        let prepared = checkpointing::prepare(&mut me.node, config, &units, &plan, supported)?;
+        let supported = !matches!(extra, Extra::Unsupported);
+        let mut prepared = checkpointing::prepare(&mut me.node, config, &units, &plan, &extra)?;
+        let restored_extra = prepared.extra.take();
         if let Some(a) = &accepted {
             a.store(prepared.resume, std::sync::atomic::Ordering::Relaxed);
         }
@@ -231,6 +237,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             Arc::clone(&co),
         );
         cx.resume = resume;
+        cx.restored_extra = restored_extra;
         cx.isolate = matches!(config.layout, Layout::Isolated);
         cx.hold = config.output_hold;
         let first = cx.next_worker();
