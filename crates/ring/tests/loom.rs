@@ -59,6 +59,33 @@ fn sole_producer_delivers<K: SoleProducer>(
     assert_eq!(sum.load(Ordering::Relaxed), n * (n + 1) / 2);
 }
 
+/// What a pipeline's barrier injection relies on: a mark the producing
+/// thread stores (Relaxed) before it publishes event 2 is visible to the
+/// consumer that reads event 2, through the ring's Release publication and
+/// Acquire read alone. (`statepipe-pipeline` queues a checkpoint's barrier
+/// this way before the sender publishes the next input, and the first
+/// station checks the mark before handing each input on.)
+#[test]
+fn a_mark_stored_before_a_publish_is_seen_with_the_event() {
+    model(|| {
+        let mark = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let seen = Arc::clone(&mark);
+        let (mut producer, ring) = RingBuilder::new(2, || 0u64)
+            .wait_strategy(BusySpin)
+            .handler("reader", move |e: &u64, _seq: u64, _eob: bool| {
+                if *e == 2 {
+                    assert!(seen.load(Ordering::Relaxed), "event 2 read before its mark");
+                }
+            })
+            .build_single();
+        producer.publish(1).unwrap();
+        mark.store(true, Ordering::Relaxed);
+        producer.publish(2).unwrap();
+        drop(producer);
+        ring.join().unwrap();
+    });
+}
+
 /// One producer, one consumer, three events through two slots: the
 /// producer must wait for the consumer before it wraps around.
 #[test]
