@@ -336,6 +336,7 @@ fn extras_rows(
         rows.extend(one("overload 2x/offered", "req/s", true, &[r.rate]));
         rows.extend(one("overload 2x/sent", "req/s", true, &[r.sent]));
         rows.extend(one("overload 2x/answered", "req/s", true, &[r.achieved]));
+        rows.extend(one("overload 2x/2xx", "req/s", true, &[r.succeeded]));
         rows.extend(one("overload 2x/201", "responses", true, &[created as f64]));
         rows.extend(one(
             "overload 2x/429",

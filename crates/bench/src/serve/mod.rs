@@ -151,7 +151,7 @@ pub fn run(
                     slot.2.journal.push((fsyncs / secs, writes / fsyncs));
                 }
                 progress(&format!(
-                    "round {}/{}: {:<22} {:<20} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  non-2xx {}  socket errors {}",
+                    "round {}/{}: {:<22} {:<20} {:>9.0} ok req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  non-2xx {}  socket errors {}",
                     round + 1,
                     options.samples,
                     kind.label(),
@@ -190,8 +190,9 @@ fn row(case: String, unit: &str, higher: bool, kind: Kind, values: &[f64]) -> Op
     Summary::of(values).map(|s| ResultRow::new(&metric, kind.imp(), &kind.config(), s))
 }
 
-/// The report rows of the rounds: per endpoint req/s, p50, p99, p99.9, max
-/// (ms), non-2xx and socket errors (summed over rounds), and for statepipe's
+/// The report rows of the rounds: per endpoint req/s (successful answers
+/// only), p50, p99, p99.9, max (ms), non-2xx (refusals and failures: their
+/// own column, never throughput) and socket errors, and for statepipe's
 /// POST the fsyncs per second and writes per fsync.
 pub fn rows(results: &[(Kind, Endpoint, Samples)]) -> Vec<ResultRow> {
     let mut rows = Vec::new();
