@@ -190,7 +190,10 @@ mod tests {
         let cgroup = match QuotaCgroup::create(&name, 0.5) {
             Ok(c) => c,
             Err(e) => {
-                skip::skip(Lack::Privilege, &format!("cannot create a cgroup here: {e}"));
+                skip::skip(
+                    Lack::Privilege,
+                    &format!("cannot create a cgroup here: {e}"),
+                );
                 return;
             }
         };
