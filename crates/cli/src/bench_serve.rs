@@ -277,6 +277,7 @@ fn extras_rows(
             serve::server::Kind::Statepipe,
             serve::server::Kind::Axum {
                 worker_threads: None,
+                typed: true,
             },
         ],
     ) {

@@ -79,17 +79,27 @@ impl ServeOptions {
     }
 }
 
-/// The contenders: statepipe first (ours), then the peers.
+/// The contenders: statepipe first (ours), then the peers, each decoding
+/// POST bodies with a typed `Json<T>` extractor as its documentation does;
+/// the two fastest peers also as they were first written here, through a
+/// `serde_json::Value` (the report compares against the best row either way).
 pub fn contenders() -> Vec<Kind> {
     vec![
         Kind::Statepipe,
         Kind::Axum {
             worker_threads: None,
+            typed: true,
         },
         Kind::Axum {
             worker_threads: Some(16),
+            typed: true,
         },
-        Kind::Actix,
+        Kind::Axum {
+            worker_threads: Some(16),
+            typed: false,
+        },
+        Kind::Actix { typed: true },
+        Kind::Actix { typed: false },
     ]
 }
 
