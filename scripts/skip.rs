@@ -17,7 +17,7 @@ use std::io::Write;
 
 /// What a skipped test lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lack {
+pub(crate) enum Lack {
     /// Root, a kernel feature or a host setting that CI's machine has.
     Privilege,
     /// A tool that CI installs at best effort (a developer's laptop may not
@@ -36,7 +36,7 @@ fn test_name() -> String {
 /// Records that the calling test cannot run here, saying `why`; the caller
 /// then returns. Panics instead for a [`Lack::Privilege`] under
 /// `STATEPIPE_REQUIRE_PRIVILEGED=1`.
-pub fn skip(lack: Lack, why: &str) {
+pub(crate) fn skip(lack: Lack, why: &str) {
     let line = format!("{} ({why})", test_name());
     let required = std::env::var_os("STATEPIPE_REQUIRE_PRIVILEGED").is_some_and(|v| v == "1");
     if lack == Lack::Privilege && required {
@@ -50,7 +50,7 @@ pub fn skip(lack: Lack, why: &str) {
 
 /// Records that the calling test runs a reduced case here, saying `what`
 /// and `why` (it still runs: this is not a skip).
-pub fn reduce(what: &str, why: &str) {
+pub(crate) fn reduce(what: &str, why: &str) {
     record("REDUCED", &format!("{} {what} ({why})", test_name()));
 }
 
