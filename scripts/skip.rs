@@ -55,6 +55,8 @@ pub(crate) fn reduce(what: &str, why: &str) {
 }
 
 fn record(kind: &str, line: &str) {
+    // One line in the log, whatever the reason's own line breaks.
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
     eprintln!("{kind}: {line}");
     if let Some(path) = std::env::var_os("STATEPIPE_SKIP_LOG") {
         // One short `write` per line in append mode: lines from tests
