@@ -95,8 +95,8 @@ pub fn run(
 
     // Every contender's arrays are allocated once, as Graph500's reference
     // code allocates its tree outside the timed kernel, and reset inside
-    // each timed search. statepipe's workers stay up through a sample's searches, as rayon's pool
-    // does through the peers'.
+    // each timed search. statepipe's workers stay up through a sample's
+    // searches, as rayon's pool does through the peers'.
     let statepipe_bfs = |w: usize| -> Searches<'_> {
         let mut searcher = bfs::Searcher::new(&g, w);
         Box::new(move |roots| {

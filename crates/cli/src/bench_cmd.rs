@@ -111,8 +111,9 @@ pub struct PipelineArgs {
     /// case measured together with others (scaling, fan-out, sizing) brings them along.
     #[arg(long = "case", value_name = "FILTER")]
     pub case: Option<String>,
-    /// Pin statepipe's workers to CPUs (the library's default). Off by default: no
-    /// peer pins its threads, and the comparison pins every contender or none.
+    /// Pin statepipe's workers to CPUs (the library's default) while the peers stay
+    /// OS-scheduled; the config line then says the rows are not pinned alike. Off by
+    /// default: no contender is pinned.
     #[arg(long)]
     pub pin: bool,
 }
