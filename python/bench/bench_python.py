@@ -16,9 +16,14 @@ same filter, the same data, the same sleep:
   futures; each step one task per chunk takes the chunk's future and its
   children counts and returns the new chunk (kept there) and its weights
   (gathered), as Dask's docs recommend for state that stays on workers;
-- Ray: W actors, each holding the chunks assigned to it, called once per
-  step with its chunks' counts (Ray's recommended pattern for stateful
-  workers);
+- Ray, two idioms, the better one compared against: ``ray`` (actors): W
+  actors, each holding the chunks assigned to it round-robin, called once
+  per step with its chunks' counts (Ray's pattern for stateful workers:
+  the schedule is fixed, nothing rebalances); ``ray-tasks``: one task per
+  chunk per step over object references, each taking its chunk's
+  reference and returning the new chunk (a reference, kept by Ray) and its
+  weights (fetched), so Ray's scheduler balances the tasks as it does for
+  any task graph (Ray's pattern for passing state between tasks);
 - floor (not a peer: what this host allows): the same chunks on W
   forked processes with no engine at all. Each step's chunks are dealt
   longest first to the processes in advance (the filter is run once
@@ -36,7 +41,10 @@ It reports, per system and worker count, the wall time of the filter
 (cluster start excluded, reported apart), the efficiency (ideal / wall)
 and the overhead per step ((wall - ideal) / steps), as a table and JSON.
 It also measures the per-call overhead of a Python model against the Rust
-engine with a no-op evolve (in process), and checks that the Nile filter
+engine with a no-op evolve (in process): through the public
+``Engine.evolve_many`` a user calls (inputs pickled, outputs unpickled),
+and through the native layer alone with inputs pickled in advance; and it
+checks that the Nile filter
 gives the same log-likelihood bits on 1, 2 and 4 workers.
 
     python python/bench/bench_python.py [--workers 10,50] [--reps 1] [--out DIR]
@@ -297,6 +305,42 @@ def run_ray(w: int, y: List[float]) -> Dict[str, Any]:
     return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
 
 
+def _ray_warm() -> None:
+    time.sleep(0.5)
+
+
+def _ray_chunk(chunk, counts, t, y, seed):
+    """The chunk's step as a Ray task: (the new chunk, its weights)."""
+    return evolve_chunk(chunk, counts, t, y, seed)
+
+
+def run_ray_tasks(w: int, y: List[float]) -> Dict[str, Any]:
+    import ray
+
+    # num_cpus=1 per task on a cluster of w CPUs: w tasks at a time.
+    step_task = ray.remote(num_returns=2)(_ray_chunk)
+    t0 = time.perf_counter()
+    ray.init(num_cpus=w, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    # Start the w worker processes before the clock, as the actors' run does:
+    # w tasks that overlap, so each needs a worker of its own.
+    ray.get([ray.remote(_ray_warm).remote() for _ in range(w)])
+    start = time.perf_counter() - t0
+    try:
+        chunks: List[Any] = [None] * (PARTICLES // CHUNK)
+
+        def step(t: int, counts: List[np.ndarray]) -> List[np.ndarray]:
+            weights = []
+            for c, cnt in enumerate(counts):
+                chunks[c], lw = step_task.remote(chunks[c], cnt, t, y[t], c)
+                weights.append(lw)
+            return ray.get(weights)
+
+        ll, wall, busy = timed(lambda: chunked_filter(step, y, 1))
+    finally:
+        ray.shutdown()
+    return {"wall_s": wall, "host_busy_s": busy, "start_s": start, "loglik": ll}
+
+
 # -- particles ----------------------------------------------------------------
 _POOL: Any = None
 
@@ -440,12 +484,13 @@ SYSTEMS: Dict[str, Callable[[int, List[float]], Dict[str, Any]]] = {
     "statepipe-pf": run_statepipe,
     "dask": run_dask,
     "ray": run_ray,
+    "ray-tasks": run_ray_tasks,
     "particles": run_particles,
     "floor": run_floor,
 }
-PIP = {"dask": "distributed==2026.8.0", "ray": "ray==2.60.0", "particles": "particles==0.4"}
+PIP = {"dask": "distributed==2026.8.0", "ray": "ray==2.60.0", "ray-tasks": "ray==2.60.0", "particles": "particles==0.4"}
 IMPORT = {
-    "dask": "distributed", "ray": "ray", "particles": "particles", "statepipe": "statepipe",
+    "dask": "distributed", "ray": "ray", "ray-tasks": "ray", "particles": "particles", "statepipe": "statepipe",
     "statepipe-pf": "statepipe", "floor": "numpy",
 }
 
@@ -457,6 +502,11 @@ class Noop:
 
 
 def overhead(n: int = 2000, steps: int = 20) -> Dict[str, float]:
+    """Per evolve call of a no-op model, in process: the Rust engine's; a
+    Python model's through the public ``Engine.evolve_many`` (what a user
+    pays: the inputs pickled, the outputs unpickled, the dict built); and
+    through the native layer alone with the inputs pickled in advance.
+    Best of three runs of each, interleaved."""
     import pickle
 
     import statepipe
@@ -464,18 +514,31 @@ def overhead(n: int = 2000, steps: int = 20) -> Dict[str, float]:
 
     state, inp = pickle.dumps(1.0, 5), pickle.dumps(None, 5)
     rust = min(_native.bench_rust_noop(n, steps, state, inp) for _ in range(3)) / (n * steps)
-    best = math.inf
+    api, native = math.inf, math.inf
     for _ in range(3):
+        with statepipe.Engine(Noop(), workers=0) as e:
+            ids = e.reset([1.0] * n)
+            t0 = time.perf_counter()
+            for _s in range(steps):
+                out = e.evolve_many({i: None for i in ids})
+                ids = [kids[0][0] for kids in out.values()]
+            api = min(api, time.perf_counter() - t0)
         with statepipe.Engine(Noop(), workers=0) as e:
             ids = e.reset([1.0] * n)
             inputs = [inp] * n
             t0 = time.perf_counter()
             for _s in range(steps):
-                out = e._native.evolve_many(ids, inputs)
-                ids = [kids[0][0] for _, kids in out]
-            best = min(best, time.perf_counter() - t0)
-    py = best / (n * steps)
-    return {"rust_us_per_call": rust * 1e6, "python_us_per_call": py * 1e6, "python_overhead_us": (py - rust) * 1e6}
+                raw = e._native.evolve_many(ids, inputs)
+                ids = [kids[0][0] for _, kids in raw]
+            native = min(native, time.perf_counter() - t0)
+    py, nat = api / (n * steps), native / (n * steps)
+    return {
+        "rust_us_per_call": rust * 1e6,
+        "python_us_per_call": py * 1e6,
+        "python_overhead_us": (py - rust) * 1e6,
+        "native_layer_us_per_call": nat * 1e6,
+        "native_layer_overhead_us": (nat - rust) * 1e6,
+    }
 
 
 def same_bits() -> Dict[str, Any]:
@@ -510,7 +573,7 @@ def run_one(system: str, w: int, budget: float) -> Dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", default="10,50")
-    ap.add_argument("--systems", default="statepipe,statepipe-pf,dask,ray,particles,floor")
+    ap.add_argument("--systems", default="statepipe,statepipe-pf,dask,ray,ray-tasks,particles,floor")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--out", help="directory for results.json and table.txt")
     ap.add_argument("--skip-checks", action="store_true", help="skip the overhead and determinism measurements")
@@ -607,7 +670,7 @@ def main() -> None:
     )
     for w in workers:
         sp = next((r for r in rows if r["system"] == "statepipe" and r["workers"] == w and "error" not in r), None)
-        peers = [r for r in rows if r["system"] in ("dask", "ray") and r["workers"] == w and "error" not in r]
+        peers = [r for r in rows if r["system"] in ("dask", "ray", "ray-tasks") and r["workers"] == w and "error" not in r]
         if sp and peers:
             best = min(peers, key=lambda r: r["wall_s_median"])
             lines.append(f"{w} workers: statepipe is {best['wall_s_median'] / sp['wall_s_median']:.2f}x the speed of {best['system']}")
@@ -622,8 +685,10 @@ def main() -> None:
     if "overhead" in results:
         o = results["overhead"]
         lines.append(
-            f"per evolve call, in process: Rust {o['rust_us_per_call']:.2f} us, Python {o['python_us_per_call']:.2f} us, "
-            f"overhead {o['python_overhead_us']:.2f} us"
+            f"per evolve call, in process: Rust {o['rust_us_per_call']:.2f} us, a Python model through "
+            f"Engine.evolve_many {o['python_us_per_call']:.2f} us (overhead {o['python_overhead_us']:.2f} us); "
+            f"through the native layer, inputs pickled in advance, {o['native_layer_us_per_call']:.2f} us "
+            f"(overhead {o['native_layer_overhead_us']:.2f} us)"
         )
         b = results["same_bits_1_2_4_workers"]
         lines.append(f"Nile log-likelihood on 1, 2, 4 workers identical: {b['identical']} ({b['logliks']['1']})")

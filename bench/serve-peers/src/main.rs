@@ -7,9 +7,16 @@
 //! the last fsync ran) and only then applies the writes and answers them.
 //!
 //! ```text
-//! serve-peer axum  --listen ADDR --data DIR [--worker-threads N]
-//! serve-peer actix --listen ADDR --data DIR [--workers N]
+//! serve-peer axum  --listen ADDR --data DIR [--worker-threads N] [--decode typed|value]
+//! serve-peer actix --listen ADDR --data DIR [--workers N] [--decode typed|value]
 //! ```
+//!
+//! `--decode typed` (the default) takes POST bodies through the framework's
+//! typed `Json<NewItem>` extractor, as axum's and actix-web's documentation
+//! show, and journals the decoded item re-encoded; `--decode value` reads
+//! the body's bytes, parses them into a `serde_json::Value`, checks the
+//! fields by hand (naming the bad field, as `statepipe serve` does) and
+//! journals the bytes as received.
 //!
 //! Prints `listening on ADDR` on stdout once it accepts. Starts on an empty
 //! journal (a benchmark peer: it does not replay).
@@ -25,11 +32,16 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-/// An item as stored.
-#[derive(Debug, Clone)]
+/// An item as stored, and as a typed extractor decodes a POST body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Item {
     name: String,
     price: f64,
+}
+
+/// The journal's copy of a typed item: the item encoded again.
+fn encoded(item: &Item) -> Vec<u8> {
+    serde_json::to_vec(item).expect("an item encodes")
 }
 
 #[derive(Serialize)]
@@ -69,7 +81,8 @@ struct State {
 
 type Shared = Arc<State>;
 
-/// Decodes a POST body as statepipe does: `(item, error naming the field)`.
+/// Decodes a POST body through a `serde_json::Value`, checking each field
+/// by hand: `(item, error naming the field)`.
 fn decode(body: &[u8]) -> Result<Item, (u16, String)> {
     let bad = |field: &str, what: &str| {
         (
@@ -231,7 +244,7 @@ mod axum_peer {
     use axum::http::{header, StatusCode};
     use axum::response::{IntoResponse, Response};
     use axum::routing::get;
-    use axum::Router;
+    use axum::{Json, Router};
 
     fn json(status: StatusCode, body: String) -> Response {
         (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
@@ -242,7 +255,15 @@ mod axum_peer {
             Ok(item) => item,
             Err((_, e)) => return json(StatusCode::BAD_REQUEST, e),
         };
-        match submit(&state, Op::Create(body.to_vec(), item)).await {
+        created(submit(&state, Op::Create(body.to_vec(), item)).await)
+    }
+
+    async fn create_typed(AxState(state): AxState<Shared>, Json(item): Json<Item>) -> Response {
+        created(submit(&state, Op::Create(encoded(&item), item)).await)
+    }
+
+    fn created(id: Option<u64>) -> Response {
+        match id {
             Some(id) => json(StatusCode::CREATED, format!("{{\"id\":{id}}}")),
             None => json(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -280,15 +301,20 @@ mod axum_peer {
         json(StatusCode::OK, r#"{"status":"ok"}"#.into())
     }
 
-    pub fn run(listen: SocketAddr, state: Shared, worker_threads: Option<usize>) {
+    pub fn run(listen: SocketAddr, state: Shared, worker_threads: Option<usize>, typed: bool) {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = worker_threads {
             builder.worker_threads(n);
         }
         let rt = builder.enable_all().build().expect("a tokio runtime");
         rt.block_on(async move {
+            let post = if typed {
+                axum::routing::post(create_typed)
+            } else {
+                axum::routing::post(create)
+            };
             let app = Router::new()
-                .route("/item", get(page).post(create))
+                .route("/item", get(page).merge(post))
                 .route("/item/{id}", get(read).delete(delete))
                 .route("/health", get(health))
                 .with_state(state);
@@ -315,7 +341,16 @@ mod actix_peer {
             Ok(item) => item,
             Err((_, e)) => return json(StatusCode::BAD_REQUEST, e),
         };
-        match submit(&state.into_inner(), Op::Create(body.to_vec(), item)).await {
+        created(submit(&state.into_inner(), Op::Create(body.to_vec(), item)).await)
+    }
+
+    async fn create_typed(state: web::Data<State>, item: web::Json<Item>) -> HttpResponse {
+        let item = item.into_inner();
+        created(submit(&state.into_inner(), Op::Create(encoded(&item), item)).await)
+    }
+
+    fn created(id: Option<u64>) -> HttpResponse {
+        match id {
             Some(id) => json(StatusCode::CREATED, format!("{{\"id\":{id}}}")),
             None => json(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -353,15 +388,21 @@ mod actix_peer {
         json(StatusCode::OK, r#"{"status":"ok"}"#.into())
     }
 
-    pub fn run(listen: SocketAddr, state: Shared, workers: usize) {
+    pub fn run(listen: SocketAddr, state: Shared, workers: usize, typed: bool) {
         let data = web::Data::from(state);
         actix_web::rt::System::new().block_on(async move {
             let server = HttpServer::new(move || {
+                let post = if typed {
+                    web::post().to(create_typed)
+                } else {
+                    web::post().to(create)
+                };
                 App::new()
                     .app_data(data.clone())
                     .app_data(web::PayloadConfig::new(1 << 20))
+                    .app_data(web::JsonConfig::default().limit(1 << 20))
                     .route("/item", web::get().to(page))
-                    .route("/item", web::post().to(create))
+                    .route("/item", post)
                     .route("/item/{id}", web::get().to(read))
                     .route("/item/{id}", web::delete().to(delete))
                     .route("/health", web::get().to(health))
@@ -380,7 +421,8 @@ mod actix_peer {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage =
-        "usage: serve-peer axum|actix --listen ADDR --data DIR [--worker-threads N] [--workers N]";
+        "usage: serve-peer axum|actix --listen ADDR --data DIR [--worker-threads N] [--workers N] \
+         [--decode typed|value]";
     let Some(kind) = args.first().cloned() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -388,6 +430,7 @@ fn main() {
     let mut listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut data: Option<PathBuf> = None;
     let mut threads: Option<usize> = None;
+    let mut typed = true;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         let mut value = || {
@@ -400,6 +443,16 @@ fn main() {
             "--listen" => listen = value().parse().expect("--listen ADDR"),
             "--data" => data = Some(value().into()),
             "--worker-threads" | "--workers" => threads = Some(value().parse().expect("N")),
+            "--decode" => {
+                typed = match value().as_str() {
+                    "typed" => true,
+                    "value" => false,
+                    other => {
+                        eprintln!("--decode {other}: typed or value; {usage}");
+                        std::process::exit(2);
+                    }
+                }
+            }
             other => {
                 eprintln!("unknown argument {other}; {usage}");
                 std::process::exit(2);
@@ -429,8 +482,8 @@ fn main() {
         .spawn(move || journal_thread(file, rx, journal_state))
         .expect("spawning the journal thread");
     match kind.as_str() {
-        "axum" => axum_peer::run(listen, state, threads),
-        "actix" => actix_peer::run(listen, state, threads.unwrap_or(1)),
+        "axum" => axum_peer::run(listen, state, threads, typed),
+        "actix" => actix_peer::run(listen, state, threads.unwrap_or(1), typed),
         other => {
             eprintln!("unknown peer {other}; {usage}");
             std::process::exit(2);

@@ -161,7 +161,12 @@ fn cpu_mount(mountinfo: &str) -> Option<(bool, PathBuf)> {
 }
 
 #[cfg(test)]
+#[path = "../../../scripts/skip.rs"]
+mod skip;
+
+#[cfg(test)]
 mod tests {
+    use super::skip::{self, Lack};
     use super::*;
 
     #[test]
@@ -185,7 +190,10 @@ mod tests {
         let cgroup = match QuotaCgroup::create(&name, 0.5) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("skipped: cannot create a cgroup here: {e}");
+                skip::skip(
+                    Lack::Privilege,
+                    &format!("cannot create a cgroup here: {e}"),
+                );
                 return;
             }
         };

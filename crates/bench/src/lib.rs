@@ -42,3 +42,26 @@ pub mod stats;
 pub mod watchdog;
 
 pub use error::BenchError;
+
+/// The READMEs' Rust examples, compiled and run as doctests of this crate
+/// (which depends on every crate they use), so they cannot drift from the
+/// code. Blocks that are excerpts or signatures are marked `ignore` there.
+#[cfg(doctest)]
+mod readmes {
+    #[doc = include_str!("../../../README.md")]
+    struct Top;
+    #[doc = include_str!("../../apps/README.md")]
+    struct Apps;
+    #[doc = include_str!("../../cluster/README.md")]
+    struct Cluster;
+    #[doc = include_str!("../../models/README.md")]
+    struct Models;
+    #[doc = include_str!("../../pipeline/README.md")]
+    struct Pipeline;
+    #[doc = include_str!("../../ring/README.md")]
+    struct Ring;
+    #[doc = include_str!("../../serve/README.md")]
+    struct Serve;
+    #[doc = include_str!("../../sys/README.md")]
+    struct Sys;
+}

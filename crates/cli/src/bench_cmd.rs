@@ -111,9 +111,11 @@ pub struct PipelineArgs {
     /// case measured together with others (scaling, fan-out, sizing) brings them along.
     #[arg(long = "case", value_name = "FILTER")]
     pub case: Option<String>,
-    /// Do not pin statepipe's workers to CPUs.
+    /// Pin statepipe's workers to CPUs (the library's default) while the peers stay
+    /// OS-scheduled; the config line then says the rows are not pinned alike. Off by
+    /// default: no contender is pinned.
     #[arg(long)]
-    pub no_pin: bool,
+    pub pin: bool,
 }
 
 /// Options of `statepipe bench cluster` (the workload's, and the output files).
@@ -290,7 +292,7 @@ fn run_pipeline(args: PipelineArgs) -> anyhow::Result<()> {
     let options = PipelineOptions {
         quick: args.common.quick,
         samples: args.common.samples.into(),
-        pin: !args.no_pin,
+        pin: args.pin,
         filter: args.case,
     };
     let started = Instant::now();

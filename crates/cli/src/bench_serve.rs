@@ -277,6 +277,7 @@ fn extras_rows(
             serve::server::Kind::Statepipe,
             serve::server::Kind::Axum {
                 worker_threads: None,
+                typed: true,
             },
         ],
     ) {
@@ -336,6 +337,7 @@ fn extras_rows(
         rows.extend(one("overload 2x/offered", "req/s", true, &[r.rate]));
         rows.extend(one("overload 2x/sent", "req/s", true, &[r.sent]));
         rows.extend(one("overload 2x/answered", "req/s", true, &[r.achieved]));
+        rows.extend(one("overload 2x/2xx", "req/s", true, &[r.succeeded]));
         rows.extend(one("overload 2x/201", "responses", true, &[created as f64]));
         rows.extend(one(
             "overload 2x/429",

@@ -3,11 +3,17 @@
 //! them).
 //!
 //! Needs permission to create a cgroup (root, a writable `cpu` hierarchy);
-//! where that is missing the test prints why and passes without running.
+//! where that is missing the test records a skip, saying why, and returns
+//! (a failure instead under `STATEPIPE_REQUIRE_PRIVILEGED=1`:
+//! scripts/skip.rs).
 
 use std::process::Command;
 
 use statepipe_bench::cgroup::QuotaCgroup;
+
+#[path = "../../../scripts/skip.rs"]
+mod skip;
+use skip::Lack;
 
 #[test]
 fn run_under_a_one_cpu_quota_plans_one_worker() {
@@ -16,7 +22,10 @@ fn run_under_a_one_cpu_quota_plans_one_worker() {
     let cgroup = match QuotaCgroup::create(&name, 1.0) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("skipped: cannot create a cgroup with a CPU quota here: {e}");
+            skip::skip(
+                Lack::Privilege,
+                &format!("cannot create a cgroup with a CPU quota here: {e}"),
+            );
             return;
         }
     };

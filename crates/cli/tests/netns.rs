@@ -8,11 +8,16 @@
 //! Efficiency figures are printed, not asserted.
 //!
 //! Needs root and network namespaces; where they are missing the test
-//! prints why and passes without running. Every namespace and process is
+//! records a skip, saying why, and returns (a failure instead under
+//! `STATEPIPE_REQUIRE_PRIVILEGED=1`: scripts/skip.rs). Every namespace and process is
 //! removed by the script's exit trap, failure included.
 
 use std::path::Path;
 use std::process::Command;
+
+#[path = "../../../scripts/skip.rs"]
+mod skip;
+use skip::Lack;
 
 #[test]
 fn a_cluster_across_namespaces_matches_the_local_run_bit_for_bit() {
@@ -24,7 +29,7 @@ fn a_cluster_across_namespaces_matches_the_local_run_bit_for_bit() {
         .expect("bash runs");
     let reason = String::from_utf8_lossy(&check.stderr);
     if check.status.code() == Some(3) {
-        eprintln!("skipped: {}", reason.trim());
+        skip::skip(Lack::Privilege, reason.trim());
         return;
     }
     assert!(check.status.success(), "{}: {reason}", check.status);

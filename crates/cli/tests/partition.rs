@@ -8,11 +8,16 @@
 //! after its link returns must not count (its connection was closed: it
 //! gets a reset and exits).
 //!
-//! Needs root and `ip netns`; skips with the reason otherwise.
+//! Needs root and `ip netns`; skips with the reason otherwise (a failure
+//! instead under `STATEPIPE_REQUIRE_PRIVILEGED=1`: scripts/skip.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[path = "../../../scripts/skip.rs"]
+mod skip;
+use skip::Lack;
 
 const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
 const WORKERS: usize = 3;
@@ -179,7 +184,7 @@ fn run(dir: &Path, name: &str, cut: Option<(Duration, Duration)>) -> (serde_json
 #[test]
 fn a_partitioned_worker_is_declared_lost_and_its_late_frames_ignored() {
     if let Some(why) = cannot() {
-        eprintln!("skipped: {why}");
+        skip::skip(Lack::Privilege, &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();

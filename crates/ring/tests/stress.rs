@@ -5,12 +5,15 @@
 //! the cores hand over only at time-slice boundaries (tens of events per
 //! second on 2 cores, in release as in debug: the documented collapse the
 //! adaptive strategy exists for), so on such a host the `BusySpin` variants
-//! run at most `BUSY_SPIN_OVERSUBSCRIBED` events.
+//! run at most `BUSY_SPIN_OVERSUBSCRIBED` events, and say so (a `REDUCED`
+//! line, which `scripts/test` lists at its end).
 //!
 //! Every check is on counts, sums and orders, never on time.
 #![cfg(not(loom))]
 
 mod common;
+#[path = "../../../scripts/skip.rs"]
+mod skip;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,8 +56,12 @@ fn limit() -> Duration {
 fn events_for(wait: &impl WaitStrategy) -> u64 {
     let n = stress_n();
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    let n = if wait.name() == "busy-spin" && cores < THREADS {
-        n.min(BUSY_SPIN_OVERSUBSCRIBED)
+    let n = if wait.name() == "busy-spin" && cores < THREADS && n > BUSY_SPIN_OVERSUBSCRIBED {
+        skip::reduce(
+            &format!("busy-spin: {BUSY_SPIN_OVERSUBSCRIBED} events of {n}"),
+            &format!("{cores} CPUs for up to {THREADS} spinning threads"),
+        );
+        BUSY_SPIN_OVERSUBSCRIBED
     } else {
         n
     };

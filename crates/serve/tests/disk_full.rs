@@ -1,7 +1,8 @@
 //! A real full disk: the data directory on a 1 MiB tmpfs. Writes that do
 //! not fit get 503 with `Retry-After` while reads keep working; once there is
 //! room again, writes succeed again; a restart has exactly the items
-//! acknowledged. Needs root (to mount); skips, saying why, without it.
+//! acknowledged. Needs root (to mount); skips, saying why, without it (a
+//! failure instead under `STATEPIPE_REQUIRE_PRIVILEGED=1`: scripts/skip.rs).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,6 +12,10 @@ use std::thread;
 use std::time::Duration;
 
 use statepipe_serve::{Config, Server, ShutdownHandle};
+
+#[path = "../../../scripts/skip.rs"]
+mod skip;
+use skip::Lack;
 
 /// A tmpfs mounted on a temporary directory; unmounted when dropped.
 struct Tmpfs {
@@ -112,7 +117,10 @@ fn a_full_disk_answers_writes_503_and_reads_keep_working() {
     let fs = match Tmpfs::mount("1m") {
         Ok(fs) => fs,
         Err(why) => {
-            eprintln!("skipped: cannot mount a small tmpfs here ({why}); run as root");
+            skip::skip(
+                Lack::Privilege,
+                &format!("cannot mount a small tmpfs here ({why}); run as root"),
+            );
             return;
         }
     };

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use statepipe_pipeline::Spin;
 
-use super::peers::{self, chain, logger, message_ring, thread_ring};
+use super::peers::{self, chain, logger, message_ring, one_thread, thread_ring};
 use super::statepipe::{self, Laundry, NAME};
 use super::workload::{message_ring_sends, FanOut, Scaling};
 use super::{
@@ -43,9 +43,12 @@ pub(super) fn laundry(layout: Laundry, case: &str, stage: Duration, pin: bool) -
             Contender::new(NAME, layout.config(), move || {
                 Ok(vec![statepipe::laundry(layout, stage, pin)?.as_secs_f64()])
             }),
-            Contender::new("ideal", format!("({copies}) x {ms} ms"), move || {
-                Ok(vec![ideal])
-            }),
+            // Not a sample: the bound the layout allows, the same in every column.
+            Contender::new(
+                "ideal",
+                format!("computed bound, not measured: ({copies}) x {ms} ms"),
+                move || Ok(vec![ideal]),
+            ),
         ],
     }
 }
@@ -90,6 +93,10 @@ pub(super) fn thread_ring_group(s: &Sizes, pin: bool) -> Group<'static> {
                     Ok(vec![per_hop(elapsed, threads_hops)])
                 },
             ),
+            Contender::new(one_thread::NAME, one_thread::CONFIG, move || {
+                let (_, elapsed) = peers::one_thread_thread_ring(hops)?;
+                Ok(vec![per_hop(elapsed, hops)])
+            }),
         ],
     }
 }
@@ -136,6 +143,10 @@ pub(super) fn message_ring_group(s: &Sizes, pin: bool) -> Group<'static> {
                     Ok(vec![mega_rate(sends, elapsed)])
                 },
             ),
+            Contender::new(one_thread::NAME, one_thread::CONFIG, move || {
+                let elapsed = peers::one_thread_message_ring(RING_STAGES, RING_IN_FLIGHT, laps)?;
+                Ok(vec![mega_rate(sends, elapsed)])
+            }),
         ],
     }
 }
@@ -169,6 +180,9 @@ pub(super) fn trivial3_group(s: &Sizes, pin: bool) -> Group<'static> {
             Contender::new(chain::NAME, chain::config(CAPACITY), move || {
                 let elapsed = peers::thread_per_stage_trivial3(items, CAPACITY)?;
                 Ok(vec![mega_rate(items, elapsed)])
+            }),
+            Contender::new(one_thread::NAME, one_thread::CONFIG, move || {
+                Ok(vec![mega_rate(items, peers::one_thread_trivial3(items)?)])
             }),
         ],
     }

@@ -12,17 +12,19 @@
 //!
 //! | case | unit | statepipe | peers |
 //! |---|---|---|---|
-//! | `laundry/{sequential,pipelined,shard2,shard3}` | s | one worker; one thread per unit | `ideal`: the perfect overlap |
-//! | `thread-ring/503` | ns/hop | 503 stages fused on one worker | tokio `current_thread`, 503 OS threads (Go: `bench/go/run.sh`) |
-//! | `message-ring` | M msg/s | stages on two workers, the caller re-injecting | a ring of crossbeam threads |
-//! | `trivial3` | M items/s | three cheap stages, the default plan | crossbeam thread per stage |
+//! | `laundry/{sequential,pipelined,shard2,shard3}` | s | one worker; one thread per unit | `ideal`: the perfect overlap, a computed bound (not sampled) |
+//! | `thread-ring/503` | ns/hop | 503 stages fused on one worker | tokio `current_thread`, 503 OS threads (Go: `bench/go/run.sh`), a loop on one thread |
+//! | `message-ring` | M msg/s | stages on two workers, the caller re-injecting | a ring of crossbeam threads, a loop on one thread |
+//! | `trivial3` | M items/s | three cheap stages, the default plan | crossbeam thread per stage, a loop on one thread |
 //! | `scaling/{1w,2w,speed-up}` | M items/s, x | four ~1 µs stages on 1 and 2 workers | crossbeam thread per stage on 1 CPU and on all |
 //! | `fan-out/{1w,2w,speed-up}` | M items/s, x | `fan_out` of two branches of two ~1 µs stages, then a cheap combine, on 1 and 2 workers | crossbeam thread per stage, a fork and a join thread, on 1 CPU and on all |
 //! | `logger/{3p,10p}` | M lines/s | a multi-producer ring, one write per batch | `tracing-appender`, `Mutex<BufWriter<File>>` |
 //! | `sizing/{auto,forced4,ratio}` | M items/s, x | scaling confined to one CPU, auto vs 4 workers | - |
 //!
 //! Every run checks its answer and fails with a [`crate::BenchError`] when it is wrong;
-//! every sample deploys (or spawns) afresh. The Go thread-ring lives outside the
+//! every sample deploys (or spawns) afresh. No contender is pinned unless `--pin`
+//! asks for statepipe's workers to be (the config line then says the rows are not
+//! pinned alike). The Go thread-ring lives outside the
 //! workspace, in `bench/go/`.
 
 mod cases;
@@ -58,7 +60,9 @@ pub struct PipelineOptions {
     pub quick: bool,
     /// Samples per contender and case.
     pub samples: usize,
-    /// Pin statepipe's workers, one per CPU (`Config::pin`).
+    /// Pin statepipe's workers, one per CPU (`Config::pin`). Off by default: no
+    /// peer pins its threads, so the comparison pins none; with it on, the config
+    /// line says that only statepipe is pinned.
     pub pin: bool,
     /// Run only the groups with a case whose name contains this.
     pub filter: Option<String>,
@@ -69,7 +73,7 @@ impl Default for PipelineOptions {
         PipelineOptions {
             quick: false,
             samples: 5,
-            pin: true,
+            pin: false,
             filter: None,
         }
     }
@@ -232,8 +236,8 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
     )];
     lines.push(if o.pin {
         format!(
-            "pipeline: statepipe workers pinned one per CPU (ids {}); thread_per_stage() and \
-             every peer OS-scheduled",
+            "pipeline: pinning: statepipe's workers only, one per CPU (ids {}; --pin); every \
+             peer OS-scheduled, so its rows and the peers' are not pinned alike",
             host.cpus
                 .iter()
                 .map(|c| c.id.to_string())
@@ -241,7 +245,9 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
                 .join(",")
         )
     } else {
-        "pipeline: pinning off (--no-pin): the OS schedules every thread".to_string()
+        "pipeline: pinning: none (statepipe's workers and every peer's threads OS-scheduled; \
+         --pin pins statepipe's alone)"
+            .to_string()
     });
     let stage_ms = s.laundry_stage.as_millis();
     lines.push(format!(

@@ -87,7 +87,8 @@ pub struct WrkResult {
     pub read: u64,
     /// Write errors.
     pub write: u64,
-    /// Responses not 2xx or 3xx.
+    /// Responses with a status of 400 or more (wrk's `errors.status`):
+    /// refusals such as 429 and 503, and failures.
     pub status: u64,
     /// Requests that timed out.
     pub timeout: u64,
@@ -102,9 +103,19 @@ pub struct WrkResult {
 }
 
 impl WrkResult {
-    /// Responses per second.
+    /// Successful responses (status below 400) per second: a refusal is
+    /// not throughput, and is counted in [`WrkResult::status`] instead.
     pub fn rate(&self) -> f64 {
-        self.requests as f64 / (self.duration_us.max(1) as f64 / 1e6)
+        self.requests.saturating_sub(self.status) as f64 / self.secs()
+    }
+
+    /// Responses with a status of 400 or more, per second.
+    pub fn refused_rate(&self) -> f64 {
+        self.status as f64 / self.secs()
+    }
+
+    fn secs(&self) -> f64 {
+        self.duration_us.max(1) as f64 / 1e6
     }
 
     /// Socket errors of every kind.
@@ -225,8 +236,11 @@ pub struct RateResult {
     /// Requests the generator sent per second (below `rate` when the
     /// generator, not the server, was the limit).
     pub sent: f64,
-    /// Responses per second achieved.
+    /// Responses per second achieved, whatever their status.
     pub achieved: f64,
+    /// 2xx responses per second: the throughput; refusals (429) are in
+    /// `statuses`.
+    pub succeeded: f64,
     /// Responses by status.
     pub statuses: Vec<(u16, u64)>,
     /// Requests that got no response: connection errors and timeouts
@@ -471,6 +485,11 @@ fn summarise(rate: f64, samples: &[(f64, f64, u16)]) -> RateResult {
         if st == 429 { &mut busy } else { &mut ok }.push(d * 1e3);
     }
     let answered: u64 = statuses.values().sum();
+    let succeeded: u64 = statuses
+        .iter()
+        .filter(|(st, _)| (200..300).contains(*st))
+        .map(|(_, n)| n)
+        .sum();
     let p99 = |v: &mut Vec<f64>| {
         if v.is_empty() {
             return 0.0;
@@ -482,6 +501,7 @@ fn summarise(rate: f64, samples: &[(f64, f64, u16)]) -> RateResult {
         rate,
         sent: answered as f64 / (last_start - first).max(1e-9),
         achieved: answered as f64 / (last - first).max(1e-9),
+        succeeded: succeeded as f64 / (last - first).max(1e-9),
         statuses: statuses.into_iter().collect(),
         errors: 0,
         accepted_p99_ms: p99(&mut ok),
@@ -506,7 +526,26 @@ mod tests {
         assert!((r.accepted_p99_ms - 4.0).abs() < 1e-9);
         assert!((r.rejected_p99_ms - 0.2).abs() < 1e-9);
         assert!((r.achieved - 3.0 / 1.004).abs() < 1e-9);
+        assert!((r.succeeded - 2.0 / 1.004).abs() < 1e-9);
         assert!(parse_oha_csv("status\n", 1.0).is_err());
+    }
+
+    #[test]
+    fn wrk_throughput_counts_successful_answers_only() {
+        let r = WrkResult {
+            requests: 1000,
+            duration_us: 2_000_000,
+            connect: 0,
+            read: 0,
+            write: 0,
+            status: 200,
+            timeout: 0,
+            p50_us: 1,
+            p99_us: 1,
+            p999_us: 1,
+            max_us: 1,
+        };
+        assert_eq!((r.rate(), r.refused_rate()), (400.0, 100.0));
     }
 
     #[test]

@@ -21,9 +21,16 @@ pub enum Kind {
     Axum {
         /// `worker_threads`, if set.
         worker_threads: Option<usize>,
+        /// POST bodies through a typed `Json<T>` extractor (axum's documented
+        /// way), else parsed into a `serde_json::Value` and checked by hand.
+        typed: bool,
     },
     /// actix-web with one worker.
-    Actix,
+    Actix {
+        /// POST bodies through a typed `web::Json<T>` extractor (actix-web's
+        /// documented way), else parsed into a `serde_json::Value`.
+        typed: bool,
+    },
 }
 
 impl Kind {
@@ -32,41 +39,76 @@ impl Kind {
         match self {
             Kind::Statepipe => "statepipe",
             Kind::Axum { .. } => "axum",
-            Kind::Actix => "actix-web",
+            Kind::Actix { .. } => "actix-web",
         }
     }
 
     /// Its configuration in the report.
     pub fn config(self) -> String {
+        let decode = |typed: bool| if typed { "Json<T>" } else { "Value" };
         match self {
             Kind::Statepipe => "mio I/O + ring, group commit".into(),
             Kind::Axum {
                 worker_threads: None,
-            } => "tokio multi-thread (default), Mutex<HashMap>, journal thread".into(),
+                typed,
+            } => format!(
+                "tokio multi-thread (default), {}, Mutex<HashMap>, journal thread",
+                decode(typed)
+            ),
             Kind::Axum {
                 worker_threads: Some(n),
-            } => format!("tokio worker_threads={n}, Mutex<HashMap>, journal thread"),
-            Kind::Actix => "1 worker, Mutex<HashMap>, journal thread".into(),
+                typed,
+            } => format!(
+                "tokio worker_threads={n}, {}, Mutex<HashMap>, journal thread",
+                decode(typed)
+            ),
+            Kind::Actix { typed } => format!(
+                "1 worker, {}, Mutex<HashMap>, journal thread",
+                decode(typed)
+            ),
+        }
+    }
+
+    /// The peer's `--decode` argument.
+    fn decode_arg(typed: bool) -> &'static str {
+        if typed {
+            "typed"
+        } else {
+            "value"
         }
     }
 
     /// A label for progress lines.
     pub fn label(self) -> String {
+        let value = |typed: bool| if typed { "" } else { ", Value" };
         match self {
             Kind::Axum {
                 worker_threads: Some(n),
-            } => format!("axum ({n} workers)"),
+                typed,
+            } => format!("axum ({n} workers{})", value(typed)),
+            Kind::Axum {
+                worker_threads: None,
+                typed: false,
+            } => "axum (Value)".into(),
+            Kind::Actix { typed: false } => "actix-web (Value)".into(),
             k => k.imp().into(),
         }
     }
 
     /// A name for files.
     pub fn slug(self) -> String {
+        let value = |typed: bool| if typed { "" } else { "-value" };
         match self {
             Kind::Axum {
                 worker_threads: Some(n),
-            } => format!("axum{n}"),
-            k => k.imp().into(),
+                typed,
+            } => format!("axum{n}{}", value(typed)),
+            Kind::Axum {
+                worker_threads: None,
+                typed,
+            } => format!("axum{}", value(typed)),
+            Kind::Actix { typed } => format!("actix-web{}", value(typed)),
+            Kind::Statepipe => "statepipe".into(),
         }
     }
 }
@@ -107,17 +149,21 @@ impl Running {
                 c.arg("serve");
                 c
             }
-            Kind::Axum { worker_threads } => {
+            Kind::Axum {
+                worker_threads,
+                typed,
+            } => {
                 let mut c = pinned(options.server_cpu, &options.peer);
-                c.arg("axum");
+                c.args(["axum", "--decode", Kind::decode_arg(typed)]);
                 if let Some(n) = worker_threads {
                     c.args(["--worker-threads", &n.to_string()]);
                 }
                 c
             }
-            Kind::Actix => {
+            Kind::Actix { typed } => {
                 let mut c = pinned(options.server_cpu, &options.peer);
-                c.args(["actix", "--workers", "1"]);
+                c.args(["actix", "--decode", Kind::decode_arg(typed)]);
+                c.args(["--workers", "1"]);
                 c
             }
         };

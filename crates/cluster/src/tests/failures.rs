@@ -4,6 +4,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use super::skip::{skip, Lack};
 use super::{registry, Branchy};
 use crate::auth::Secret;
 use crate::config::{Recovery, StealVia};
@@ -381,7 +382,10 @@ fn hundreds_of_workers_connecting_at_once_all_get_queued() {
         .unwrap_or(0);
     let n = 300;
     if somaxconn < n + 1 {
-        eprintln!("skipped: net.core.somaxconn is {somaxconn}");
+        skip(
+            Lack::Privilege,
+            &format!("net.core.somaxconn is {somaxconn}, below {}", n + 1),
+        );
         return;
     }
     let l = Listener::bind("127.0.0.1:0", Secret::random()).unwrap();

@@ -7,6 +7,9 @@ mod common;
 
 pub(crate) use common::*;
 
+#[path = "../../../../scripts/skip.rs"]
+mod skip;
+
 mod auto;
 mod elastic;
 mod failures;

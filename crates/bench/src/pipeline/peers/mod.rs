@@ -6,6 +6,7 @@
 //! | [`chain`] | one OS thread per stage, crossbeam `bounded` channels between them | trivial3, scaling, fan-out |
 //! | [`message_ring`] | a ring of OS threads, crossbeam `bounded` channels | message-ring |
 //! | [`thread_ring`] | 503 OS threads with `std::sync::mpsc`; 503 tokio tasks on a `current_thread` runtime | thread-ring |
+//! | [`one_thread`] | a plain loop on one thread, the stages called in turn | trivial3, thread-ring, message-ring |
 //! | [`logger`] | `tracing_appender::non_blocking` over a `File`; `Arc<Mutex<BufWriter<File>>>` | logger |
 //!
 //! Each run builds its threads, channels and runtime before the clock starts, returns
@@ -16,6 +17,7 @@
 pub mod chain;
 pub mod logger;
 pub mod message_ring;
+pub mod one_thread;
 pub mod thread_ring;
 
 use std::thread::JoinHandle;
@@ -25,6 +27,7 @@ use crate::BenchError;
 pub use chain::{thread_per_stage_fan_out, thread_per_stage_scaling, thread_per_stage_trivial3};
 pub use logger::{mutex_bufwriter_logger, temp_log_path, tracing_appender_logger};
 pub use message_ring::crossbeam_message_ring;
+pub use one_thread::{one_thread_message_ring, one_thread_thread_ring, one_thread_trivial3};
 pub use thread_ring::{threads_thread_ring, tokio_thread_ring};
 
 /// How long one peer run may take before the watchdog ends the process: far beyond any
