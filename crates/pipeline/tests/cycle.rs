@@ -145,13 +145,7 @@ proptest! {
         // The mix stages, two shard copies and their merge, check, split.
         let units = stages + 5;
         // A random monotone plan over `workers` workers.
-        let mut plan: Vec<usize> = (0..units)
-            .map(|u| ((plan_seed >> (u % 64)) as usize & 1) + u * workers / units)
-            .map(|w| w.min(workers - 1))
-            .collect();
-        for u in 1..units {
-            plan[u] = plan[u].max(plan[u - 1]);
-        }
+        let plan = monotone_plan(units, workers, plan_seed);
         let (expected, failed) = model(&seeds, laps, stages, split, fail_mod);
         let case = Case { seeds, laps, stages, split, fail_mod, plan, capacity: 1 << cap_pow };
         let (retired, finished) = watchdog(move || deployed(case));

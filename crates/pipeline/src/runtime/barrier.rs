@@ -42,6 +42,30 @@ pub(crate) fn is_barrier(seq: u64) -> bool {
     seq & BARRIER != 0
 }
 
+/// Aligns a barrier at a merge or join: `waiting` is the barrier found in
+/// the route log or fork ring and the next input to take it from. Takes
+/// it from each of the `inputs` in turn (`take(k)`: `false` if it has not
+/// come yet on input `k`). Returns the barrier once every input gave it
+/// (and clears `waiting`), `None` while one has not.
+pub(crate) fn align<E>(
+    waiting: &mut Option<(u64, usize)>,
+    inputs: usize,
+    mut take: impl FnMut(usize) -> Result<bool, E>,
+) -> Result<Option<u64>, E> {
+    let Some((seq, mut k)) = *waiting else {
+        return Ok(None);
+    };
+    while k < inputs {
+        if !take(k)? {
+            *waiting = Some((seq, k));
+            return Ok(None);
+        }
+        k += 1;
+    }
+    *waiting = None;
+    Ok(Some(seq))
+}
+
 /// One stage's upgrade, waiting for its barrier.
 pub(crate) struct StageUpgrade {
     pub(crate) stage: String,

@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::barrier::is_barrier;
+use super::barrier::{align, is_barrier};
 use super::edge::{DepthProbe, RingSource, Source, SourceEnd, Take};
 use super::station::UnitCounters;
 
@@ -325,20 +325,19 @@ impl<G: Gather, S: Send + 'static> Join<G, S> {
     fn join(&mut self, f: &mut dyn FnMut(u64, Option<G::Out>, bool)) -> Result<usize, SourceEnd> {
         let mut n = 0;
         while n < JOIN_BATCH {
-            if let Some((seq, mut k)) = self.barrier {
+            if self.barrier.is_some() {
                 // Every item before the barrier is joined: it waits first
                 // on every branch's edge.
-                while k < self.gather.branches() {
-                    if !self.gather.take_barrier(k)? {
-                        self.barrier = Some((seq, k));
-                        return Ok(n);
+                let branches = self.gather.branches();
+                let gather = &mut self.gather;
+                match align(&mut self.barrier, branches, |k| gather.take_barrier(k))? {
+                    Some(seq) => {
+                        f(seq, None, false);
+                        n += 1;
+                        continue;
                     }
-                    k += 1;
+                    None => return Ok(n),
                 }
-                self.barrier = None;
-                f(seq, None, false);
-                n += 1;
-                continue;
             }
             let (seq, closes, mut k) = match self.current {
                 Some(c) => c,

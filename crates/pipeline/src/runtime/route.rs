@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use statepipe_ring::wait::BusySpin;
 
-use super::barrier::{is_barrier, Coordinator};
+use super::barrier::{align, is_barrier, Coordinator};
 use super::edge::UnitStates;
 use super::edge::{DepthProbe, RingSource, Sink, Source, SourceEnd, Take};
 use super::ring_sink::RingSink;
@@ -253,20 +253,20 @@ impl<T: Send + 'static> Merge<T> {
     fn merge(&mut self, f: &mut dyn FnMut(u64, Option<T>, bool)) -> Result<usize, SourceEnd> {
         let mut n = 0;
         while n < MERGE_BATCH {
-            if let Some((seq, mut k)) = self.barrier {
+            if self.barrier.is_some() {
                 // Every group before the barrier is merged: it waits first
                 // on every copy's edge.
-                while k < self.copies.len() {
-                    if !self.copies[k].take_barrier()? {
-                        self.barrier = Some((seq, k));
-                        return Ok(n);
+                let copies = &mut self.copies;
+                match align(&mut self.barrier, copies.len(), |k| {
+                    copies[k].take_barrier()
+                })? {
+                    Some(seq) => {
+                        f(seq, None, false);
+                        n += 1;
+                        continue;
                     }
-                    k += 1;
+                    None => return Ok(n),
                 }
-                self.barrier = None;
-                f(seq, None, false);
-                n += 1;
-                continue;
             }
             let (seq, k, closes) = match self.current {
                 Some(c) => c,
