@@ -147,6 +147,10 @@ fn taken_case(label: &str) -> String {
     format!("checkpoint/{label}/taken")
 }
 
+fn vs_none_case(label: &str) -> String {
+    format!("checkpoint/{label}/vs-none")
+}
+
 /// Every case of this module, in run order.
 pub fn case_names() -> Vec<String> {
     let mut names = Vec::new();
@@ -154,6 +158,7 @@ pub fn case_names() -> Vec<String> {
         names.push(throughput_case(label));
         names.push(stall_case(label));
         names.push(taken_case(label));
+        names.push(vs_none_case(label));
     }
     names.extend(UPGRADE_CASES.map(String::from));
     names.extend(RESTORE_CASES.map(String::from));
@@ -792,10 +797,17 @@ pub fn size_groups(s: &CheckpointSizes, k: usize, pin: bool) -> Vec<Group<'stati
     let (label, slots, run) = (SIZE_LABELS[k], s.slots[k], s.run);
     let bytes = bytes_label(slots);
     let replays: [Replay; 2] = Default::default();
+    // The rates without checkpoints, one per round, for the paired ratios.
+    let nones: Rc<RefCell<Vec<f64>>> = Rc::default();
+    let record = Rc::clone(&nones);
     let mut contenders = vec![Contender::new(
         NAME,
         format!("{NONE}; table of {bytes}"),
-        move || Ok(vec![throughput(slots, run, None, pin)?.rate]),
+        move || {
+            let rate = throughput(slots, run, None, pin)?.rate;
+            record.borrow_mut().push(rate);
+            Ok(vec![rate])
+        },
     )];
     for (period, replay) in s.periods.into_iter().zip(&replays) {
         let replay = Rc::clone(replay);
@@ -820,17 +832,22 @@ pub fn size_groups(s: &CheckpointSizes, k: usize, pin: bool) -> Vec<Group<'stati
         .into_iter()
         .zip(replays)
         .map(|(period, replay)| {
+            let nones = Rc::clone(&nones);
+            let mut round = 0;
             Contender::new(
                 NAME,
                 format!(
-                    "every {}; the samples of {case}: max over the run's checkpoints",
+                    "every {}; the samples of {case}: longest stall of the run's checkpoints | \
+                     checkpoints completed | rate / the same round's rate without",
                     period_label(period)
                 ),
                 move || {
-                    let t = replay.borrow_mut().pop_front().ok_or_else(|| {
-                        BenchError::failed("checkpoint stalls", "no throughput sample to read")
-                    })?;
-                    Ok(vec![t.max_stall_us, t.taken as f64])
+                    let missing =
+                        || BenchError::failed("checkpoint stalls", "no throughput sample to read");
+                    let t = replay.borrow_mut().pop_front().ok_or_else(missing)?;
+                    let none = *nones.borrow().get(round).ok_or_else(missing)?;
+                    round += 1;
+                    Ok(vec![t.max_stall_us, t.taken as f64, t.rate / none])
                 },
             )
         })
@@ -840,6 +857,7 @@ pub fn size_groups(s: &CheckpointSizes, k: usize, pin: bool) -> Vec<Group<'stati
         metrics: vec![
             metric(&stall_case(label), "µs", false),
             metric(&taken_case(label), "checkpoints", true),
+            metric(&vs_none_case(label), "x (same round)", true),
         ],
         contenders,
     });
@@ -912,7 +930,12 @@ pub fn groups(
 ) -> Vec<Group<'static>> {
     let mut groups = Vec::new();
     for (k, label) in SIZE_LABELS.into_iter().enumerate() {
-        let cases = [throughput_case(label), stall_case(label), taken_case(label)];
+        let cases = [
+            throughput_case(label),
+            stall_case(label),
+            taken_case(label),
+            vs_none_case(label),
+        ];
         if wants(&cases.each_ref().map(String::as_str)) {
             groups.extend(size_groups(s, k, pin));
         }
@@ -946,18 +969,26 @@ pub fn targets(report: &Report) -> Vec<(String, f64, String, bool)> {
             ("every 1 s", EVERY_1S_RATIO),
             ("every 100 ms", EVERY_100MS_RATIO),
         ] {
-            if let Some(row) = find(report, &case, label) {
-                let r = row.median / none.median.max(1e-12);
-                out.push((
-                    format!(
-                        "{case} {label} / {NONE} ({:.2} / {:.2} M items/s)",
-                        row.median, none.median
-                    ),
-                    r,
-                    format!(">= {bound}"),
-                    r >= bound,
-                ));
-            }
+            let (Some(row), Some(paired)) = (
+                find(report, &case, label),
+                find(report, &vs_none_case("1MiB"), label),
+            ) else {
+                continue;
+            };
+            out.push((
+                format!(
+                    "{case} {label} / {NONE}, median of the rounds' ratios ({:.3}..{:.3}; \
+                     medians {:.2} / {:.2} M items/s = {:.3})",
+                    paired.min,
+                    paired.max,
+                    row.median,
+                    none.median,
+                    row.median / none.median.max(1e-12)
+                ),
+                paired.median,
+                format!(">= {bound}"),
+                paired.median >= bound,
+            ));
         }
     }
     let case = stall_case("1MiB");
@@ -1047,6 +1078,35 @@ mod tests {
     #[ignore = "a cost breakdown for the results notes: cargo test --release -p statepipe-bench checkpoint::tests::cost_breakdown -- --ignored --nocapture"]
     fn cost_breakdown() {
         let dir = SampleDir::new("breakdown").unwrap();
+        // The barrier's pattern: a worker thread (new with each deployment) clones
+        // the state, the writer thread frees the copy once written.
+        for slots in [MIB_SLOTS, 64 * MIB_SLOTS] {
+            let table = Arc::new(initial_table(slots));
+            for deployment in 0..3 {
+                let t = Arc::clone(&table);
+                let (tx, rx) = std::sync::mpsc::channel::<Vec<u64>>();
+                let writer = thread::spawn(move || rx.into_iter().for_each(drop));
+                let us: Vec<u64> = thread::spawn(move || {
+                    (0..8)
+                        .map(|_| {
+                            let t0 = Instant::now();
+                            let copy = (*t).clone();
+                            let took = t0.elapsed().as_micros() as u64;
+                            tx.send(copy).unwrap();
+                            thread::sleep(Duration::from_millis(20));
+                            took
+                        })
+                        .collect()
+                })
+                .join()
+                .unwrap();
+                writer.join().unwrap();
+                println!(
+                    "{}: clone on a new thread, freed on another, deployment {deployment}: {us:?} µs",
+                    bytes_label(slots)
+                );
+            }
+        }
         for slots in [MIB_SLOTS, 64 * MIB_SLOTS] {
             let label = bytes_label(slots);
             let table = initial_table(slots);
