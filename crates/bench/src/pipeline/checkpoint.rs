@@ -270,7 +270,7 @@ fn slot(x: u64, slots: usize) -> usize {
     ((x.wrapping_mul(super::workload::GOLDEN) >> 20) % slots as u64) as usize
 }
 
-fn table_step(table: &mut Vec<u64>, x: u64) -> u64 {
+fn table_step(table: &mut [u64], x: u64) -> u64 {
     let i = slot(x, table.len());
     table[i] = table[i].wrapping_add(x);
     x ^ table[i]
@@ -307,7 +307,11 @@ fn pipeline(slots: usize) -> Pipeline<u64, u64> {
             x
         }),
     );
-    let table = Pipeline::durable_stage("table", initial_table(slots), machine::step(table_step));
+    let table = Pipeline::durable_stage(
+        "table",
+        initial_table(slots),
+        machine::step(|t: &mut Vec<u64>, x: u64| table_step(t, x)),
+    );
     let sum = Pipeline::durable_stage(
         "sum",
         0u64,
