@@ -107,7 +107,8 @@ pub struct RingArgs {
 pub struct PipelineArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`); a
+    /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`,
+    /// `checkpoint`); a
     /// case measured together with others (scaling, fan-out, sizing) brings them along.
     #[arg(long = "case", value_name = "FILTER")]
     pub case: Option<String>,
