@@ -108,8 +108,8 @@ pub struct PipelineArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`,
-    /// `checkpoint`); a
-    /// case measured together with others (scaling, fan-out, sizing) brings them along.
+    /// `checkpoint`); a case measured together with others (scaling, fan-out, sizing,
+    /// a checkpoint case's stalls) brings them along.
     #[arg(long = "case", value_name = "FILTER")]
     pub case: Option<String>,
     /// Do not pin statepipe's workers to CPUs.
