@@ -2,8 +2,9 @@
 //! upgrade and a restore cost a running stateful pipeline.
 //!
 //! The pipeline: three durable stages on two workers (plan `[0, 1, 1]`) —
-//! `count` (a `u64` counter), `table` (a `Vec<u64>` of `slots` slots, each item adding
-//! itself to the slot its hash picks) and `sum` (a running sum) — fed from a range on
+//! `count` (a `u64` counter), `table` (a `Vec<u64>` of `slots` slots, filled with
+//! full-width values, each item adding itself to the slot its hash picks) and `sum` (a
+//! running sum) — fed from a range on
 //! the first worker and folded on the second (`deploy_with`), so no other thread takes
 //! part besides the checkpoint writer and timer.
 //!
@@ -12,6 +13,7 @@
 //! | `checkpoint/{8B,1MiB,64MiB}` | M items/s | no checkpoints; `Config::checkpoint_every(1 s)`; `(100 ms)` |
 //! | `checkpoint/{..}/max-stall` | µs | the same samples: the longest `CheckpointInfo::max_stall` of the run's checkpoints |
 //! | `checkpoint/{..}/taken` | checkpoints | the same samples: checkpoints completed during the run |
+//! | `checkpoint/{..}/vs-none` | x | the same samples: each rate over the same round's rate without checkpoints (a paired ratio) |
 //! | `checkpoint/upgrade/{p50,p99,max}` | µs | items sent at a steady rate, latency from send to output, inside a window around the middle: without an upgrade; with `Running::upgrade` of `table` (1 MiB) at the middle |
 //! | `checkpoint/restore-64MiB`, `checkpoint/write-64MiB` | s | `Checkpoint::latest` + deploy with `Config::restore` until deploy returns; the checkpoint's own `duration` |
 //!
@@ -20,6 +22,10 @@
 //! final checkpoint's write excluded: neither is steady-state work). Every sample checks
 //! that no item was lost or duplicated: the counter, the table's sum and the folded
 //! sum must all match the items sent.
+//!
+//! The stall, count and paired-ratio rows are read back from the throughput samples
+//! (their groups replay what those samples recorded, they run nothing), so a filter
+//! that selects one brings the other along. Checkpoints go under [`root_dir`].
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -1069,20 +1075,33 @@ mod tests {
         assert!(taken >= 1.0, "a checkpoint was taken in {:?}", s.run);
     }
 
+    /// CPU time of the calling thread (user + system), in ms.
+    fn thread_cpu_ms() -> f64 {
+        use nix::sys::resource::{getrusage, UsageWho};
+        getrusage(UsageWho::RUSAGE_THREAD).map_or(f64::NAN, |u| {
+            let ms =
+                |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e3 + t.tv_usec() as f64 / 1e3;
+            ms(u.user_time()) + ms(u.system_time())
+        })
+    }
+
     fn timed<T>(what: &str, runs: usize, mut f: impl FnMut() -> T) {
-        let mut ms: Vec<f64> = (0..runs)
+        let (mut ms, mut cpu): (Vec<f64>, Vec<f64>) = (0..runs)
             .map(|_| {
-                let t0 = Instant::now();
+                let (t0, c0) = (Instant::now(), thread_cpu_ms());
                 std::hint::black_box(f());
-                t0.elapsed().as_secs_f64() * 1e3
+                (t0.elapsed().as_secs_f64() * 1e3, thread_cpu_ms() - c0)
             })
-            .collect();
+            .unzip();
         ms.sort_by(f64::total_cmp);
+        cpu.sort_by(f64::total_cmp);
         println!(
-            "{what}: median {:.3} ms, min {:.3}, max {:.3} ({runs} runs)",
+            "{what}: median {:.3} ms, min {:.3}, max {:.3}; this thread's CPU median {:.3} ms \
+             ({runs} runs)",
             ms[runs / 2],
             ms[0],
-            ms[runs - 1]
+            ms[runs - 1],
+            cpu[runs / 2]
         );
     }
 
