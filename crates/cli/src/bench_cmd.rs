@@ -107,8 +107,9 @@ pub struct RingArgs {
 pub struct PipelineArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`); a
-    /// case measured together with others (scaling, fan-out, sizing) brings them along.
+    /// Run only the cases whose name contains FILTER (e.g. `laundry`, `logger/10p`,
+    /// `checkpoint`); a case measured together with others (scaling, fan-out, sizing,
+    /// a checkpoint case's stalls) brings them along.
     #[arg(long = "case", value_name = "FILTER")]
     pub case: Option<String>,
     /// Pin statepipe's workers to CPUs (the library's default) while the peers stay

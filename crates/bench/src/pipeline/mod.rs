@@ -20,6 +20,7 @@
 //! | `fan-out/{1w,2w,speed-up}` | M items/s, x | `fan_out` of two branches of two ~1 µs stages, then a cheap combine, on 1 and 2 workers | crossbeam thread per stage, a fork and a join thread, on 1 CPU and on all |
 //! | `logger/{3p,10p}` | M lines/s | a multi-producer ring, one write per batch | `tracing-appender`, `Mutex<BufWriter<File>>` |
 //! | `sizing/{auto,forced4,ratio}` | M items/s, x | scaling confined to one CPU, auto vs 4 workers | - |
+//! | `checkpoint/...` | M items/s, µs, s | see [`checkpoint`]: checkpoints every 1 s and 100 ms against none, stalls, an upgrade's latency, a restore | - |
 //!
 //! Every run checks its answer and fails with a [`crate::BenchError`] when it is wrong;
 //! every sample deploys (or spawns) afresh. No contender is pinned unless `--pin`
@@ -28,6 +29,7 @@
 //! workspace, in `bench/go/`.
 
 mod cases;
+pub mod checkpoint;
 pub mod peers;
 pub mod statepipe;
 pub mod targets;
@@ -96,6 +98,8 @@ pub struct Sizes {
     pub scaling_items: u64,
     /// Lines logged per logger case, spread over the producers.
     pub log_lines: u64,
+    /// The checkpoint cases.
+    pub checkpoint: checkpoint::CheckpointSizes,
 }
 
 impl Sizes {
@@ -108,6 +112,7 @@ impl Sizes {
         trivial3_items: 5_000_000,
         scaling_items: 200_000,
         log_lines: 2_000_000,
+        checkpoint: checkpoint::CheckpointSizes::FULL,
     };
 
     /// The sizes of `--quick`.
@@ -119,6 +124,7 @@ impl Sizes {
         trivial3_items: 1_000_000,
         scaling_items: 40_000,
         log_lines: 300_000,
+        checkpoint: checkpoint::CheckpointSizes::QUICK,
     };
 
     /// Sizes small enough for a debug-build test.
@@ -131,6 +137,7 @@ impl Sizes {
         trivial3_items: 5_000,
         scaling_items: 200,
         log_lines: 600,
+        checkpoint: checkpoint::CheckpointSizes::TINY,
     };
 }
 
@@ -222,6 +229,7 @@ pub fn case_names() -> Vec<String> {
     names.extend(FAN_OUT_CASES.map(String::from));
     names.extend(LOGGER_PRODUCERS.map(|p| format!("logger/{p}p")));
     names.extend(SIZING_CASES.map(String::from));
+    names.extend(checkpoint::case_names());
     names
 }
 
@@ -307,6 +315,14 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
             statepipe::sizing_cpu()
         ));
     }
+    if setup.wants(
+        &checkpoint::case_names()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    ) {
+        lines.push(checkpoint::describe(&s.checkpoint));
+    }
     if let Some(f) = &o.filter {
         lines.push(format!(
             "pipeline: --case {f}: only the groups of matching cases"
@@ -350,6 +366,7 @@ pub fn groups(setup: &Setup) -> Vec<Group<'static>> {
     if let (true, Some(case)) = (setup.wants(&SIZING_CASES), setup.scaling) {
         groups.push(cases::sizing_group(case, setup.sizing_auto_workers, pin));
     }
+    groups.extend(checkpoint::groups(&s.checkpoint, pin, |c| setup.wants(c)));
     groups
 }
 

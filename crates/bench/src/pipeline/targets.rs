@@ -116,6 +116,9 @@ pub fn summary(report: &Report) -> String {
             );
         }
     }
+    for (what, figure, bound, met) in super::checkpoint::targets(report) {
+        target(what, figure, &bound, met);
+    }
     let mut out = String::new();
     for line in lines {
         let _ = writeln!(out, "target: {line}");

@@ -33,6 +33,10 @@ use crate::checkpoint::writer::Job;
 use crate::state::UpgradeError;
 use crate::state::{Snapshot, StageCell, Visit};
 
+/// The name a durable cycle's own state is saved under (its items waiting
+/// to go round), beside its stages'.
+pub(crate) const CYCLE_STATE: &str = "(cycle)";
+
 /// The bit that marks a barrier's `seq`.
 pub(crate) const BARRIER: u64 = 1 << 63;
 

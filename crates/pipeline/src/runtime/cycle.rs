@@ -26,7 +26,7 @@ use std::sync::Arc;
 use statepipe_ring::wait::BusySpin;
 
 use super::barrier::Coordinator;
-use super::barrier::{is_barrier, BARRIER};
+use super::barrier::{is_barrier, BARRIER, CYCLE_STATE};
 use super::compile::Open;
 use super::config::Config;
 use super::deploy::{Feed, Running};
@@ -98,9 +98,6 @@ impl<I> Copy for CycleCodec<I> {}
 fn clone_item<I: Clone>(x: &I) -> I {
     x.clone()
 }
-
-/// The name a durable cycle's own state is saved under.
-pub(crate) const CYCLE_STATE: &str = "(cycle)";
 
 /// What a durable cycle saves besides its stages: the seeds taken, the
 /// next group's number, and the items waiting to go round.

@@ -72,7 +72,7 @@ pub(crate) enum Feed {
     /// A cycle's seeds and its way back: no barriers.
     Cycle,
     /// A cycle whose source saves what waits to go round (a state of this
-    /// type, under [`CYCLE_STATE`](super::cycle::CYCLE_STATE)).
+    /// type, under [`CYCLE_STATE`](super::barrier::CYCLE_STATE)).
     DurableCycle(&'static str),
 }
 
@@ -209,7 +209,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             Feed::Input(a) => (Some(a), Extra::None),
             Feed::Iter => (None, Extra::None),
             Feed::Cycle => (None, Extra::Unsupported),
-            Feed::DurableCycle(ty) => (None, Extra::Cell(super::cycle::CYCLE_STATE, ty)),
+            Feed::DurableCycle(ty) => (None, Extra::Cell(super::barrier::CYCLE_STATE, ty)),
         };
         let supported = !matches!(extra, Extra::Unsupported);
         let mut prepared = checkpointing::prepare(&mut me.node, config, &units, &plan, &extra)?;
