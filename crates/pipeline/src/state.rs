@@ -19,8 +19,10 @@ pub(crate) type Copied = Box<dyn Any + Send>;
 /// How one state type is copied, encoded and decoded. Plain function
 /// pointers, so a stage carries its codec without a bound on its state.
 pub(crate) struct Codec<S> {
-    /// A copy of the state, taken on the worker at a barrier (a clone).
-    pub(crate) copy: fn(&S) -> Copied,
+    /// A copy of the state, taken on the worker at a barrier: cloned into
+    /// the previous copy when the writer handed one back (no allocation,
+    /// no page faults), else a fresh clone.
+    pub(crate) copy: fn(&S, Option<Copied>) -> Copied,
     /// The bytes of a copy, made on the writer thread.
     pub(crate) encode: fn(&(dyn Any + Send)) -> Result<Vec<u8>, String>,
     /// The state from its bytes, at a restore.
@@ -37,8 +39,14 @@ impl<S> Clone for Codec<S> {
 
 impl<S> Copy for Codec<S> {}
 
-fn copy_serde<S: Clone + Send + 'static>(s: &S) -> Copied {
-    Box::new(s.clone())
+fn copy_serde<S: Clone + Send + 'static>(s: &S, spare: Option<Copied>) -> Copied {
+    match spare.and_then(|b| b.downcast::<S>().ok()) {
+        Some(mut b) => {
+            (*b).clone_from(s);
+            b
+        }
+        None => Box::new(s.clone()),
+    }
 }
 
 fn encode_serde<S: Serialize + 'static>(s: &(dyn Any + Send)) -> Result<Vec<u8>, String> {
@@ -66,7 +74,7 @@ where
     }
 }
 
-fn copy_unit<S>(_: &S) -> Copied {
+fn copy_unit<S>(_: &S, _: Option<Copied>) -> Copied {
     Box::new(())
 }
 
@@ -110,8 +118,9 @@ pub(crate) trait StageCell {
     fn name(&self) -> &str;
     /// The state's type name, if the state can be checkpointed.
     fn durable(&self) -> Option<&'static str>;
-    /// A copy of the state (a clone), if it can be checkpointed.
-    fn snapshot(&self) -> Option<Snapshot>;
+    /// A copy of the state (a clone, into `spare` if it is an old copy of
+    /// this state), if it can be checkpointed.
+    fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot>;
     /// Replaces the state with one decoded from `bytes`.
     fn restore(&mut self, bytes: &[u8]) -> Result<(), String>;
     /// Applies an upgrade command (see `upgrade.rs`); stages that were not
@@ -138,12 +147,12 @@ impl StageCell for CounterCell<'_> {
         Some("u64")
     }
 
-    fn snapshot(&self) -> Option<Snapshot> {
+    fn snapshot(&self, _: Option<Copied>) -> Option<Snapshot> {
         let c = serde_codec::<u64>();
         Some(Snapshot {
             stage: self.name.clone(),
             type_name: "u64",
-            copy: (c.copy)(self.value),
+            copy: (c.copy)(self.value, None),
             encode: c.encode,
         })
     }

@@ -27,7 +27,7 @@ use crate::machine::Machine;
 use crate::node::common::{Emit, Node};
 use crate::node::stage::StageNode;
 use crate::pipeline::Pipeline;
-use crate::state::{serde_codec, Snapshot, StageCell, UpgradeError, Visit};
+use crate::state::{serde_codec, Copied, Snapshot, StageCell, UpgradeError, Visit};
 use crate::unit::UnitInfo;
 
 /// A typed name for an upgradable stage: its state `S`, input `I` and
@@ -175,8 +175,8 @@ impl<I: Send + 'static, O: Send + 'static> StageCell for UpgradableNode<I, O> {
         self.inner.durable()
     }
 
-    fn snapshot(&self) -> Option<Snapshot> {
-        self.inner.snapshot()
+    fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot> {
+        self.inner.snapshot(spare)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {

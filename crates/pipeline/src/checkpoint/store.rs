@@ -113,19 +113,51 @@ fn damaged(path: &Path, what: impl Into<String>) -> CheckpointError {
     }
 }
 
-/// A state file's bytes: header and payload.
-pub(crate) fn frame_state(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(STATE_HEADER + payload.len());
-    out.extend_from_slice(STATE_MAGIC);
-    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
+/// Writes a state file (header and payload) into a checkpoint's folder
+/// and syncs it; returns the payload's crc32c. No temporary file: the
+/// folder is not a checkpoint until its manifest, written last, names
+/// the file. The caller syncs the folder once, before the manifest.
+pub(crate) fn write_state(path: &Path, payload: &[u8]) -> std::io::Result<u32> {
+    use std::io::Write as _;
+    let crc = crc32c::crc32c(payload);
+    let mut header = [0u8; STATE_HEADER];
+    header[..8].copy_from_slice(STATE_MAGIC);
+    header[8..12].copy_from_slice(&crc.to_le_bytes());
+    header[12..].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    let named = |what: &str, e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+    };
+    let mut f = fs::File::create(path).map_err(|e| named("creating", e))?;
+    f.write_all(&header).map_err(|e| named("writing", e))?;
+    f.write_all(payload).map_err(|e| named("writing", e))?;
+    f.sync_all().map_err(|e| named("syncing", e))?;
+    Ok(crc)
 }
 
-/// Reads and checks a state file against its manifest entry; returns the
-/// payload.
-pub(crate) fn read_state(dir: &Path, entry: &StageEntry) -> Result<Vec<u8>, CheckpointError> {
+/// Syncs a folder, so the names created in it are durable.
+pub(crate) fn sync_folder(dir: &Path) -> std::io::Result<()> {
+    match fs::File::open(dir).and_then(|d| d.sync_all()) {
+        // Some file systems cannot sync a folder.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
+        r => {
+            r.map_err(|e| std::io::Error::new(e.kind(), format!("syncing {}: {e}", dir.display())))
+        }
+    }
+}
+
+/// A state file read and checked: its bytes, the payload after the header.
+pub(crate) struct StateFile(Vec<u8>);
+
+impl StateFile {
+    /// The encoded state.
+    pub(crate) fn payload(&self) -> &[u8] {
+        &self.0[STATE_HEADER..]
+    }
+}
+
+/// Reads and checks a state file against its manifest entry (read once,
+/// its checksum computed once).
+pub(crate) fn read_state(dir: &Path, entry: &StageEntry) -> Result<StateFile, CheckpointError> {
     if entry.file.contains('/') || entry.file.contains("..") || entry.file.is_empty() {
         return Err(damaged(
             &dir.join(MANIFEST),
@@ -137,18 +169,19 @@ pub(crate) fn read_state(dir: &Path, entry: &StageEntry) -> Result<Vec<u8>, Chec
     }
     let path = dir.join(&entry.file);
     let bytes = fs::read(&path).map_err(|e| io_error(&path, e))?;
-    let payload = unframe_state(&bytes).map_err(|what| damaged(&path, what))?;
-    if payload.len() as u64 != entry.bytes || crc32c::crc32c(payload) != entry.crc32c {
+    let (crc, payload) = unframe_state(&bytes).map_err(|what| damaged(&path, what))?;
+    if payload.len() as u64 != entry.bytes || crc != entry.crc32c {
         return Err(damaged(
             &path,
             "the state does not match the manifest's length and checksum",
         ));
     }
-    Ok(payload.to_vec())
+    Ok(StateFile(bytes))
 }
 
-/// The payload of a state file's bytes, or what is wrong with them.
-pub(crate) fn unframe_state(bytes: &[u8]) -> Result<&[u8], String> {
+/// The checksum and payload of a state file's bytes, or what is wrong
+/// with them.
+pub(crate) fn unframe_state(bytes: &[u8]) -> Result<(u32, &[u8]), String> {
     if bytes.len() < STATE_HEADER {
         return Err(format!(
             "truncated: {} bytes, shorter than the {STATE_HEADER}-byte header",
@@ -170,7 +203,7 @@ pub(crate) fn unframe_state(bytes: &[u8]) -> Result<&[u8], String> {
     if crc32c::crc32c(payload) != crc {
         return Err("checksum mismatch: the state was corrupted".into());
     }
-    Ok(payload)
+    Ok((crc, payload))
 }
 
 /// The manifest file's bytes.

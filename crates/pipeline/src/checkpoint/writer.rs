@@ -18,7 +18,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::error::CheckpointError;
 use super::store::{self, Manifest, PlannedUnit, StageEntry, FORMAT, VERSION};
 use super::CheckpointInfo;
-use crate::state::Snapshot;
+use crate::state::{Copied, Snapshot};
 
 /// What the writer is told.
 pub(crate) enum Job {
@@ -48,6 +48,8 @@ pub(crate) struct Setup {
     pub(crate) plan: Vec<PlannedUnit>,
     /// The last completed checkpoint, for `Running::last_checkpoint`.
     pub(crate) last: Arc<Mutex<Option<CheckpointInfo>>>,
+    /// Where encoded copies go back to, by stage name.
+    pub(crate) spares: Arc<Mutex<HashMap<String, Copied>>>,
 }
 
 /// One checkpoint being written.
@@ -142,19 +144,23 @@ fn write_parts(
         })?;
         let file = format!("{:04}.state", p.entries.len());
         let path = dir.join(&file);
-        statepipe_sys::durable::write_atomic(&path, &store::frame_state(&payload)).map_err(
-            |e| CheckpointError::Io {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            },
-        )?;
+        let crc = store::write_state(&path, &payload).map_err(|e| CheckpointError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         p.bytes += payload.len() as u64;
+        // The copy goes back, to be cloned into at the next barrier.
+        setup
+            .spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(s.stage.clone(), s.copy);
         p.entries.push(StageEntry {
             name: s.stage,
             state_type: s.type_name.to_string(),
             file,
             bytes: payload.len() as u64,
-            crc32c: crc32c::crc32c(&payload),
+            crc32c: crc,
         });
     }
     Ok(())
@@ -205,13 +211,19 @@ fn complete(
         plan: setup.plan.clone(),
         stages: std::mem::take(&mut p.entries),
     };
+    let io = |path: &std::path::Path, e: std::io::Error| CheckpointError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    // The state files' names first (one sync of the folder for all), then
+    // the manifest (temporary file, sync, rename, sync of the folder), then
+    // the checkpoint's own name in the root: only then is it complete and
+    // may the older ones go.
+    store::sync_folder(dir).map_err(|e| io(dir, e))?;
     let path = dir.join(store::MANIFEST);
-    statepipe_sys::durable::write_atomic(&path, &store::encode_manifest(&manifest)).map_err(
-        |e| CheckpointError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        },
-    )?;
+    statepipe_sys::durable::write_atomic(&path, &store::encode_manifest(&manifest))
+        .map_err(|e| io(&path, e))?;
+    store::sync_folder(&setup.root).map_err(|e| io(&setup.root, e))?;
     // Complete: the older checkpoints (and folders never completed) go.
     if let Ok(all) = store::list(&setup.root) {
         for (older, d) in all {

@@ -9,7 +9,7 @@ use crate::dot::{Dot, NodeId, Shape};
 use crate::failure::{Failure, StageState};
 use crate::machine::Machine;
 use crate::pipeline::Pipeline;
-use crate::state::{Codec, Snapshot, StageCell, Visit};
+use crate::state::{Codec, Copied, Snapshot, StageCell, Visit};
 use crate::unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 
 /// The one unit of a stage named `name`, its cost not yet known.
@@ -254,12 +254,17 @@ impl<I: Send + 'static, O: Send + 'static> Node<I, O> for CostNode<I, O> {
 }
 
 /// What checkpoints need of a stage with state `S` named `name`.
-pub(crate) fn snapshot_of<S>(name: &str, state: &S, codec: Option<&Codec<S>>) -> Option<Snapshot> {
+pub(crate) fn snapshot_of<S>(
+    name: &str,
+    state: &S,
+    codec: Option<&Codec<S>>,
+    spare: Option<Copied>,
+) -> Option<Snapshot> {
     let c = codec?;
     Some(Snapshot {
         stage: name.to_string(),
         type_name: c.type_name,
-        copy: (c.copy)(state),
+        copy: (c.copy)(state, spare),
         encode: c.encode,
     })
 }
@@ -285,8 +290,8 @@ impl<S: 'static, M> StageCell for StageNode<S, M> {
         self.codec.as_ref().map(|c| c.type_name)
     }
 
-    fn snapshot(&self) -> Option<Snapshot> {
-        snapshot_of(&self.name, &self.state, self.codec.as_ref())
+    fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot> {
+        snapshot_of(&self.name, &self.state, self.codec.as_ref(), spare)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
@@ -303,8 +308,8 @@ impl<S: 'static, M, O> StageCell for TryStageNode<S, M, O> {
         self.codec.as_ref().map(|c| c.type_name)
     }
 
-    fn snapshot(&self) -> Option<Snapshot> {
-        snapshot_of(&self.name, &self.state, self.codec.as_ref())
+    fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot> {
+        snapshot_of(&self.name, &self.state, self.codec.as_ref(), spare)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {

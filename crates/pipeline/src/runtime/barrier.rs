@@ -31,11 +31,14 @@ use crossbeam_channel::Sender;
 use super::doorbell::Doorbell;
 use crate::checkpoint::writer::Job;
 use crate::state::UpgradeError;
-use crate::state::{Snapshot, StageCell, Visit};
+use crate::state::{Copied, Snapshot, StageCell, Visit};
 
 /// The name a durable cycle's own state is saved under (its items waiting
 /// to go round), beside its stages'.
 pub(crate) const CYCLE_STATE: &str = "(cycle)";
+
+/// Old copies of states by stage name, for the next barrier to reuse.
+pub(crate) type Spares = Arc<Mutex<HashMap<String, Copied>>>;
 
 /// The bit that marks a barrier's `seq`.
 pub(crate) const BARRIER: u64 = 1 << 63;
@@ -129,6 +132,9 @@ pub(crate) struct Coordinator {
     /// Whether `queue` may hold something: the injector's one check per poll.
     pub(crate) queued: AtomicBool,
     pub(crate) writer: Mutex<Option<Sender<Job>>>,
+    /// Copies the writer has encoded, handed back by stage name to be
+    /// cloned into at the next barrier.
+    pub(crate) spares: Spares,
     /// Inputs accepted so far, when an [`Input`](crate::Input) feeds the
     /// pipeline.
     pub(crate) accepted: Option<Arc<AtomicU64>>,
@@ -153,6 +159,7 @@ impl Coordinator {
             queue: Mutex::new(VecDeque::new()),
             queued: AtomicBool::new(false),
             writer: Mutex::new(None),
+            spares: Arc::default(),
             accepted,
             first: OnceLock::new(),
             stages,
@@ -217,7 +224,8 @@ impl Coordinator {
             seen += 1;
             b.upgrade(cell);
             if b.checkpoint {
-                snaps.extend(cell.snapshot());
+                let spare = lock(&self.spares).remove(cell.name());
+                snaps.extend(cell.snapshot(spare));
             }
         });
         if b.checkpoint {

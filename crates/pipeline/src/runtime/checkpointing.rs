@@ -152,8 +152,8 @@ pub(crate) fn prepare<I, O>(
                 return;
             }
             match read_state(ckpt.dir(), entry) {
-                Ok(bytes) => {
-                    if let Err(what) = cell.restore(&bytes) {
+                Ok(file) => {
+                    if let Err(what) = cell.restore(file.payload()) {
                         failed = Some(CheckpointError::Damaged {
                             file: ckpt.dir().join(&entry.file).display().to_string(),
                             what: format!(
@@ -178,7 +178,7 @@ pub(crate) fn prepare<I, O>(
                     ))
                     .into());
                 }
-                prepared.extra = Some(read_state(ckpt.dir(), entry)?);
+                prepared.extra = Some(read_state(ckpt.dir(), entry)?.payload().to_vec());
             }
         }
         prepared.resume = ckpt.position();
@@ -226,6 +226,7 @@ pub(crate) fn start(
             shape: prepared.shape,
             plan: prepared.plan,
             last: Arc::clone(&last),
+            spares: Arc::clone(&co.spares),
         };
         let (tx, t) = writer::start(setup).map_err(|e| DeployError::Spawn(e.to_string()))?;
         *co.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);

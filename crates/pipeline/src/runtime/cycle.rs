@@ -39,7 +39,7 @@ use super::station::{panic_message, StagePanic};
 use crate::checkpoint::CheckpointError;
 use crate::failure::Failure;
 use crate::pipeline::Pipeline;
-use crate::state::{serde_codec, Codec, Snapshot, StageCell};
+use crate::state::{serde_codec, Codec, Copied, Snapshot, StageCell};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -123,7 +123,7 @@ impl<I: Send + 'static> StageCell for CycleCell<I> {
         Some(self.codec.type_name)
     }
 
-    fn snapshot(&self) -> Option<Snapshot> {
+    fn snapshot(&self, _: Option<Copied>) -> Option<Snapshot> {
         let state = self.state.borrow_mut().take()?;
         Some(Snapshot {
             stage: CYCLE_STATE.to_string(),
