@@ -79,9 +79,9 @@ extern crate self as statepipe_cluster;
 
 pub use auth::{Secret, SECRET_ENV};
 pub use auto::{Auto, AutoConfig, Decision, ShipCost};
-pub use engine::{Engine, Inputs, Local, Outputs};
+pub use engine::{Children, Engine, Inputs, Local, Outputs};
 pub use error::{Error, WorkerLost};
-pub use evolve::{call_rng, Evolve, IdHash, IdHasher, IdMap, Rng, StateId};
+pub use evolve::{call_rng, Batch, Evolve, IdHash, IdHasher, IdMap, Offspring, Rng, StateId};
 pub use listen::{Joined, Listener};
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use registry::Registry;
