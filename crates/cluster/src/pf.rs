@@ -304,7 +304,10 @@ fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInpu
     for (inp, wi) in inputs.iter_mut().zip(w) {
         cum += wi / total * nf;
         // Positions below `cum`: k + u < cum for k < ceil(cum - u).
-        let below = ((cum - u).ceil().max(0.0) as usize).clamp(k, n);
+        let x = cum - u;
+        // ceil(x) for x ≥ 0 without a libm call (no SSE4.1 at baseline).
+        let f = x.max(0.0) as usize;
+        let below = (f + usize::from((f as f64) < x)).clamp(k, n);
         *inp = PfInput {
             t: t as u32,
             children: (below - k) as u32,

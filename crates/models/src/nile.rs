@@ -111,9 +111,8 @@ impl SsModel for Nile {
         let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
         let n: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
         out.reserve(batch.len(), n);
-        for (i, (s, input)) in batch.states().iter().zip(batch.inputs()).enumerate() {
+        batch.for_each_rng(|_, s, input, mut rng| {
             let y = self.y[input.t as usize];
-            let mut rng = batch.rng(i);
             for _ in 0..input.children {
                 let z: f64 = rng.sample(StandardNormal);
                 let x = match s {
@@ -125,6 +124,6 @@ impl SsModel for Nile {
                 out.push(Some(x), PfOutput { log_w, summary: x });
             }
             out.end_parent();
-        }
+        });
     }
 }
