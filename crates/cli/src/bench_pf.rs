@@ -83,7 +83,11 @@ fn peer_python(a: &PfBenchArgs) -> anyhow::Result<PathBuf> {
             .args(["install", "-q", "--disable-pip-version-check"])
             .args(["particles==0.4", "numpy", "scipy"])
             .status()?;
-        anyhow::ensure!(st.success(), "cannot install particles into {}", venv.display());
+        anyhow::ensure!(
+            st.success(),
+            "cannot install particles into {}",
+            venv.display()
+        );
     }
     Ok(py)
 }
@@ -104,7 +108,10 @@ fn run_particles(py: &Path, n: usize) -> anyhow::Result<(f64, f64)> {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout)?;
-    let last = text.lines().last().context("no output from particles_nile.py")?;
+    let last = text
+        .lines()
+        .last()
+        .context("no output from particles_nile.py")?;
     let v: serde_json::Value = serde_json::from_str(last)?;
     Ok((
         v["wall_s"].as_f64().context("wall_s")?,
@@ -226,8 +233,7 @@ fn run_floor(nile: &Nile, n: usize, islands: usize, keyed: bool) -> (f64, f64) {
         std::mem::swap(&mut x, &mut xn);
     }
     let top = log_z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let ll = top
-        + (log_z.iter().map(|l| (l - top).exp()).sum::<f64>() / islands as f64).ln();
+    let ll = top + (log_z.iter().map(|l| (l - top).exp()).sum::<f64>() / islands as f64).ln();
     std::hint::black_box(&means);
     (t0.elapsed().as_secs_f64(), ll)
 }
@@ -255,7 +261,11 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
     let threads = statepipe_sys::cpus::usable_cpus().count.max(1);
     let nile = Nile::bundled();
     let steps = nile.y.len();
-    let py = if a.no_peer { None } else { Some(peer_python(a)?) };
+    let py = if a.no_peer {
+        None
+    } else {
+        Some(peer_python(a)?)
+    };
     println!(
         "Nile local-level filter, {steps} steps, systematic resampling every step; \
          statepipe and the floors in {} islands; {} rounds, interleaved; \
@@ -267,10 +277,16 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
     for &n in &a.particles {
         anyhow::ensure!(n % a.islands == 0, "--islands must divide {n}");
         let ps = (n * steps) as f64 / 1e9; // seconds → ns per particle-step
-        // Warm-up: page in, size the buffers, start the Python.
+                                           // Warm-up: page in, size the buffers, start the Python.
         run_engine(&nile, n, a.islands, 1)?;
         run_floor(&nile, n, a.islands, true);
-        let names = ["engine1", "engineT", "floor_keyed", "floor_seq", "particles"];
+        let names = [
+            "engine1",
+            "engineT",
+            "floor_keyed",
+            "floor_seq",
+            "particles",
+        ];
         let mut v: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         let mut lls = Vec::new();
         for round in 0..a.samples {
@@ -295,7 +311,8 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
                 tt / ps,
                 tk / ps,
                 ts / ps,
-                v[4].last().map_or(String::new(), |p| format!(", particles {p:.1}")),
+                v[4].last()
+                    .map_or(String::new(), |p| format!(", particles {p:.1}")),
             );
         }
         let same = lls.iter().all(|(a, b)| a.to_bits() == b.to_bits());
@@ -306,11 +323,35 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
         let case = format!("nile/{n}");
         let unit = "ns/particle-step";
         rows.push(row(&case, "statepipe", "in process, 1 thread", unit, &v[0]));
-        rows.push(row(&case, "statepipe-threads", &format!("in process, {threads} threads"), unit, &v[1]));
-        rows.push(row(&case, "floor-keyed", "hand-written loop, per-parent Philox", unit, &v[2]));
-        rows.push(row(&case, "floor-seq", "hand-written loop, one xoshiro256++", unit, &v[3]));
+        rows.push(row(
+            &case,
+            "statepipe-threads",
+            &format!("in process, {threads} threads"),
+            unit,
+            &v[1],
+        ));
+        rows.push(row(
+            &case,
+            "floor-keyed",
+            "hand-written loop, per-parent Philox",
+            unit,
+            &v[2],
+        ));
+        rows.push(row(
+            &case,
+            "floor-seq",
+            "hand-written loop, one xoshiro256++",
+            unit,
+            &v[3],
+        ));
         if !v[4].is_empty() {
-            rows.push(row(&case, "particles", "numpy, one process, warm", unit, &v[4]));
+            rows.push(row(
+                &case,
+                "particles",
+                "numpy, one process, warm",
+                unit,
+                &v[4],
+            ));
         }
     }
     // The whole command at 2,000 particles against particles' warm filter.
@@ -322,8 +363,20 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             cmd.push(run_command(2000)? * 1e3);
             peer.push(run_particles(py, 2000)?.0 * 1e3);
         }
-        rows.push(row("command/2000", "statepipe", "`statepipe pf`, whole process", "ms", &cmd));
-        rows.push(row("command/2000", "particles", "filter only, warm", "ms", &peer));
+        rows.push(row(
+            "command/2000",
+            "statepipe",
+            "`statepipe pf`, whole process",
+            "ms",
+            &cmd,
+        ));
+        rows.push(row(
+            "command/2000",
+            "particles",
+            "filter only, warm",
+            "ms",
+            &peer,
+        ));
     }
     let report = Report::new("pf", &host, rows);
     print!("{}", table::render(&report));
@@ -332,10 +385,12 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
     }
     println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
     if let Some(p) = &a.json {
-        std::fs::write(p, report.to_json() + "\n").with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(p, report.to_json() + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.svg {
-        std::fs::write(p, svg::render(&report)).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(p, svg::render(&report))
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
 }

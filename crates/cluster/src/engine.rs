@@ -5,7 +5,9 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::evolve::{child_id_keyed, child_key, root_id, step_key, Batch, Evolve, IdHash, IdMap, Offspring, StateId};
+use crate::evolve::{
+    child_id_keyed, child_key, root_id, step_key, Batch, Evolve, IdHash, IdMap, Offspring, StateId,
+};
 use crate::registry::{decode, encode};
 use crate::snapshot::Snapshot;
 
@@ -117,7 +119,11 @@ impl<E: Evolve> Children<E> {
         &self,
         range: Range<usize>,
     ) -> impl Iterator<Item = (&[StateId], &[E::Output])> + '_ {
-        assert!(range.end <= self.len(), "children {range:?} of {}", self.len());
+        assert!(
+            range.end <= self.len(),
+            "children {range:?} of {}",
+            self.len()
+        );
         let mut at = 0;
         self.used().iter().filter_map(move |p| {
             let (lo, hi) = (at, at + p.ids.len());
@@ -205,7 +211,11 @@ pub trait Engine<E: Evolve> {
         E::Input: Clone,
     {
         check_batch(parents, inputs)?;
-        let map: Inputs<E> = parents.iter().copied().zip(inputs.iter().cloned()).collect();
+        let map: Inputs<E> = parents
+            .iter()
+            .copied()
+            .zip(inputs.iter().cloned())
+            .collect();
         if map.len() != parents.len() {
             return Err(named_twice());
         }
@@ -299,6 +309,11 @@ pub struct Local<E: Evolve> {
     /// Time spent inside `evolve` calls in the last `evolve_many`, summed
     /// over threads.
     last_calls: Duration,
+    /// The last step's call time per parent: how many threads the next
+    /// step's share is worth.
+    per_parent: Option<Duration>,
+    /// Use `threads` whatever the calls cost (tests).
+    forced: bool,
 }
 
 /// A run of held states with their ids.
@@ -344,13 +359,18 @@ impl<E: Evolve> Local<E> {
             scratch: Vec::new(),
             index: Some(IdMap::default()),
             last_calls: Duration::ZERO,
+            per_parent: None,
+            forced: false,
         }
     }
 
-    /// Evolves on `threads` scoped threads (at least 1, at most the CPUs
-    /// this process may use: more would only queue) from now on. The
-    /// results are the same bits for any number: every call's generator
-    /// and every child's id depend on the parent, not on the thread.
+    /// Evolves on up to `threads` scoped threads (at least 1, at most the
+    /// CPUs this process may use: more would only queue) from now on. A
+    /// step uses fewer when the last step's calls, timed, say a thread
+    /// would get less than 500 µs of work (it would cost more than it
+    /// saves). The results are the same bits for any number: every call's
+    /// generator and every child's id depend on the parent, not on the
+    /// thread.
     #[must_use]
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.set_threads(threads);
@@ -366,8 +386,10 @@ impl<E: Evolve> Local<E> {
     /// As [`Local::set_threads`] without the CPUs' cap (tests check the
     /// bits on more threads than the host has).
     #[cfg(test)]
-    pub(crate) fn force_threads(&mut self, threads: usize) {
+    pub(crate) fn force_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
+        self.forced = true;
+        self
     }
 
     /// The run as it stands, in the form [`Master::resume`] takes up: the
@@ -474,7 +496,11 @@ impl<E: Evolve> Local<E> {
         inputs: &'a [I],
     ) -> Vec<Share<'a, I>> {
         let n = parents.len();
-        let t = self.threads.min(n).max(1);
+        let t = match self.per_parent {
+            Some(p) if !self.forced => crate::auto::threads_for(p * n as u32, self.threads),
+            _ => self.threads,
+        };
+        let t = t.min(n).max(1);
         let mut shares = Vec::with_capacity(t);
         let (mut seg, mut off) = (0usize, 0usize);
         for k in 0..t {
@@ -574,7 +600,8 @@ impl<E: Evolve> Local<E> {
             );
             part.ids.reserve(off.states.len());
             for (&parent, &c) in share.parents.iter().zip(&off.counts) {
-                part.ids.extend((0..c).map(|i| child_id_keyed(kid_key, parent, i)));
+                part.ids
+                    .extend((0..c).map(|i| child_id_keyed(kid_key, parent, i)));
             }
             next.ids.extend_from_slice(&part.ids);
             std::mem::swap(&mut next.states, &mut off.states);
@@ -615,6 +642,7 @@ impl<E: Evolve> Local<E> {
             return false;
         }
         self.last_calls = done.into_iter().flatten().sum();
+        self.per_parent = Some(self.last_calls / parents.len().max(1) as u32);
         true
     }
 
@@ -666,8 +694,7 @@ impl<E: Evolve> Local<E> {
             states: Vec::with_capacity(parents.len()),
         };
         for &(s, i) in &at {
-            work.states
-                .extend(taken[s as usize][i as usize].take());
+            work.states.extend(taken[s as usize][i as usize].take());
         }
         // What is left, in order.
         let index = self.index.take().expect("built above");
@@ -737,7 +764,11 @@ where
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
         let index = self.index()?;
-        let unknown: Vec<_> = ids.iter().filter(|i| !index.contains_key(i)).copied().collect();
+        let unknown: Vec<_> = ids
+            .iter()
+            .filter(|i| !index.contains_key(i))
+            .copied()
+            .collect();
         if !unknown.is_empty() {
             return Err(Error::UnknownStates(unknown));
         }
@@ -756,13 +787,20 @@ where
             return Ok(());
         }
         let index = self.index()?;
-        let unknown: Vec<_> = ids.iter().filter(|i| !index.contains_key(i)).copied().collect();
+        let unknown: Vec<_> = ids
+            .iter()
+            .filter(|i| !index.contains_key(i))
+            .copied()
+            .collect();
         if !unknown.is_empty() {
             return Err(Error::UnknownStates(unknown));
         }
         let gone: std::collections::HashSet<StateId, IdHash> = ids.iter().copied().collect();
         for seg in &mut self.held {
-            let (ids, states) = (std::mem::take(&mut seg.ids), std::mem::take(&mut seg.states));
+            let (ids, states) = (
+                std::mem::take(&mut seg.ids),
+                std::mem::take(&mut seg.states),
+            );
             for (id, st) in ids.into_iter().zip(states) {
                 if !gone.contains(&id) {
                     seg.ids.push(id);

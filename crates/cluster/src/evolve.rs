@@ -289,7 +289,9 @@ pub struct Batch<'a, E: Evolve> {
 
 impl<E: Evolve> std::fmt::Debug for Batch<'_, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch").field("ids", &self.ids).finish_non_exhaustive()
+        f.debug_struct("Batch")
+            .field("ids", &self.ids)
+            .finish_non_exhaustive()
     }
 }
 
@@ -394,7 +396,12 @@ impl<'a, E: Evolve> Batch<'a, E> {
             let first = philox_lanes(self.key, &streams);
             for (l, block) in first.into_iter().enumerate() {
                 let j = i + l;
-                f(j, &self.states[j], &self.inputs[j], Rng::with_first(self.key, streams[l], block));
+                f(
+                    j,
+                    &self.states[j],
+                    &self.inputs[j],
+                    Rng::with_first(self.key, streams[l], block),
+                );
             }
             i += LANES;
         }
@@ -571,4 +578,125 @@ pub(crate) fn child_id(seed: u64, step: u64, parent: StateId, index: u32) -> Sta
 /// The id of the `index`-th state given to the `epoch`-th `reset_states`.
 pub(crate) fn root_id(seed: u64, epoch: u64, index: u64) -> StateId {
     StateId(hash3(seed ^ 0x2007, hash3(epoch, index, 2), 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngCore as _;
+
+    /// Random123's published known-answer vectors for Philox4x32-10
+    /// (`kat_vectors`), through the counter layout `philox` uses.
+    #[test]
+    fn philox_matches_the_random123_known_answers() {
+        let words = |b: u64, s: u64| [b as u32, (b >> 32) as u32, s as u32, (s >> 32) as u32];
+        let cases: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
+            (
+                [0; 4],
+                [0, 0],
+                [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8],
+            ),
+            (
+                [0xffff_ffff; 4],
+                [0xffff_ffff; 2],
+                [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd],
+            ),
+            (
+                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+                [0xa409_3822, 0x299f_31d0],
+                [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1],
+            ),
+        ];
+        for (ctr, key, want) in cases {
+            let block = u64::from(ctr[0]) | (u64::from(ctr[1]) << 32);
+            let stream = u64::from(ctr[2]) | (u64::from(ctr[3]) << 32);
+            assert_eq!(words(block, stream), ctr);
+            assert_eq!(philox(key, stream, block), want);
+            // The lanes give the same block 0 of each stream.
+            if block == 0 {
+                let mut streams = [stream; LANES];
+                streams[1] = stream ^ 1;
+                let got = philox_lanes(key, &streams);
+                assert_eq!(got[0], want);
+                assert_eq!(got[1], philox(key, stream ^ 1, 0));
+            }
+        }
+    }
+
+    #[test]
+    fn lanes_are_the_scalar_blocks() {
+        let key = step_key(7, 3);
+        let mut streams = [0u64; LANES];
+        for (i, s) in streams.iter_mut().enumerate() {
+            *s = mix64(i as u64);
+        }
+        let got = philox_lanes(key, &streams);
+        for (s, block) in streams.iter().zip(got) {
+            assert_eq!(block, philox(key, *s, 0));
+        }
+    }
+
+    #[test]
+    fn a_generator_reads_its_stream_in_order_however_it_starts() {
+        let key = step_key(1, 2);
+        let mut a = Rng::keyed(key, 99);
+        let words: Vec<u32> = (0..12).map(|_| a.next_u32()).collect();
+        let want: Vec<u32> = (0..3).flat_map(|b| philox(key, 99, b)).collect();
+        assert_eq!(words, want);
+        let mut b = Rng::with_first(key, 99, philox(key, 99, 0));
+        let mut c = Rng::keyed(key, 99);
+        // u64s are two words, low first, across block boundaries too.
+        assert_eq!(b.next_u32(), want[0]);
+        assert_eq!(c.next_u32(), want[0]);
+        for _ in 0..7 {
+            let (x, y) = (b.next_u64(), c.next_u64());
+            assert_eq!(x, y);
+        }
+        let mut d = Rng::keyed(key, 99);
+        assert_eq!(
+            d.next_u64(),
+            u64::from(want[0]) | (u64::from(want[1]) << 32)
+        );
+        let mut bytes = [0u8; 6];
+        Rng::keyed(key, 99).fill_bytes(&mut bytes);
+        assert_eq!(bytes[..4], want[0].to_le_bytes());
+        assert_eq!(bytes[4..], want[1].to_le_bytes()[..2]);
+    }
+
+    #[test]
+    fn a_batch_hands_out_each_parents_call_rng() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Draw;
+        impl Evolve for Draw {
+            const NAME: &'static str = "draw";
+            type State = ();
+            type Input = ();
+            type Output = u64;
+            fn evolve(&self, _: &(), _: &(), rng: &mut Rng) -> Vec<((), u64)> {
+                vec![((), rng.next_u64())]
+            }
+        }
+        let ids: Vec<StateId> = (0..40).map(|i| StateId(mix64(i))).collect();
+        let (states, inputs) = (vec![(); 40], vec![(); 40]);
+        let batch = Batch::<Draw>::new(5, 6, &ids, &states, &inputs);
+        let mut seen = Vec::new();
+        batch.for_each_rng(|i, _, _, mut rng| {
+            let mut reference = call_rng(5, 6, ids[i]);
+            let mut again = batch.rng(i);
+            for _ in 0..5 {
+                let x = rng.next_u64();
+                assert_eq!(x, reference.next_u64());
+                assert_eq!(x, again.next_u64());
+            }
+            seen.push(i);
+        });
+        assert_eq!(seen, (0..40).collect::<Vec<_>>());
+        // The default `evolve_batch` gives `evolve`'s children.
+        let mut out = Offspring::new();
+        Draw.evolve_batch(&batch, &mut out);
+        assert_eq!(out.counts(), &[1; 40][..]);
+        for (i, o) in out.outputs().iter().enumerate() {
+            assert_eq!(*o, call_rng(5, 6, ids[i]).next_u64());
+        }
+    }
 }

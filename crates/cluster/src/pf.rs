@@ -242,7 +242,7 @@ pub fn run<M: SsModel, G: Engine<Bootstrap<M>>>(
 /// The particles a thread of the filter's own work needs before it spreads
 /// the work over threads: below this, starting and joining one costs more
 /// than it saves.
-const PER_THREAD: usize = 16_384;
+const PER_THREAD: usize = if cfg!(test) { 32 } else { 16_384 };
 
 /// One island's share of the work between steps, and what it writes.
 struct Island<'a> {
@@ -299,10 +299,10 @@ impl Island<'_> {
 /// not below the one before, written as its input for step `t`. Branch
 /// free: a particle's count is the difference of two ceilings.
 fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInput], t: usize) {
-    let nf = n as f64;
+    let scale = n as f64 / total;
     let (mut cum, mut k) = (0.0f64, 0usize);
     for (inp, wi) in inputs.iter_mut().zip(w) {
-        cum += wi / total * nf;
+        cum += wi * scale;
         // Positions below `cum`: k + u < cum for k < ceil(cum - u).
         let x = cum - u;
         // ceil(x) for x ≥ 0 without a libm call (no SSE4.1 at baseline).
@@ -322,8 +322,16 @@ fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInpu
 
 /// Runs `f` on every island, on up to `threads` threads (contiguous runs
 /// of islands), or on this thread when the islands are too small to share.
-fn each_island(islands: &mut [Island<'_>], threads: usize, particles: usize, f: impl Fn(&mut Island<'_>) + Sync) {
-    let t = threads.min(islands.len()).min(particles / PER_THREAD).max(1);
+fn each_island(
+    islands: &mut [Island<'_>],
+    threads: usize,
+    particles: usize,
+    f: impl Fn(&mut Island<'_>) + Sync,
+) {
+    let t = threads
+        .min(islands.len())
+        .min(particles / PER_THREAD)
+        .max(1);
     if t == 1 {
         islands.iter_mut().for_each(f);
         return;
@@ -432,16 +440,18 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
             .zip(st.log_z.iter_mut().zip(&mut weights))
             .zip(parents.chunks_mut(m).zip(inputs.chunks_mut(m)))
             .enumerate()
-            .map(|(r, (((ids, log_w), (log_z, weights)), (parents, inputs)))| Island {
-                r,
-                ids,
-                log_w,
-                log_z,
-                weights,
-                parents,
-                inputs,
-                num: 0.0,
-            })
+            .map(
+                |(r, (((ids, log_w), (log_z, weights)), (parents, inputs)))| Island {
+                    r,
+                    ids,
+                    log_w,
+                    log_z,
+                    weights,
+                    parents,
+                    inputs,
+                    num: 0.0,
+                },
+            )
             .collect();
         let last = t + 1 == model.steps();
         each_island(&mut islands, threads, cfg.particles, |isl| {

@@ -133,6 +133,7 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, post
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Rng;
 
     #[derive(serde::Serialize, serde::Deserialize)]
     struct NotHere(bool);

@@ -106,7 +106,11 @@ impl SsModel for Nile {
 
     /// The same bits as the default, with the square roots and the
     /// density's constant taken once per batch.
-    fn evolve_batch(&self, batch: &Batch<'_, Bootstrap<Self>>, out: &mut Offspring<Bootstrap<Self>>) {
+    fn evolve_batch(
+        &self,
+        batch: &Batch<'_, Bootstrap<Self>>,
+        out: &mut Offspring<Bootstrap<Self>>,
+    ) {
         let (sd0, sd) = (self.p0.sqrt(), self.var_eta.sqrt());
         let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
         let n: usize = batch.inputs().iter().map(|i| i.children as usize).sum();

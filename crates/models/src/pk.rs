@@ -129,7 +129,11 @@ impl SsModel for Pk {
 
     /// The same bits as the default, with each observation's logarithm
     /// and the density's constant taken once per parent and batch.
-    fn evolve_batch(&self, batch: &Batch<'_, Bootstrap<Self>>, out: &mut Offspring<Bootstrap<Self>>) {
+    fn evolve_batch(
+        &self,
+        batch: &Batch<'_, Bootstrap<Self>>,
+        out: &mut Offspring<Bootstrap<Self>>,
+    ) {
         let k = -0.5 * (2.0 * std::f64::consts::PI).ln() - self.obs_sd.ln();
         for (i, (s, input)) in batch.states().iter().zip(batch.inputs()).enumerate() {
             let t = input.t as usize;
@@ -142,7 +146,13 @@ impl SsModel for Pk {
                 };
                 let d = (ly - x.c.max(1e-9).ln()) / self.obs_sd;
                 let log_w = k - ly - 0.5 * d * d;
-                out.push(Some(x), PfOutput { log_w, summary: x.c });
+                out.push(
+                    Some(x),
+                    PfOutput {
+                        log_w,
+                        summary: x.c,
+                    },
+                );
             }
             out.end_parent();
         }

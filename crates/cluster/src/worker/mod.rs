@@ -254,13 +254,21 @@ pub(crate) fn evolve_batch(
         items
             .iter()
             .map(|&(parent, input)| {
-                let state = held.remove(&parent).ok_or_else(|| format!("state {parent} named twice"))?;
+                let state = held
+                    .remove(&parent)
+                    .ok_or_else(|| format!("state {parent} named twice"))?;
                 Ok((parent, state, input))
             })
             .collect::<Result<Vec<_>, String>>()?
     };
     let children = catch_unwind(AssertUnwindSafe(|| model.evolve_batch(seed, step, &batch)))
-        .map_err(|p| format!("evolve of a batch from {} panicked: {}", batch[0].0, panic_text(&p)))??;
+        .map_err(|p| {
+            format!(
+                "evolve of a batch from {} panicked: {}",
+                batch[0].0,
+                panic_text(&p)
+            )
+        })??;
     let mut born = Vec::new();
     for ((parent, _, _), children) in batch.iter().zip(children) {
         let parent = *parent;
