@@ -39,7 +39,9 @@ impl<E: Evolve> std::fmt::Debug for Children<E> {
     }
 }
 
-/// A thread's share of [`Children`].
+/// A thread's share of [`Children`] (aligned: threads' parts side by side
+/// share no cache line).
+#[repr(align(128))]
 pub(crate) struct Part<E: Evolve> {
     pub(crate) counts: Vec<u32>,
     pub(crate) ids: Vec<StateId>,
@@ -316,7 +318,9 @@ pub struct Local<E: Evolve> {
     forced: bool,
 }
 
-/// A run of held states with their ids.
+/// A run of held states with their ids (aligned: the segments threads
+/// fill side by side share no cache line).
+#[repr(align(128))]
 struct Seg<E: Evolve> {
     ids: Vec<StateId>,
     states: Vec<E::State>,

@@ -92,11 +92,60 @@ pub(crate) fn philox(key: [u32; 2], stream: u64, block: u64) -> [u32; 4] {
 /// rounds of that many independent blocks vectorise (SSE2 and up).
 const LANES: usize = 16;
 
-/// [`philox`]'s block 0 of streams `streams` under `key`, lane by lane:
-/// the same words as `LANES` scalar calls, in a loop the compiler turns
-/// into vector multiplies.
-#[inline(always)]
+/// [`philox`]'s block 0 of streams `streams` under `key`: the same words
+/// as `LANES` scalar calls, on the widest vector unit the CPU has (see
+/// [`lanes`]).
+#[inline]
 fn philox_lanes(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return lanes::avx512(key, streams);
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            return lanes::avx2(key, streams);
+        }
+    }
+    philox_lanes_any(key, streams)
+}
+
+/// The lane loop compiled for wider vector units than the build's
+/// baseline (SSE2 on x86-64), chosen at run time: the only unsafe code
+/// of this crate.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod lanes {
+    use super::{philox_lanes_any, LANES};
+
+    /// [`philox_lanes_any`] on AVX-512.
+    pub(super) fn avx512(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
+        #[target_feature(enable = "avx512f")]
+        fn run(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
+            philox_lanes_any(key, streams)
+        }
+        assert!(std::is_x86_feature_detected!("avx512f"));
+        // SAFETY: the CPU has AVX-512F (checked just above), the one
+        // condition for running code compiled for it.
+        unsafe { run(key, streams) }
+    }
+
+    /// [`philox_lanes_any`] on AVX2.
+    pub(super) fn avx2(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
+        #[target_feature(enable = "avx2")]
+        fn run(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
+            philox_lanes_any(key, streams)
+        }
+        assert!(std::is_x86_feature_detected!("avx2"));
+        // SAFETY: the CPU has AVX2 (checked just above), the one condition
+        // for running code compiled for it.
+        unsafe { run(key, streams) }
+    }
+}
+
+/// The lane loop, lane by lane: a loop the compiler turns into vector
+/// multiplies of whatever width the calling function is compiled for.
+#[inline(always)]
+fn philox_lanes_any(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
     const M0: u32 = 0xD251_1F53;
     const M1: u32 = 0xCD9E_8D57;
     const W0: u32 = 0x9E37_79B9;
@@ -414,6 +463,8 @@ impl<'a, E: Evolve> Batch<'a, E> {
 /// Children written by [`Evolve::evolve_batch`]: states and outputs in
 /// order, and how many each parent had. An engine keeps one per thread and
 /// clears it each step, so a step in its steady state allocates nothing.
+/// Aligned to 128 bytes: threads' buffers side by side share no cache line.
+#[repr(align(128))]
 pub struct Offspring<E: Evolve> {
     pub(crate) states: Vec<E::State>,
     pub(crate) outputs: Vec<E::Output>,
@@ -562,7 +613,11 @@ pub(crate) fn child_key(seed: u64, step: u64) -> u64 {
 /// [`child_id`] with the step's key from [`child_key`].
 #[inline]
 pub(crate) fn child_id_keyed(key: u64, parent: StateId, index: u32) -> StateId {
-    StateId(mix64(mix64(parent.0 ^ key) ^ u64::from(index)))
+    // A bijection of `parent` for each index; parents are themselves
+    // hashes, so two (parent, index) pairs meet with chance 2^-64.
+    StateId(mix64(
+        parent.0 ^ key ^ u64::from(index).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+    ))
 }
 
 /// The id of the `index`-th child of `parent` at `step`.
@@ -633,6 +688,16 @@ mod tests {
         let got = philox_lanes(key, &streams);
         for (s, block) in streams.iter().zip(got) {
             assert_eq!(block, philox(key, *s, 0));
+        }
+        assert_eq!(philox_lanes_any(key, &streams), got);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                assert_eq!(lanes::avx2(key, &streams), got);
+            }
+            if std::is_x86_feature_detected!("avx512f") {
+                assert_eq!(lanes::avx512(key, &streams), got);
+            }
         }
     }
 
