@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::{Children, Engine, Inputs, Local, Outputs};
+use crate::engine::{threads_for, Children, Engine, Inputs, Local, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
@@ -52,24 +52,6 @@ impl Default for ShipCost {
             start: Duration::from_millis(60),
         }
     }
-}
-
-/// The least evolve time each thread must get in a step for [`Auto`] to
-/// keep more than one thread in process. Below it a thread saves less than
-/// it costs: it is started and joined every step, the children it
-/// allocates are freed on another thread, and on a busy machine the step
-/// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
-/// faster on one thread than on two, and far steadier under load; see
-/// bench/results/inprocess-run2).
-const MIN_THREAD_SHARE: Duration = Duration::from_micros(500);
-
-/// Threads worth using in process for a step whose calls take `calls` in
-/// all: one per [`MIN_THREAD_SHARE`], at least 1 and at most `most`.
-pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
-    let shares = calls.as_nanos() / MIN_THREAD_SHARE.as_nanos();
-    usize::try_from(shares)
-        .unwrap_or(usize::MAX)
-        .clamp(1, most.max(1))
 }
 
 /// How [`Auto`] runs and decides.

@@ -343,6 +343,24 @@ struct Share<'a, I> {
     pieces: Vec<(usize, Range<usize>)>,
 }
 
+/// The least evolve time each thread must get in a step for [`Auto`] to
+/// keep more than one thread in process. Below it a thread saves less than
+/// it costs: it is started and joined every step, the children it
+/// allocates are freed on another thread, and on a busy machine the step
+/// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
+/// faster on one thread than on two, and far steadier under load; see
+/// bench/results/inprocess-run2).
+const MIN_THREAD_SHARE: Duration = Duration::from_micros(500);
+
+/// Threads worth using in process for a step whose calls take `calls` in
+/// all: one per [`MIN_THREAD_SHARE`], at least 1 and at most `most`.
+pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
+    let shares = calls.as_nanos() / MIN_THREAD_SHARE.as_nanos();
+    usize::try_from(shares)
+        .unwrap_or(usize::MAX)
+        .clamp(1, most.max(1))
+}
+
 /// The CPUs this process may use: more threads than these only queue.
 fn usable_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
@@ -501,7 +519,7 @@ impl<E: Evolve> Local<E> {
     ) -> Vec<Share<'a, I>> {
         let n = parents.len();
         let t = match self.per_parent {
-            Some(p) if !self.forced => crate::auto::threads_for(p * n as u32, self.threads),
+            Some(p) if !self.forced => threads_for(p * n as u32, self.threads),
             _ => self.threads,
         };
         let t = t.min(n).max(1);

@@ -7,6 +7,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::philox::{philox, philox_lanes, LANES};
+
 /// The random number generator handed to [`Evolve::evolve`]: Philox4x32-10,
 /// the counter-based generator of Salmon, Moraes, Dror and Shaw ("Parallel
 /// Random Numbers: As Easy as 1, 2, 3", SC'11, the Random123 library; the
@@ -71,117 +73,6 @@ impl Rng {
         self.block = self.block.wrapping_add(1);
         self.used = 0;
     }
-}
-
-/// Block `block` of stream `stream` under `key`: Philox4x32-10 of the
-/// counter (block low, block high, stream low, stream high).
-#[inline]
-pub(crate) fn philox(key: [u32; 2], stream: u64, block: u64) -> [u32; 4] {
-    rand_philox::philox4x32_10(
-        [
-            block as u32,
-            (block >> 32) as u32,
-            stream as u32,
-            (stream >> 32) as u32,
-        ],
-        key,
-    )
-}
-
-/// Parents whose first blocks [`Batch::for_each_rng`] makes together: the
-/// rounds of that many independent blocks vectorise (SSE2 and up).
-const LANES: usize = 16;
-
-/// [`philox`]'s block 0 of streams `streams` under `key`: the same words
-/// as `LANES` scalar calls, on the widest vector unit the CPU has (see
-/// [`lanes`]).
-#[inline]
-fn philox_lanes(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            return lanes::avx512(key, streams);
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            return lanes::avx2(key, streams);
-        }
-    }
-    philox_lanes_any(key, streams)
-}
-
-/// The lane loop compiled for wider vector units than the build's
-/// baseline (SSE2 on x86-64), chosen at run time: the only unsafe code
-/// of this crate.
-#[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-mod lanes {
-    use super::{philox_lanes_any, LANES};
-
-    /// [`philox_lanes_any`] on AVX-512.
-    pub(super) fn avx512(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
-        #[target_feature(enable = "avx512f")]
-        fn run(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
-            philox_lanes_any(key, streams)
-        }
-        assert!(std::is_x86_feature_detected!("avx512f"));
-        // SAFETY: the CPU has AVX-512F (checked just above), the one
-        // condition for running code compiled for it.
-        unsafe { run(key, streams) }
-    }
-
-    /// [`philox_lanes_any`] on AVX2.
-    pub(super) fn avx2(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
-        #[target_feature(enable = "avx2")]
-        fn run(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
-            philox_lanes_any(key, streams)
-        }
-        assert!(std::is_x86_feature_detected!("avx2"));
-        // SAFETY: the CPU has AVX2 (checked just above), the one condition
-        // for running code compiled for it.
-        unsafe { run(key, streams) }
-    }
-}
-
-/// The lane loop, lane by lane: a loop the compiler turns into vector
-/// multiplies of whatever width the calling function is compiled for.
-#[inline(always)]
-fn philox_lanes_any(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
-    const M0: u32 = 0xD251_1F53;
-    const M1: u32 = 0xCD9E_8D57;
-    const W0: u32 = 0x9E37_79B9;
-    const W1: u32 = 0xBB67_AE85;
-    let mut x0 = [0u32; LANES];
-    let mut x1 = [0u32; LANES];
-    let mut x2 = [0u32; LANES];
-    let mut x3 = [0u32; LANES];
-    for l in 0..LANES {
-        x2[l] = streams[l] as u32;
-        x3[l] = (streams[l] >> 32) as u32;
-    }
-    let mut k = key;
-    for r in 0..10 {
-        if r > 0 {
-            k[0] = k[0].wrapping_add(W0);
-            k[1] = k[1].wrapping_add(W1);
-        }
-        for l in 0..LANES {
-            let p0 = u64::from(x0[l]) * u64::from(M0);
-            let p1 = u64::from(x2[l]) * u64::from(M1);
-            let n0 = (p1 >> 32) as u32 ^ x1[l] ^ k[0];
-            let n2 = (p0 >> 32) as u32 ^ x3[l] ^ k[1];
-            let n1 = x2[l].wrapping_mul(M1);
-            let n3 = x0[l].wrapping_mul(M0);
-            x0[l] = n0;
-            x1[l] = n1;
-            x2[l] = n2;
-            x3[l] = n3;
-        }
-    }
-    let mut out = [[0u32; 4]; LANES];
-    for l in 0..LANES {
-        out[l] = [x0[l], x1[l], x2[l], x3[l]];
-    }
-    out
 }
 
 impl rand::RngCore for Rng {
@@ -429,36 +320,76 @@ impl<'a, E: Evolve> Batch<'a, E> {
         Rng::keyed(self.key, self.ids[i].0)
     }
 
-    /// Calls `f(i, state, input, rng)` for every parent in order, with
-    /// `rng` parent `i`'s generator ([`Batch::rng`]): the same numbers,
-    /// with the first block of many parents' generators made together
-    /// (vectorised), which is most of a cheap model's draws.
+    /// Every parent's generator in order ([`Batch::rng`] of 0, 1, …): the
+    /// same numbers, with the first block of sixteen parents' generators
+    /// made at once (vectorised), which is most of a cheap model's draws.
     #[inline]
-    pub fn for_each_rng(&self, mut f: impl FnMut(usize, &E::State, &E::Input, Rng)) {
-        let n = self.len();
-        let mut i = 0;
-        while i + LANES <= n {
-            let mut streams = [0u64; LANES];
-            for (s, id) in streams.iter_mut().zip(&self.ids[i..i + LANES]) {
-                *s = id.0;
-            }
-            let first = philox_lanes(self.key, &streams);
-            for (l, block) in first.into_iter().enumerate() {
-                let j = i + l;
-                f(
-                    j,
-                    &self.states[j],
-                    &self.inputs[j],
-                    Rng::with_first(self.key, streams[l], block),
-                );
-            }
-            i += LANES;
-        }
-        for j in i..n {
-            f(j, &self.states[j], &self.inputs[j], self.rng(j));
+    pub fn rngs(&self) -> Rngs<'a> {
+        Rngs {
+            key: self.key,
+            ids: self.ids,
+            at: 0,
+            first: [[0; 4]; LANES],
+            streams: [0; LANES],
+            made: 0,
         }
     }
 }
+
+/// The generators of a batch's parents in order: [`Batch::rngs`].
+#[derive(Debug, Clone)]
+pub struct Rngs<'a> {
+    key: [u32; 2],
+    ids: &'a [StateId],
+    /// The next parent.
+    at: usize,
+    /// First blocks made for parents `at - at % LANES ..`, `made` of them.
+    first: [[u32; 4]; LANES],
+    streams: [u64; LANES],
+    made: usize,
+}
+
+impl Rngs<'_> {
+    #[inline(never)]
+    fn make(&mut self) {
+        let rest = &self.ids[self.at..];
+        if rest.len() >= LANES {
+            for (s, id) in self.streams.iter_mut().zip(rest) {
+                *s = id.0;
+            }
+            self.first = philox_lanes(self.key, &self.streams);
+            self.made = LANES;
+        } else {
+            self.made = 0;
+        }
+    }
+}
+
+impl Iterator for Rngs<'_> {
+    type Item = Rng;
+
+    #[inline]
+    fn next(&mut self) -> Option<Rng> {
+        let id = *self.ids.get(self.at)?;
+        let l = self.at % LANES;
+        if l == 0 {
+            self.make();
+        }
+        self.at += 1;
+        Some(if l < self.made {
+            Rng::with_first(self.key, id.0, self.first[l])
+        } else {
+            Rng::keyed(self.key, id.0)
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.ids.len() - self.at;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Rngs<'_> {}
 
 /// Children written by [`Evolve::evolve_batch`]: states and outputs in
 /// order, and how many each parent had. An engine keeps one per thread and
@@ -689,14 +620,14 @@ mod tests {
         for (s, block) in streams.iter().zip(got) {
             assert_eq!(block, philox(key, *s, 0));
         }
-        assert_eq!(philox_lanes_any(key, &streams), got);
+        assert_eq!(crate::philox::philox_lanes_any(key, &streams), got);
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") {
-                assert_eq!(lanes::avx2(key, &streams), got);
+                assert_eq!(crate::philox::avx2(key, &streams), got);
             }
             if std::is_x86_feature_detected!("avx512f") {
-                assert_eq!(lanes::avx512(key, &streams), got);
+                assert_eq!(crate::philox::avx512(key, &streams), got);
             }
         }
     }
@@ -745,7 +676,7 @@ mod tests {
         let (states, inputs) = (vec![(); 40], vec![(); 40]);
         let batch = Batch::<Draw>::new(5, 6, &ids, &states, &inputs);
         let mut seen = Vec::new();
-        batch.for_each_rng(|i, _, _, mut rng| {
+        for (i, mut rng) in batch.rngs().enumerate() {
             let mut reference = call_rng(5, 6, ids[i]);
             let mut again = batch.rng(i);
             for _ in 0..5 {
@@ -754,7 +685,7 @@ mod tests {
                 assert_eq!(x, again.next_u64());
             }
             seen.push(i);
-        });
+        }
         assert_eq!(seen, (0..40).collect::<Vec<_>>());
         // The default `evolve_batch` gives `evolve`'s children.
         let mut out = Offspring::new();

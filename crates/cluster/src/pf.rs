@@ -305,9 +305,11 @@ fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInpu
         cum += wi * scale;
         // Positions below `cum`: k + u < cum for k < ceil(cum - u).
         let x = cum - u;
-        // ceil(x) for x ≥ 0 without a libm call (no SSE4.1 at baseline).
-        let f = x.max(0.0) as usize;
-        let below = (f + usize::from((f as f64) < x)).clamp(k, n);
+        // ceil(x) without a libm call (no SSE4.1 at baseline), in i64,
+        // which converts in one instruction.
+        let f = x as i64;
+        let ceil = f + i64::from((f as f64) < x);
+        let below = (ceil.max(k as i64) as usize).min(n);
         *inp = PfInput {
             t: t as u32,
             children: (below - k) as u32,

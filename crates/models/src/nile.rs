@@ -115,7 +115,8 @@ impl SsModel for Nile {
         let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
         let n: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
         out.reserve(batch.len(), n);
-        batch.for_each_rng(|_, s, input, mut rng| {
+        let parents = batch.states().iter().zip(batch.inputs());
+        for ((s, input), mut rng) in parents.zip(batch.rngs()) {
             let y = self.y[input.t as usize];
             for _ in 0..input.children {
                 let z: f64 = rng.sample(StandardNormal);
@@ -128,6 +129,6 @@ impl SsModel for Nile {
                 out.push(Some(x), PfOutput { log_w, summary: x });
             }
             out.end_parent();
-        });
+        }
     }
 }
