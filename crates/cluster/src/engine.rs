@@ -361,9 +361,10 @@ pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
         .clamp(1, most.max(1))
 }
 
-/// The CPUs this process may use: more threads than these only queue.
+/// The CPUs this process may use (affinity cut to the cgroup quota): more
+/// threads than these only queue.
 fn usable_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    statepipe_sys::cpus::usable_cpus().count.max(1)
 }
 
 impl<E: Evolve> Local<E> {

@@ -28,7 +28,9 @@ use crate::philox::{philox, philox_lanes, LANES};
 /// BigCrush; it is not a cryptographic generator and nothing here needs one.
 ///
 /// Words are served in counter order, a `u64` being two words, low first
-/// (the crate's frozen convention).
+/// (the crate's frozen convention). Earlier builds gave calls PCG64 (and
+/// ChaCha8 before that): a run's results differ from theirs bit for bit,
+/// not in distribution.
 #[derive(Debug, Clone)]
 pub struct Rng {
     key: [u32; 2],

@@ -187,8 +187,13 @@ impl Weights {
     fn set(&mut self, log_w: &[f64]) {
         let max = log_w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         self.w.clear();
-        self.w.extend(log_w.iter().map(|l| (l - max).exp()));
-        self.total = self.w.iter().sum();
+        let mut total = 0.0;
+        self.w.extend(log_w.iter().map(|l| {
+            let e = (l - max).exp();
+            total += e;
+            e
+        }));
+        self.total = total;
         self.max = max;
     }
 
@@ -269,19 +274,33 @@ impl Island<'_> {
         let range = self.r * m..(self.r + 1) * m;
         self.ids.clear();
         self.log_w.clear();
+        let mut max = f64::NEG_INFINITY;
         for (ids, outs) in out.slices(range.clone()) {
             self.ids.extend_from_slice(ids);
-            self.log_w.extend(outs.iter().map(|o| o.log_w));
+            self.log_w.extend(outs.iter().map(|o| {
+                max = max.max(o.log_w);
+                o.log_w
+            }));
         }
         self.parents.copy_from_slice(self.ids);
-        self.weights.set(self.log_w);
-        *self.log_z += self.weights.log_sum() - (m as f64).ln();
-        let mut w = self.weights.w.iter();
-        self.num = out
-            .slices(range)
-            .flat_map(|(_, outs)| outs)
-            .map(|o| w.next().expect("a weight per child") * o.summary)
-            .sum::<f64>();
+        // The weights, their sum and the weighted sum of summaries in one
+        // pass: the bits of `Weights::set`, which a resumed run uses.
+        let w = &mut *self.weights;
+        w.w.clear();
+        w.max = max;
+        let (mut total, mut num) = (0.0, 0.0);
+        let mut lw = self.log_w.iter();
+        for (_, outs) in out.slices(range) {
+            for o in outs {
+                let e = (lw.next().expect("a log-weight per child") - max).exp();
+                w.w.push(e);
+                total += e;
+                num += e * o.summary;
+            }
+        }
+        w.total = total;
+        self.num = num;
+        *self.log_z += w.log_sum() - (m as f64).ln();
     }
 
     /// The island's inputs for step `t`: systematic resampling of its
