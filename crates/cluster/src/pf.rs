@@ -215,10 +215,12 @@ impl Weights {
 pub struct PfState {
     /// Steps done.
     pub t: usize,
-    /// Each island's particles, in order.
-    pub islands: Vec<Vec<StateId>>,
-    /// Each island's particles' last log-weights.
-    pub log_w: Vec<Vec<f64>>,
+    /// Every island's particles in turn: island `r` is `ids[r·m ..
+    /// (r+1)·m]`, `m` particles per island (the order the engine's
+    /// steps take them in).
+    pub ids: Vec<StateId>,
+    /// Their last log-weights, in the same order.
+    pub log_w: Vec<f64>,
     /// log Ẑ_r so far, per island.
     pub log_z: Vec<f64>,
     /// Filtered means so far.
@@ -253,12 +255,11 @@ const PER_THREAD: usize = if cfg!(test) { 32 } else { 16_384 };
 struct Island<'a> {
     /// The island's index.
     r: usize,
-    ids: &'a mut Vec<StateId>,
-    log_w: &'a mut Vec<f64>,
+    /// The island's particles: the next step's parents.
+    ids: &'a mut [StateId],
+    log_w: &'a mut [f64],
     log_z: &'a mut f64,
     weights: &'a mut Weights,
-    /// The island's parents for the next step, as the engine takes them.
-    parents: &'a mut [StateId],
     /// Their inputs.
     inputs: &'a mut [PfInput],
     /// Σ w·summary over the island's children (weights scaled by its max).
@@ -270,33 +271,37 @@ impl Island<'_> {
     /// `r·m .. (r+1)·m` of `out` (every island has `m` particles, and its
     /// particles' children come together).
     fn absorb(&mut self, out: &Children<Bootstrap<impl SsModel>>) {
-        let m = self.parents.len();
+        let m = self.ids.len();
         let range = self.r * m..(self.r + 1) * m;
-        self.ids.clear();
-        self.log_w.clear();
         let mut max = f64::NEG_INFINITY;
+        let mut at = 0;
         for (ids, outs) in out.slices(range.clone()) {
-            self.ids.extend_from_slice(ids);
-            self.log_w.extend(outs.iter().map(|o| {
+            self.ids[at..at + ids.len()].copy_from_slice(ids);
+            for (l, o) in self.log_w[at..at + outs.len()].iter_mut().zip(outs) {
+                *l = o.log_w;
                 max = max.max(o.log_w);
-                o.log_w
-            }));
+            }
+            at += ids.len();
         }
-        self.parents.copy_from_slice(self.ids);
-        // The weights, their sum and the weighted sum of summaries in one
-        // pass: the bits of `Weights::set`, which a resumed run uses.
+        assert_eq!(at, m, "an island's particles had {at} children, not {m}");
+        // The weights and their sum (the bits of `Weights::set`, which a
+        // resumed run uses), then the weighted sum of summaries.
         let w = &mut *self.weights;
         w.w.clear();
         w.max = max;
-        let (mut total, mut num) = (0.0, 0.0);
-        let mut lw = self.log_w.iter();
+        let mut total = 0.0;
+        w.w.extend(self.log_w.iter().map(|l| {
+            let e = (l - max).exp();
+            total += e;
+            e
+        }));
+        let mut num = 0.0;
+        let mut at = 0;
         for (_, outs) in out.slices(range) {
-            for o in outs {
-                let e = (lw.next().expect("a log-weight per child") - max).exp();
-                w.w.push(e);
-                total += e;
+            for (e, o) in w.w[at..at + outs.len()].iter().zip(outs) {
                 num += e * o.summary;
             }
+            at += outs.len();
         }
         w.total = total;
         self.num = num;
@@ -400,11 +405,13 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
     let mut st = match start {
         Some(s) => {
             assert!(
-                s.islands.len() == cfg.islands
-                    && s.log_z.len() == cfg.islands
-                    && s.islands.iter().all(|i| i.len() == m),
-                "the filter state has {} islands, the run {} of {m}",
-                s.islands.len(),
+                s.ids.len() == cfg.particles
+                    && s.log_w.len() == cfg.particles
+                    && s.log_z.len() == cfg.islands,
+                "the filter state has {} particles in {} islands, the run {} in {}",
+                s.ids.len(),
+                s.log_z.len(),
+                cfg.particles,
                 cfg.islands
             );
             s
@@ -413,15 +420,14 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
             let ids = engine.reset_states(vec![None; cfg.particles])?;
             PfState {
                 t: 0,
-                islands: ids.chunks(m).map(<[StateId]>::to_vec).collect(),
-                log_w: vec![vec![0.0; m]; cfg.islands],
+                ids,
+                log_w: vec![0.0; cfg.particles],
                 log_z: vec![0.0f64; cfg.islands],
                 means: Vec::with_capacity(model.steps()),
             }
         }
     };
-    // The next step's parents and inputs, every island's in turn.
-    let mut parents: Vec<StateId> = st.islands.concat();
+    // The next step's inputs, every island's in turn.
     let mut inputs = vec![
         PfInput {
             t: st.t as u32,
@@ -435,15 +441,14 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
     // The islands' weights from the last step (recomputed from `log_w`
     // on a resumed run), and the first step's inputs.
     for (r, w) in weights.iter_mut().enumerate() {
-        w.set(&st.log_w[r]);
+        w.set(&st.log_w[r * m..(r + 1) * m]);
         if st.t > 0 && st.t < model.steps() {
             let mut isl = Island {
                 r,
-                ids: &mut st.islands[r],
-                log_w: &mut st.log_w[r],
+                ids: &mut st.ids[r * m..(r + 1) * m],
+                log_w: &mut st.log_w[r * m..(r + 1) * m],
                 log_z: &mut st.log_z[r],
                 weights: w,
-                parents: &mut parents[r * m..(r + 1) * m],
                 inputs: &mut inputs[r * m..(r + 1) * m],
                 num: 0.0,
             };
@@ -452,27 +457,24 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
     }
     while st.t < model.steps() {
         let t = st.t;
-        engine.evolve_batch(&parents, &inputs, &mut out)?;
+        engine.evolve_batch(&st.ids, &inputs, &mut out)?;
         let threads = engine.threads();
         let mut islands: Vec<Island<'_>> = st
-            .islands
-            .iter_mut()
-            .zip(&mut st.log_w)
+            .ids
+            .chunks_mut(m)
+            .zip(st.log_w.chunks_mut(m))
             .zip(st.log_z.iter_mut().zip(&mut weights))
-            .zip(parents.chunks_mut(m).zip(inputs.chunks_mut(m)))
+            .zip(inputs.chunks_mut(m))
             .enumerate()
-            .map(
-                |(r, (((ids, log_w), (log_z, weights)), (parents, inputs)))| Island {
-                    r,
-                    ids,
-                    log_w,
-                    log_z,
-                    weights,
-                    parents,
-                    inputs,
-                    num: 0.0,
-                },
-            )
+            .map(|(r, (((ids, log_w), (log_z, weights)), inputs))| Island {
+                r,
+                ids,
+                log_w,
+                log_z,
+                weights,
+                inputs,
+                num: 0.0,
+            })
             .collect();
         let last = t + 1 == model.steps();
         each_island(&mut islands, threads, cfg.particles, |isl| {
@@ -500,7 +502,7 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
         st.t = t + 1;
         after_step(engine, &st)?;
     }
-    engine.drop_states(&parents)?;
+    engine.drop_states(&st.ids)?;
     let r = cfg.islands as f64;
     let log_z = st.log_z;
     let loglik = log_sum_exp(log_z.iter().copied()) - r.ln();
