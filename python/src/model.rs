@@ -310,7 +310,7 @@ impl Evolve for PyModel {
 static BIT_GENERATOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// The random numbers of one evolve call: a `numpy.random.Generator`,
-/// made on first use from four words of the call's PCG64 generator
+/// made on first use from four words of the call's generator (Philox4x32-10)
 /// (`statepipe_cluster::call_rng(seed, step, parent)`), so a model that
 /// draws nothing pays nothing. Attribute access is forwarded to the
 /// generator.
@@ -368,7 +368,7 @@ impl StateRng {
             .map(|g| g.clone_ref(py))
     }
 
-    /// The four 64-bit words drawn from the call's PCG64 generator that
+    /// The four 64-bit words drawn from the call's generator (Philox4x32-10) that
     /// seed it.
     #[getter]
     fn words(&self) -> (u64, u64, u64, u64) {

@@ -53,6 +53,10 @@ pub enum BenchWhich {
     /// sets up target/bench-pyenv (peers from PyPI) and runs
     /// bench_python.py with the arguments after `--`.
     Python(PythonArgs),
+    /// The Nile particle filter in process against `particles` (numpy)
+    /// and a hand-written loop with no engine, in ns per particle-step,
+    /// on one thread and on all.
+    Pf(crate::bench_pf::PfBenchArgs),
     /// `statepipe serve` against axum and actix-web peers with the same
     /// durability, under wrk (and oha for open-loop overload), server and
     /// load generator each pinned to its own CPU.
@@ -196,6 +200,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhich::Apps(args) => run_apps(&args),
         BenchWhich::Python(args) => run_python(&args),
         BenchWhich::Serve(args) => crate::bench_serve::run(args),
+        BenchWhich::Pf(args) => crate::bench_pf::run(&args),
     }
 }
 

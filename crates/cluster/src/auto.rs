@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::{Engine, Inputs, Local, Outputs};
+use crate::engine::{threads_for, Children, Engine, Inputs, Local, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
@@ -52,24 +52,6 @@ impl Default for ShipCost {
             start: Duration::from_millis(60),
         }
     }
-}
-
-/// The least evolve time each thread must get in a step for [`Auto`] to
-/// keep more than one thread in process. Below it a thread saves less than
-/// it costs: it is started and joined every step, the children it
-/// allocates are freed on another thread, and on a busy machine the step
-/// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
-/// faster on one thread than on two, and far steadier under load; see
-/// bench/results/inprocess-run2).
-const MIN_THREAD_SHARE: Duration = Duration::from_micros(500);
-
-/// Threads worth using in process for a step whose calls take `calls` in
-/// all: one per [`MIN_THREAD_SHARE`], at least 1 and at most `most`.
-pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
-    let shares = calls.as_nanos() / MIN_THREAD_SHARE.as_nanos();
-    usize::try_from(shares)
-        .unwrap_or(usize::MAX)
-        .clamp(1, most.max(1))
 }
 
 /// How [`Auto`] runs and decides.
@@ -243,17 +225,21 @@ where
         }
     }
 
-    fn decide(&self, out: &Outputs<E>) -> Decision {
+    /// Decides from the first step, which evolved `states` parents and
+    /// gave `outputs` (a sample of them is sized with the children held).
+    fn decide<'o>(&self, states: usize, outputs: impl Iterator<Item = &'o E::Output>) -> Decision
+    where
+        E::Output: 'o,
+    {
         let Place::Here(local) = &self.place else {
             unreachable!("decided once, in process")
         };
-        let states = out.len();
         let calls = local.last_call_time();
         let per_call = calls / states.max(1) as u32;
         // Size a sample of the children with their outputs.
         let (mut bytes, mut sampled) = (0usize, 0usize);
-        for (id, o) in out.values().flatten().take(64) {
-            if let (Some(s), Ok(o)) = (local.state(*id), encode(o)) {
+        for ((_, s), o) in local.iter().zip(outputs).take(64) {
+            if let Ok(o) = encode(o) {
                 bytes += encode(s).map_or(0, |b| b.len()) + o.len();
                 sampled += 1;
             }
@@ -302,6 +288,18 @@ where
         Ok(())
     }
 
+    /// Takes decision `d`: moves to workers, or sets the threads here.
+    fn follow(&mut self, d: Decision) -> Result<(), Error> {
+        let (on_workers, threads) = (d.on_workers, d.threads);
+        self.decision = Some(d);
+        if on_workers {
+            self.move_to_workers()?;
+        } else if let Place::Here(local) = &mut self.place {
+            local.set_threads(threads);
+        }
+        Ok(())
+    }
+
     fn engine(&mut self) -> &mut dyn Engine<E> {
         match &mut self.place {
             Place::Here(l) => l,
@@ -324,16 +322,34 @@ where
     fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
         let out = self.engine().evolve_many(inputs)?;
         if self.decision.is_none() && !out.is_empty() {
-            let d = self.decide(&out);
-            let (on_workers, d_threads) = (d.on_workers, d.threads);
-            self.decision = Some(d);
-            if on_workers {
-                self.move_to_workers()?;
-            } else if let Place::Here(local) = &mut self.place {
-                local.set_threads(d_threads);
-            }
+            let d = self.decide(out.len(), out.values().flatten().map(|(_, o)| o));
+            self.follow(d)?;
         }
         Ok(out)
+    }
+
+    fn evolve_batch(
+        &mut self,
+        parents: &[StateId],
+        inputs: &[E::Input],
+        out: &mut Children<E>,
+    ) -> Result<(), Error>
+    where
+        E::Input: Clone,
+    {
+        self.engine().evolve_batch(parents, inputs, out)?;
+        if self.decision.is_none() && !parents.is_empty() {
+            let d = self.decide(parents.len(), out.iter().map(|(_, o)| o));
+            self.follow(d)?;
+        }
+        Ok(())
+    }
+
+    fn threads(&self) -> usize {
+        match &self.place {
+            Place::Here(l) => l.threads(),
+            _ => 1,
+        }
     }
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {

@@ -1,22 +1,15 @@
 //! The API every engine offers, and the single-process reference engine.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::evolve::{call_rng, child_id, root_id, Evolve, IdHash, IdMap, StateId};
+use crate::evolve::{
+    child_id_keyed, child_key, root_id, step_key, Batch, Evolve, IdHash, IdMap, Offspring, StateId,
+};
 use crate::registry::{decode, encode};
 use crate::snapshot::Snapshot;
-
-/// A parent's children's ids and outputs.
-type Children<E> = Vec<(StateId, <E as Evolve>::Output)>;
-
-/// What a share of a step gives: each parent's children's ids and outputs,
-/// and the children's states.
-struct Evolved<E: Evolve> {
-    outs: Vec<(StateId, Children<E>)>,
-    born: Vec<(StateId, E::State)>,
-}
 
 /// Each parent to evolve with its input: what [`Engine::evolve_many`]
 /// takes. Collect `(StateId, input)` pairs into it.
@@ -25,6 +18,149 @@ pub type Inputs<E> = IdMap<<E as Evolve>::Input>;
 /// Children and outputs per evolved parent, children in the order `evolve`
 /// returned them.
 pub type Outputs<E> = IdMap<Vec<(StateId, <E as Evolve>::Output)>>;
+
+/// What [`Engine::evolve_batch`] gives: each parent's number of children,
+/// in the order the parents were named, and the children's ids and
+/// outputs, parent after parent. They are kept in parts (one per thread
+/// that made them), so that no thread waits to copy another's; the
+/// accessors read them as one sequence. Reuse one across steps: its
+/// buffers are kept.
+pub struct Children<E: Evolve> {
+    parts: Vec<Part<E>>,
+    used: usize,
+}
+
+impl<E: Evolve> std::fmt::Debug for Children<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Children")
+            .field("parents", &self.parents())
+            .field("children", &self.len())
+            .finish()
+    }
+}
+
+/// A thread's share of [`Children`] (aligned: threads' parts side by side
+/// share no cache line).
+#[repr(align(128))]
+pub(crate) struct Part<E: Evolve> {
+    pub(crate) counts: Vec<u32>,
+    pub(crate) ids: Vec<StateId>,
+    pub(crate) outputs: Vec<E::Output>,
+}
+
+impl<E: Evolve> Default for Part<E> {
+    fn default() -> Self {
+        Part {
+            counts: Vec::new(),
+            ids: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+}
+
+impl<E: Evolve> Part<E> {
+    fn clear(&mut self) {
+        self.counts.clear();
+        self.ids.clear();
+        self.outputs.clear();
+    }
+}
+
+impl<E: Evolve> Default for Children<E> {
+    fn default() -> Self {
+        Children {
+            parts: Vec::new(),
+            used: 0,
+        }
+    }
+}
+
+impl<E: Evolve> Children<E> {
+    /// An empty one.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn used(&self) -> &[Part<E>] {
+        &self.parts[..self.used]
+    }
+
+    /// Children in all.
+    pub fn len(&self) -> usize {
+        self.used().iter().map(|p| p.ids.len()).sum()
+    }
+
+    /// Whether there are no children.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Parents evolved.
+    pub fn parents(&self) -> usize {
+        self.used().iter().map(|p| p.counts.len()).sum()
+    }
+
+    /// Each parent's number of children, in the parents' order.
+    pub fn counts(&self) -> impl Iterator<Item = u32> + '_ {
+        self.used().iter().flat_map(|p| p.counts.iter().copied())
+    }
+
+    /// Every child's id and output, parent after parent.
+    pub fn iter(&self) -> impl Iterator<Item = (StateId, &E::Output)> + '_ {
+        self.used()
+            .iter()
+            .flat_map(|p| p.ids.iter().copied().zip(&p.outputs))
+    }
+
+    /// The children at positions `range` of [`Children::iter`]'s order,
+    /// as runs of ids with their outputs.
+    ///
+    /// # Panics
+    /// If `range` goes past the last child.
+    pub fn slices(
+        &self,
+        range: Range<usize>,
+    ) -> impl Iterator<Item = (&[StateId], &[E::Output])> + '_ {
+        assert!(
+            range.end <= self.len(),
+            "children {range:?} of {}",
+            self.len()
+        );
+        let mut at = 0;
+        self.used().iter().filter_map(move |p| {
+            let (lo, hi) = (at, at + p.ids.len());
+            at = hi;
+            let (a, b) = (range.start.max(lo), range.end.min(hi));
+            (a < b).then(|| (&p.ids[a - lo..b - lo], &p.outputs[a - lo..b - lo]))
+        })
+    }
+
+    /// Makes `n` parts, empty, keeping their buffers.
+    pub(crate) fn reset(&mut self, n: usize) -> &mut [Part<E>] {
+        if self.parts.len() < n {
+            self.parts.resize_with(n, Part::default);
+        }
+        self.used = n;
+        for p in &mut self.parts[..n] {
+            p.clear();
+        }
+        &mut self.parts[..n]
+    }
+
+    /// Each parent's children, taken out, with the parents named in order.
+    fn into_outputs(mut self, parents: &[StateId]) -> Outputs<E> {
+        let mut out = Outputs::<E>::with_capacity_and_hasher(parents.len(), IdHash);
+        let mut parents = parents.iter();
+        for p in self.parts.drain(..self.used) {
+            let mut kids = p.ids.into_iter().zip(p.outputs);
+            for c in p.counts {
+                let parent = parents.next().expect("a count per parent");
+                out.insert(*parent, kids.by_ref().take(c as usize).collect());
+            }
+        }
+        out
+    }
+}
 
 /// States held somewhere, evolved by `E`: `resetStates` and `evolveMany` of
 /// "Speeding up a distributed computation in Haskell" (FP Complete, 2017),
@@ -56,6 +192,69 @@ pub trait Engine<E: Evolve> {
     /// # Errors
     /// As `evolve_many`.
     fn drop_states(&mut self, ids: &[StateId]) -> Result<(), Error>;
+
+    /// Evolves `parents[i]` with `inputs[i]`, as [`Engine::evolve_many`]
+    /// does, writing the children into `out` in the parents' order: the
+    /// dense form of a step, for drivers that keep their particles in
+    /// vectors. An engine that holds its states in that order evolves them
+    /// where they are, without looking an id up. The default goes through
+    /// `evolve_many`.
+    ///
+    /// # Errors
+    /// As `evolve_many`; [`Error::Config`] if the slices differ in length
+    /// or a parent is named twice.
+    fn evolve_batch(
+        &mut self,
+        parents: &[StateId],
+        inputs: &[E::Input],
+        out: &mut Children<E>,
+    ) -> Result<(), Error>
+    where
+        E::Input: Clone,
+    {
+        check_batch(parents, inputs)?;
+        let map: Inputs<E> = parents
+            .iter()
+            .copied()
+            .zip(inputs.iter().cloned())
+            .collect();
+        if map.len() != parents.len() {
+            return Err(named_twice());
+        }
+        let mut got = self.evolve_many(map)?;
+        let part = &mut out.reset(1)[0];
+        for p in parents {
+            let kids = got.remove(p).unwrap_or_default();
+            part.counts.push(kids.len() as u32);
+            for (id, o) in kids {
+                part.ids.push(id);
+                part.outputs.push(o);
+            }
+        }
+        Ok(())
+    }
+
+    /// Threads this engine evolves on in this process: a driver may use as
+    /// many for its own work between steps. The default is 1.
+    fn threads(&self) -> usize {
+        1
+    }
+}
+
+fn check_batch<I>(parents: &[StateId], inputs: &[I]) -> Result<(), Error> {
+    if parents.len() == inputs.len() {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "evolve_batch: {} parents and {} inputs",
+            parents.len(),
+            inputs.len()
+        )))
+    }
+}
+
+fn named_twice() -> Error {
+    Error::Config("evolve_batch: a parent is named twice".into())
 }
 
 /// Every state in this process: the reference the distributed engine must
@@ -81,16 +280,91 @@ pub trait Engine<E: Evolve> {
 /// let out = e.evolve_many(Inputs::<Twins>::from_iter([(ids[0], ())])).unwrap();
 /// assert_eq!(out[&ids[0]].len(), 2);
 /// ```
+///
+/// States are kept in dense vectors, in segments (one per thread that made
+/// them), in the order their parents were named. A step that names every
+/// held state in that order (a particle filter's) evolves them where they
+/// are: each thread takes a contiguous share, checks its parents' ids
+/// against the held ones, calls [`Evolve::evolve_batch`] and writes the
+/// children into buffers reused from step to step. Other calls look ids up
+/// in a map built once, when first needed after a step.
+///
+/// A new child's id is a hash, so two live states could share one (about
+/// one chance in 2^64 / live² per step): such a collision is reported
+/// ([`Error::IdCollision`]) when the map is built. A step that names every
+/// state in order needs no map and tells the two apart by position.
 pub struct Local<E: Evolve> {
     model: E,
     seed: u64,
     step: u64,
     epoch: u64,
     threads: usize,
-    states: HashMap<StateId, E::State, IdHash>,
+    /// The states, segment after segment.
+    held: Vec<Seg<E>>,
+    /// The last step's parents (cleared by the next step's threads), and
+    /// the buffers the next step's children go into.
+    next: Vec<Seg<E>>,
+    /// Each thread's children as `evolve_batch` writes them.
+    scratch: Vec<Offspring<E>>,
+    /// Where each id is, once built after the last change.
+    index: Option<IdMap<(u32, u32)>>,
     /// Time spent inside `evolve` calls in the last `evolve_many`, summed
     /// over threads.
     last_calls: Duration,
+    /// The last step's call time per parent: how many threads the next
+    /// step's share is worth.
+    per_parent: Option<Duration>,
+    /// Use `threads` whatever the calls cost (tests).
+    forced: bool,
+}
+
+/// A run of held states with their ids (aligned: the segments threads
+/// fill side by side share no cache line).
+#[repr(align(128))]
+struct Seg<E: Evolve> {
+    ids: Vec<StateId>,
+    states: Vec<E::State>,
+}
+
+impl<E: Evolve> Default for Seg<E> {
+    fn default() -> Self {
+        Seg {
+            ids: Vec::new(),
+            states: Vec::new(),
+        }
+    }
+}
+
+/// What a thread of a step works on: its parents' inputs, ids, and where
+/// their states are held (segment, range).
+struct Share<'a, I> {
+    parents: &'a [StateId],
+    inputs: &'a [I],
+    pieces: Vec<(usize, Range<usize>)>,
+}
+
+/// The least evolve time each thread must get in a step for [`Auto`] to
+/// keep more than one thread in process. Below it a thread saves less than
+/// it costs: it is started and joined every step, the children it
+/// allocates are freed on another thread, and on a busy machine the step
+/// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
+/// faster on one thread than on two, and far steadier under load; see
+/// bench/results/inprocess-run2).
+const MIN_THREAD_SHARE: Duration = Duration::from_micros(500);
+
+/// Threads worth using in process for a step whose calls take `calls` in
+/// all: one per [`MIN_THREAD_SHARE`], at least 1 and at most `most`.
+pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
+    let shares = calls.as_nanos() / MIN_THREAD_SHARE.as_nanos();
+    usize::try_from(shares)
+        .unwrap_or(usize::MAX)
+        .clamp(1, most.max(1))
+}
+
+/// The CPUs this process may use (affinity cut to the cgroup quota): more
+/// threads than these only queue.
+fn usable_threads() -> usize {
+    statepipe_sys::cpus::usable_cpus().count.max(1)
 }
 
 impl<E: Evolve> Local<E> {
@@ -103,23 +377,42 @@ impl<E: Evolve> Local<E> {
             step: 0,
             epoch: 0,
             threads: 1,
-            states: HashMap::default(),
+            held: Vec::new(),
+            next: Vec::new(),
+            scratch: Vec::new(),
+            index: Some(IdMap::default()),
             last_calls: Duration::ZERO,
+            per_parent: None,
+            forced: false,
         }
     }
 
-    /// Evolves on `threads` scoped threads (at least 1) from now on. The
-    /// results are the same bits for any number: every call's generator
-    /// and every child's id depend on the parent, not on the thread.
+    /// Evolves on up to `threads` scoped threads (at least 1, at most the
+    /// CPUs this process may use: more would only queue) from now on. A
+    /// step uses fewer when the last step's calls, timed, say a thread
+    /// would get less than 500 µs of work (it would cost more than it
+    /// saves). The results are the same bits for any number: every call's
+    /// generator and every child's id depend on the parent, not on the
+    /// thread.
     #[must_use]
     pub fn with_threads(mut self, threads: usize) -> Self {
-        self.threads = threads.max(1);
+        self.set_threads(threads);
         self
     }
 
-    /// Evolves on `threads` threads (at least 1) from the next step on.
+    /// Evolves on `threads` threads (at least 1, at most the usable CPUs)
+    /// from the next step on.
     pub(crate) fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.clamp(1, usable_threads());
+    }
+
+    /// As [`Local::set_threads`] without the CPUs' cap (tests check the
+    /// bits on more threads than the host has).
+    #[cfg(test)]
+    pub(crate) fn force_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
+        self.forced = true;
+        self
     }
 
     /// The run as it stands, in the form [`Master::resume`] takes up: the
@@ -131,9 +424,8 @@ impl<E: Evolve> Local<E> {
     /// [`Master::resume`]: crate::Master::resume
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         let mut states = self
-            .states
             .iter()
-            .map(|(id, s)| Ok((*id, encode(s)?)))
+            .map(|(id, s)| Ok((id, encode(s)?)))
             .collect::<Result<Vec<_>, postcard::Error>>()?;
         states.sort_unstable_by_key(|(id, _)| *id);
         Ok(Snapshot {
@@ -156,11 +448,14 @@ impl<E: Evolve> Local<E> {
         let mut local = Local::new(model, snapshot.seed);
         local.step = snapshot.step;
         local.epoch = snapshot.epoch;
+        let mut seg = Seg::default();
         for (id, bytes) in snapshot.states {
-            if local.states.insert(id, decode(&bytes)?).is_some() {
-                return Err(Error::IdCollision(id));
-            }
+            seg.ids.push(id);
+            seg.states.push(decode(&bytes)?);
         }
+        local.held = vec![seg];
+        local.index = None;
+        local.index()?;
         Ok(local)
     }
 
@@ -170,83 +465,287 @@ impl<E: Evolve> Local<E> {
         self.last_calls
     }
 
-    /// The state `id`, if held.
-    pub(crate) fn state(&self, id: StateId) -> Option<&E::State> {
-        self.states.get(&id)
+    /// The held states with their ids, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (StateId, &E::State)> + '_ {
+        self.held
+            .iter()
+            .flat_map(|s| s.ids.iter().copied().zip(&s.states))
     }
 
     /// The states held now.
     pub fn len(&self) -> usize {
-        self.states.len()
+        self.held.iter().map(|s| s.ids.len()).sum()
     }
 
     /// Whether no state is held.
     pub fn is_empty(&self) -> bool {
-        self.states.is_empty()
+        self.len() == 0
     }
 
-    /// Evolves `work` on up to `self.threads` threads; children in the
-    /// order `evolve` returned them, and the summed call time.
-    fn evolve_all(&self, work: Vec<(StateId, E::State, E::Input)>) -> (Vec<Evolved<E>>, Duration) {
-        let (seed, step, model) = (self.seed, self.step, &self.model);
-        let share = |part: Vec<(StateId, E::State, E::Input)>| {
-            let t0 = Instant::now();
-            let mut e = Evolved::<E> {
-                outs: Vec::with_capacity(part.len()),
-                born: Vec::with_capacity(part.len()),
-            };
-            for (parent, state, input) in part {
-                let mut rng = call_rng(seed, step, parent);
-                let kids = model.evolve(&state, &input, &mut rng);
-                let mut outs = Vec::with_capacity(kids.len());
-                for (i, (s, o)) in kids.into_iter().enumerate() {
-                    let id = child_id(seed, step, parent, i as u32);
-                    e.born.push((id, s));
-                    outs.push((id, o));
+    /// Where each id is held; built if a change made it stale.
+    fn index(&mut self) -> Result<&IdMap<(u32, u32)>, Error> {
+        if self.index.is_none() {
+            let mut m = IdMap::with_capacity_and_hasher(self.len(), IdHash);
+            for (s, seg) in self.held.iter().enumerate() {
+                for (i, id) in seg.ids.iter().enumerate() {
+                    if m.insert(*id, (s as u32, i as u32)).is_some() {
+                        return Err(Error::IdCollision(*id));
+                    }
                 }
-                e.outs.push((parent, outs));
             }
-            (e, t0.elapsed())
-        };
-        if self.threads == 1 || work.len() <= 1 {
-            let (e, t) = share(work);
-            return (vec![e], t);
+            self.index = Some(m);
         }
-        let chunk = work.len().div_ceil(self.threads);
-        let mut work = work;
-        let mut parts = Vec::with_capacity(self.threads);
-        while work.len() > chunk {
-            let rest = work.split_off(chunk);
-            parts.push(std::mem::replace(&mut work, rest));
-        }
-        parts.push(work);
-        // The first share runs on this thread, which would only wait.
-        let mut parts = parts.into_iter();
-        let first = parts.next().expect("at least one share");
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = parts.map(|part| scope.spawn(move || share(part))).collect();
-            let (e, mut busy) = share(first);
-            let mut all = Vec::with_capacity(handles.len() + 1);
-            all.push(e);
-            for h in handles {
-                let (e, t) = match h.join() {
-                    Ok(r) => r,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                };
-                all.push(e);
-                busy += t;
-            }
-            (all, busy)
-        })
+        Ok(self.index.as_ref().expect("just built"))
     }
 
-    fn check(&self, ids: impl Iterator<Item = StateId>) -> Result<(), Error> {
-        let unknown: Vec<_> = ids.filter(|i| !self.states.contains_key(i)).collect();
-        if unknown.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::UnknownStates(unknown))
+    /// Whether `ids` are the held states' ids, in order.
+    fn names_all(&self, ids: &[StateId]) -> bool {
+        ids.len() == self.len() && {
+            let mut at = 0;
+            self.held.iter().all(|s| {
+                let same = s.ids[..] == ids[at..at + s.ids.len()];
+                at += s.ids.len();
+                same
+            })
         }
+    }
+
+    /// Cuts `parents` (held in `src`, in order) into up to `self.threads`
+    /// contiguous shares.
+    fn shares<'a, I>(
+        &self,
+        src: &[Seg<E>],
+        parents: &'a [StateId],
+        inputs: &'a [I],
+    ) -> Vec<Share<'a, I>> {
+        let n = parents.len();
+        let t = match self.per_parent {
+            Some(p) if !self.forced => threads_for(p * n as u32, self.threads),
+            _ => self.threads,
+        };
+        let t = t.min(n).max(1);
+        let mut shares = Vec::with_capacity(t);
+        let (mut seg, mut off) = (0usize, 0usize);
+        for k in 0..t {
+            let (lo, hi) = (n * k / t, n * (k + 1) / t);
+            let mut pieces = Vec::new();
+            let mut want = hi - lo;
+            while want > 0 {
+                let len = src[seg].ids.len();
+                let take = want.min(len - off);
+                if take > 0 {
+                    pieces.push((seg, off..off + take));
+                }
+                want -= take;
+                off += take;
+                if off == len {
+                    seg += 1;
+                    off = 0;
+                }
+            }
+            shares.push(Share {
+                parents: &parents[lo..hi],
+                inputs: &inputs[lo..hi],
+                pieces,
+            });
+        }
+        shares
+    }
+
+    /// Evolves `parents` (with `inputs`), which are the states of `src` in
+    /// order, into `self.next` (one segment per share) and `out`; with
+    /// `check`, first makes sure they are. Returns false (nothing evolved)
+    /// if they are not.
+    fn run_step(
+        &mut self,
+        src: &[Seg<E>],
+        parents: &[StateId],
+        inputs: &[E::Input],
+        out: &mut Children<E>,
+        check: bool,
+    ) -> bool {
+        let shares = self.shares(src, parents, inputs);
+        let t = shares.len();
+        self.next.resize_with(t, Seg::default);
+        self.next.truncate(t);
+        self.scratch.resize_with(t, Offspring::default);
+        let parts = out.reset(t);
+        let (seed, step, model) = (self.seed, self.step, &self.model);
+        let key = step_key(seed, step);
+        let kid_key = child_key(seed, step);
+        let work = |share: &Share<'_, E::Input>,
+                    next: &mut Seg<E>,
+                    off: &mut Offspring<E>,
+                    part: &mut Part<E>|
+         -> Option<Duration> {
+            // The last step's parents go here, on the thread that made them.
+            next.ids.clear();
+            next.states.clear();
+            if check {
+                let mut at = 0;
+                for (s, r) in &share.pieces {
+                    let ids = &src[*s].ids[r.clone()];
+                    if ids != &share.parents[at..at + ids.len()] {
+                        return None;
+                    }
+                    at += ids.len();
+                }
+            }
+            let t0 = Instant::now();
+            off.clear();
+            let mut at = 0;
+            for (s, r) in &share.pieces {
+                let seg = &src[*s];
+                let n = r.len();
+                let batch = Batch::<E>::with_key(
+                    key,
+                    &seg.ids[r.clone()],
+                    &seg.states[r.clone()],
+                    &share.inputs[at..at + n],
+                );
+                model.evolve_batch(&batch, off);
+                at += n;
+            }
+            let busy = t0.elapsed();
+            assert_eq!(
+                off.counts.len(),
+                share.parents.len(),
+                "{}'s evolve_batch closed {} parents of {}",
+                E::NAME,
+                off.counts.len(),
+                share.parents.len()
+            );
+            assert_eq!(
+                off.counts.iter().map(|&c| c as usize).sum::<usize>(),
+                off.states.len(),
+                "{}'s evolve_batch pushed children after its last parent",
+                E::NAME
+            );
+            part.ids.reserve(off.states.len());
+            for (&parent, &c) in share.parents.iter().zip(&off.counts) {
+                part.ids
+                    .extend((0..c).map(|i| child_id_keyed(kid_key, parent, i)));
+            }
+            next.ids.extend_from_slice(&part.ids);
+            std::mem::swap(&mut next.states, &mut off.states);
+            std::mem::swap(&mut part.outputs, &mut off.outputs);
+            std::mem::swap(&mut part.counts, &mut off.counts);
+            Some(busy)
+        };
+        let jobs = shares
+            .iter()
+            .zip(self.next.iter_mut())
+            .zip(self.scratch.iter_mut().zip(parts.iter_mut()));
+        let mut done = Vec::with_capacity(t);
+        if t == 1 {
+            for ((share, next), (off, part)) in jobs {
+                done.push(work(share, next, off, part));
+            }
+        } else {
+            std::thread::scope(|scope| {
+                let mut jobs = jobs;
+                // The first share runs on this thread, which would only wait.
+                let first = jobs.next().expect("at least one share");
+                let handles: Vec<_> = jobs
+                    .map(|((share, next), (off, part))| {
+                        scope.spawn(|| work(share, next, off, part))
+                    })
+                    .collect();
+                let ((share, next), (off, part)) = first;
+                done.push(work(share, next, off, part));
+                for h in handles {
+                    match h.join() {
+                        Ok(r) => done.push(r),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                }
+            });
+        }
+        if done.iter().any(Option::is_none) {
+            return false;
+        }
+        self.last_calls = done.into_iter().flatten().sum();
+        self.per_parent = Some(self.last_calls / parents.len().max(1) as u32);
+        true
+    }
+
+    /// Evolves `parents` with `inputs` into `out`: in place if they are the
+    /// held states in order, else by looking them up.
+    fn evolve_dense(
+        &mut self,
+        parents: &[StateId],
+        inputs: &[E::Input],
+        out: &mut Children<E>,
+    ) -> Result<(), Error> {
+        check_batch(parents, inputs)?;
+        if !parents.is_empty() && parents.len() == self.len() {
+            self.step += 1;
+            let held = std::mem::take(&mut self.held);
+            if self.run_step(&held, parents, inputs, out, true) {
+                // The parents become the buffers of the step after next.
+                self.held = std::mem::replace(&mut self.next, held);
+                self.index = None;
+                return Ok(());
+            }
+            self.held = held;
+            self.step -= 1;
+        }
+        // Look each parent up; if one is unknown or named twice, do nothing.
+        let index = self.index()?;
+        let mut at = Vec::with_capacity(parents.len());
+        let mut unknown = Vec::new();
+        for p in parents {
+            match index.get(p) {
+                Some(&w) => at.push(w),
+                None => unknown.push(*p),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Error::UnknownStates(unknown));
+        }
+        let mut seen = std::collections::HashSet::with_capacity_and_hasher(parents.len(), IdHash);
+        if !parents.iter().all(|p| seen.insert(*p)) {
+            return Err(named_twice());
+        }
+        drop(seen);
+        let mut taken: Vec<Vec<Option<E::State>>> = std::mem::take(&mut self.held)
+            .into_iter()
+            .map(|s| s.states.into_iter().map(Some).collect())
+            .collect();
+        let mut work = Seg::<E> {
+            ids: parents.to_vec(),
+            states: Vec::with_capacity(parents.len()),
+        };
+        for &(s, i) in &at {
+            work.states.extend(taken[s as usize][i as usize].take());
+        }
+        // What is left, in order.
+        let index = self.index.take().expect("built above");
+        let mut rest = Seg::<E>::default();
+        let mut by_pos: Vec<(u32, u32, StateId)> =
+            index.into_iter().map(|(id, (s, i))| (s, i, id)).collect();
+        by_pos.sort_unstable();
+        for (s, i, id) in by_pos {
+            if let Some(st) = taken[s as usize][i as usize].take() {
+                rest.ids.push(id);
+                rest.states.push(st);
+            }
+        }
+        self.step += 1;
+        let src = [work];
+        self.run_step(&src, parents, inputs, out, false);
+        let mut held = vec![rest];
+        held.append(&mut self.next);
+        self.held = held;
+        Ok(())
+    }
+
+    /// Forgets everything and holds `states` under `ids`.
+    fn hold(&mut self, ids: Vec<StateId>, states: Vec<E::State>) -> Result<(), Error> {
+        self.held = vec![Seg { ids, states }];
+        self.next.clear();
+        self.index = None;
+        self.index().map(|_| ())
     }
 }
 
@@ -256,65 +755,83 @@ where
 {
     fn reset_states(&mut self, states: Vec<E::State>) -> Result<Vec<StateId>, Error> {
         self.epoch += 1;
-        self.states.clear();
         let ids: Vec<_> = (0..states.len() as u64)
             .map(|i| root_id(self.seed, self.epoch, i))
             .collect();
-        for (id, s) in ids.iter().zip(states) {
-            if self.states.insert(*id, s).is_some() {
-                return Err(Error::IdCollision(*id));
-            }
-        }
+        self.hold(ids.clone(), states)?;
         Ok(ids)
     }
 
     fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
-        // Take each parent out as it is looked up; if one is unknown, put
-        // them back and do nothing.
-        let mut work = Vec::with_capacity(inputs.len());
-        let mut unknown = Vec::new();
-        for (parent, input) in inputs {
-            match self.states.remove(&parent) {
-                Some(state) => work.push((parent, state, input)),
-                None => unknown.push(parent),
-            }
-        }
-        if !unknown.is_empty() {
-            for (parent, state, _) in work {
-                self.states.insert(parent, state);
-            }
-            return Err(Error::UnknownStates(unknown));
-        }
-        self.step += 1;
-        let n = work.len();
-        let (evolved, busy) = self.evolve_all(work);
-        self.last_calls = busy;
-        let mut out = Outputs::<E>::with_capacity_and_hasher(n, IdHash);
-        let mut collision = None;
-        for e in evolved {
-            for (id, s) in e.born {
-                if self.states.insert(id, s).is_some() {
-                    collision.get_or_insert(id);
-                }
-            }
-            out.extend(e.outs);
-        }
-        match collision {
-            Some(id) => Err(Error::IdCollision(id)),
-            None => Ok(out),
-        }
+        let (parents, inputs): (Vec<StateId>, Vec<E::Input>) = inputs.into_iter().unzip();
+        let mut out = Children::new();
+        self.evolve_dense(&parents, &inputs, &mut out)?;
+        Ok(out.into_outputs(&parents))
+    }
+
+    fn evolve_batch(
+        &mut self,
+        parents: &[StateId],
+        inputs: &[E::Input],
+        out: &mut Children<E>,
+    ) -> Result<(), Error>
+    where
+        E::Input: Clone,
+    {
+        self.evolve_dense(parents, inputs, out)
+    }
+
+    fn threads(&self) -> usize {
+        self.threads
     }
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
-        self.check(ids.iter().copied())?;
-        Ok(ids.iter().map(|i| (*i, self.states[i].clone())).collect())
+        let index = self.index()?;
+        let unknown: Vec<_> = ids
+            .iter()
+            .filter(|i| !index.contains_key(i))
+            .copied()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::UnknownStates(unknown));
+        }
+        let at: Vec<(u32, u32)> = ids.iter().map(|i| index[i]).collect();
+        Ok(ids
+            .iter()
+            .zip(at)
+            .map(|(i, (s, k))| (*i, self.held[s as usize].states[k as usize].clone()))
+            .collect())
     }
 
     fn drop_states(&mut self, ids: &[StateId]) -> Result<(), Error> {
-        self.check(ids.iter().copied())?;
-        for i in ids {
-            self.states.remove(i);
+        if self.names_all(ids) {
+            self.held.clear();
+            self.index = Some(IdMap::default());
+            return Ok(());
         }
+        let index = self.index()?;
+        let unknown: Vec<_> = ids
+            .iter()
+            .filter(|i| !index.contains_key(i))
+            .copied()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::UnknownStates(unknown));
+        }
+        let gone: std::collections::HashSet<StateId, IdHash> = ids.iter().copied().collect();
+        for seg in &mut self.held {
+            let (ids, states) = (
+                std::mem::take(&mut seg.ids),
+                std::mem::take(&mut seg.states),
+            );
+            for (id, st) in ids.into_iter().zip(states) {
+                if !gone.contains(&id) {
+                    seg.ids.push(id);
+                    seg.states.push(st);
+                }
+            }
+        }
+        self.index = None;
         Ok(())
     }
 }

@@ -50,7 +50,7 @@
 //! See `README.md` beside this crate for the protocol, the master's state
 //! machine and the guarantees.
 #![deny(unsafe_op_in_unsafe_fn)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 mod auth;
@@ -63,6 +63,7 @@ mod fuzz;
 mod listen;
 mod master;
 pub mod pf;
+mod philox;
 mod protocol;
 mod registry;
 mod snapshot;
@@ -79,9 +80,9 @@ extern crate self as statepipe_cluster;
 
 pub use auth::{Secret, SECRET_ENV};
 pub use auto::{Auto, AutoConfig, Decision, ShipCost};
-pub use engine::{Engine, Inputs, Local, Outputs};
+pub use engine::{Children, Engine, Inputs, Local, Outputs};
 pub use error::{Error, WorkerLost};
-pub use evolve::{call_rng, Evolve, IdHash, IdHasher, IdMap, Rng, StateId};
+pub use evolve::{call_rng, Batch, Evolve, IdHash, IdHasher, IdMap, Offspring, Rng, Rngs, StateId};
 pub use listen::{Joined, Listener};
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use registry::Registry;

@@ -16,16 +16,16 @@ use rand::Rng as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Engine, Inputs};
+use crate::engine::{Children, Engine};
 use crate::error::Error;
-use crate::evolve::{call_rng, Evolve, IdHash, Rng, StateId};
+use crate::evolve::{call_rng, Batch, Evolve, Offspring, Rng, StateId};
 
 /// A state-space model: a prior, a transition and an observation density.
 pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The model's name for workers.
     const NAME: &'static str;
     /// A particle.
-    type X: Serialize + DeserializeOwned + Send + Clone;
+    type X: Serialize + DeserializeOwned + Send + Sync + Clone;
     /// Number of observations.
     fn steps(&self) -> usize;
     /// A draw from the prior of the first latent value.
@@ -36,6 +36,41 @@ pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
     fn log_obs(&self, x: &Self::X, t: usize) -> f64;
     /// The number whose filtered mean is reported.
     fn summary(&self, x: &Self::X) -> f64;
+
+    /// The bootstrap step of a batch of particles (see
+    /// [`Evolve::evolve_batch`]): each parent's children drawn from the
+    /// prior (a parent that is `None`) or the transition, each weighed by
+    /// its observation. It must give the bits the default gives, which
+    /// calls [`SsModel::prior`] or [`SsModel::transition`], then
+    /// [`SsModel::log_obs`] and [`SsModel::summary`], child after child,
+    /// with parent `i`'s generator `batch.rng(i)`. A cheap model overrides
+    /// it to hoist its constants out of the loop.
+    fn evolve_batch(&self, batch: &Batch<'_, Bootstrap<Self>>, out: &mut Offspring<Bootstrap<Self>>)
+    where
+        Self: Sized,
+    {
+        for (i, (s, input)) in batch.states().iter().zip(batch.inputs()).enumerate() {
+            let mut rng = batch.rng(i);
+            for _ in 0..input.children {
+                let (x, o) = child(self, s, input.t as usize, &mut rng);
+                out.push(Some(x), o);
+            }
+            out.end_parent();
+        }
+    }
+}
+
+/// One child of `s` weighed by observation `t`: the per-particle step.
+fn child<M: SsModel>(m: &M, s: &Option<M::X>, t: usize, rng: &mut Rng) -> (M::X, PfOutput) {
+    let x = match s {
+        None => m.prior(rng),
+        Some(x) => m.transition(x, t - 1, rng),
+    };
+    let out = PfOutput {
+        log_w: m.log_obs(&x, t),
+        summary: m.summary(&x),
+    };
+    (x, out)
 }
 
 /// The bootstrap filter's evolve: `None` is a particle before the prior.
@@ -81,17 +116,14 @@ impl<M: SsModel> Evolve for Bootstrap<M> {
         let t = i.t as usize;
         (0..i.children)
             .map(|_| {
-                let x = match s {
-                    None => self.0.prior(rng),
-                    Some(x) => self.0.transition(x, t - 1, rng),
-                };
-                let out = PfOutput {
-                    log_w: self.0.log_obs(&x, t),
-                    summary: self.0.summary(&x),
-                };
-                (Some(x), out)
+                let (x, o) = child(&self.0, s, t, rng);
+                (Some(x), o)
             })
             .collect()
+    }
+
+    fn evolve_batch(&self, batch: &Batch<'_, Self>, out: &mut Offspring<Self>) {
+        self.0.evolve_batch(batch, out);
     }
 }
 
@@ -133,33 +165,17 @@ fn log_sum_exp(v: impl Iterator<Item = f64> + Clone) -> f64 {
 /// Numbers of children of each particle: systematic resampling of `log_w`
 /// into `n` particles with the single uniform `u` in [0, 1).
 pub fn systematic(log_w: &[f64], n: usize, u: f64) -> Vec<u32> {
-    let w = Weights::new(log_w);
-    systematic_w(&w.w, w.total, n, u)
-}
-
-/// [`systematic`] on weights already scaled by the largest (`w`, summing
-/// to `total`).
-fn systematic_w(w: &[f64], total: f64, n: usize, u: f64) -> Vec<u32> {
-    let mut counts = vec![0u32; w.len()];
-    let mut cum = 0.0;
-    let mut k = 0usize;
-    for (i, wi) in w.iter().enumerate() {
-        cum += wi / total * n as f64;
-        while k < n && (k as f64 + u) < cum {
-            counts[i] += 1;
-            k += 1;
-        }
-    }
-    // Rounding may leave the last few positions unassigned.
-    if let Some(last) = counts.iter().rposition(|_| true) {
-        counts[last] += (n - k) as u32;
-    }
-    counts
+    let mut w = Weights::default();
+    w.set(log_w);
+    let mut inputs = vec![PfInput { t: 0, children: 0 }; log_w.len()];
+    systematic_into(&w.w, w.total, n, u, &mut inputs, 0);
+    inputs.iter().map(|i| i.children).collect()
 }
 
 /// An island's weights exp(log_w − max), their sum and the max: one `exp`
 /// per particle serves the likelihood, the filtered mean and the next
 /// resampling.
+#[derive(Debug, Default)]
 struct Weights {
     w: Vec<f64>,
     total: f64,
@@ -167,11 +183,18 @@ struct Weights {
 }
 
 impl Weights {
-    fn new(log_w: &[f64]) -> Self {
+    /// The weights of `log_w`, in the buffer kept.
+    fn set(&mut self, log_w: &[f64]) {
         let max = log_w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let w: Vec<f64> = log_w.iter().map(|l| (l - max).exp()).collect();
-        let total = w.iter().sum();
-        Weights { w, total, max }
+        self.w.clear();
+        let mut total = 0.0;
+        self.w.extend(log_w.iter().map(|l| {
+            let e = (l - max).exp();
+            total += e;
+            e
+        }));
+        self.total = total;
+        self.max = max;
     }
 
     /// log Σ exp(log_w).
@@ -192,10 +215,12 @@ impl Weights {
 pub struct PfState {
     /// Steps done.
     pub t: usize,
-    /// Each island's particles, in order.
-    pub islands: Vec<Vec<StateId>>,
-    /// Each island's particles' last log-weights.
-    pub log_w: Vec<Vec<f64>>,
+    /// Every island's particles in turn: island `r` is `ids[r·m ..
+    /// (r+1)·m]`, `m` particles per island (the order the engine's
+    /// steps take them in).
+    pub ids: Vec<StateId>,
+    /// Their last log-weights, in the same order.
+    pub log_w: Vec<f64>,
     /// log Ẑ_r so far, per island.
     pub log_z: Vec<f64>,
     /// Filtered means so far.
@@ -221,11 +246,143 @@ pub fn run<M: SsModel, G: Engine<Bootstrap<M>>>(
     })
 }
 
+/// The particles a thread of the filter's own work needs before it spreads
+/// the work over threads: below this, starting and joining one costs more
+/// than it saves.
+const PER_THREAD: usize = if cfg!(test) { 32 } else { 16_384 };
+
+/// One island's share of the work between steps, and what it writes.
+struct Island<'a> {
+    /// The island's index.
+    r: usize,
+    /// The island's particles: the next step's parents.
+    ids: &'a mut [StateId],
+    log_w: &'a mut [f64],
+    log_z: &'a mut f64,
+    weights: &'a mut Weights,
+    /// Their inputs.
+    inputs: &'a mut [PfInput],
+    /// Σ w·summary over the island's children (weights scaled by its max).
+    num: f64,
+}
+
+impl Island<'_> {
+    /// Takes in the island's children from the step just done: positions
+    /// `r·m .. (r+1)·m` of `out` (every island has `m` particles, and its
+    /// particles' children come together).
+    fn absorb(&mut self, out: &Children<Bootstrap<impl SsModel>>) {
+        let m = self.ids.len();
+        let range = self.r * m..(self.r + 1) * m;
+        let mut max = f64::NEG_INFINITY;
+        let mut at = 0;
+        for (ids, outs) in out.slices(range.clone()) {
+            self.ids[at..at + ids.len()].copy_from_slice(ids);
+            for (l, o) in self.log_w[at..at + outs.len()].iter_mut().zip(outs) {
+                *l = o.log_w;
+                max = max.max(o.log_w);
+            }
+            at += ids.len();
+        }
+        assert_eq!(at, m, "an island's particles had {at} children, not {m}");
+        // The weights and their sum (the bits of `Weights::set`, which a
+        // resumed run uses), then the weighted sum of summaries.
+        let w = &mut *self.weights;
+        w.w.clear();
+        w.max = max;
+        let mut total = 0.0;
+        w.w.extend(self.log_w.iter().map(|l| {
+            let e = (l - max).exp();
+            total += e;
+            e
+        }));
+        let mut num = 0.0;
+        let mut at = 0;
+        for (_, outs) in out.slices(range) {
+            for (e, o) in w.w[at..at + outs.len()].iter().zip(outs) {
+                num += e * o.summary;
+            }
+            at += outs.len();
+        }
+        w.total = total;
+        self.num = num;
+        *self.log_z += w.log_sum() - (m as f64).ln();
+    }
+
+    /// The island's inputs for step `t`: systematic resampling of its
+    /// weights with the run's uniform for (`t`, island).
+    fn resample(&mut self, seed: u64, t: usize) {
+        let m = self.inputs.len();
+        let u = call_rng(seed, t as u64, StateId(self.r as u64)).random::<f64>();
+        systematic_into(&self.weights.w, self.weights.total, m, u, self.inputs, t);
+    }
+}
+
+/// Systematic resampling of weights `w` (summing to `total`) into as many
+/// particles with the uniform `u`: particle `i` gets the positions
+/// `k + u` (k = 0, 1, …) that fall below its running sum of weights and
+/// not below the one before, written as its input for step `t`. Branch
+/// free: a particle's count is the difference of two ceilings.
+fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInput], t: usize) {
+    let scale = n as f64 / total;
+    let (mut cum, mut k) = (0.0f64, 0usize);
+    for (inp, wi) in inputs.iter_mut().zip(w) {
+        cum += wi * scale;
+        // Positions below `cum`: k + u < cum for k < ceil(cum - u).
+        let x = cum - u;
+        // ceil(x) without a libm call (no SSE4.1 at baseline), in i64,
+        // which converts in one instruction.
+        let f = x as i64;
+        let ceil = f + i64::from((f as f64) < x);
+        let below = (ceil.max(k as i64) as usize).min(n);
+        *inp = PfInput {
+            t: t as u32,
+            children: (below - k) as u32,
+        };
+        k = below;
+    }
+    // Rounding may leave the last few positions unassigned.
+    if let Some(last) = inputs.last_mut() {
+        last.children += (n - k) as u32;
+    }
+}
+
+/// Runs `f` on every island, on up to `threads` threads (contiguous runs
+/// of islands), or on this thread when the islands are too small to share.
+fn each_island(
+    islands: &mut [Island<'_>],
+    threads: usize,
+    particles: usize,
+    f: impl Fn(&mut Island<'_>) + Sync,
+) {
+    let t = threads
+        .min(islands.len())
+        .min(particles / PER_THREAD)
+        .max(1);
+    if t == 1 {
+        islands.iter_mut().for_each(f);
+        return;
+    }
+    let per = islands.len().div_ceil(t);
+    std::thread::scope(|scope| {
+        let mut runs = islands.chunks_mut(per);
+        let first = runs.next().expect("at least one island");
+        let f = &f;
+        for run in runs {
+            scope.spawn(move || run.iter_mut().for_each(f));
+        }
+        first.iter_mut().for_each(f);
+    });
+}
+
 /// Runs the filter on `engine` from the start, or from `start` (a state an
 /// earlier run's `after_step` saw, with the engine resumed from a snapshot
 /// taken at that moment), calling `after_step` after each step: the place
 /// to record progress, or to take a snapshot for a later resume. A resumed
 /// run gives the same result, bit for bit, as one that never stopped.
+///
+/// The particles travel as dense vectors ([`Engine::evolve_batch`]), and
+/// the work between steps (weights, likelihood, resampling) is spread over
+/// the engine's threads by island.
 ///
 /// # Errors
 /// Whatever the engine or `after_step` returns.
@@ -248,9 +405,13 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
     let mut st = match start {
         Some(s) => {
             assert!(
-                s.islands.len() == cfg.islands && s.log_z.len() == cfg.islands,
-                "the filter state has {} islands, the run {}",
-                s.islands.len(),
+                s.ids.len() == cfg.particles
+                    && s.log_w.len() == cfg.particles
+                    && s.log_z.len() == cfg.islands,
+                "the filter state has {} particles in {} islands, the run {} in {}",
+                s.ids.len(),
+                s.log_z.len(),
+                cfg.particles,
                 cfg.islands
             );
             s
@@ -259,80 +420,89 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
             let ids = engine.reset_states(vec![None; cfg.particles])?;
             PfState {
                 t: 0,
-                islands: ids.chunks(m).map(<[StateId]>::to_vec).collect(),
-                log_w: vec![vec![0.0; m]; cfg.islands],
+                ids,
+                log_w: vec![0.0; cfg.particles],
                 log_z: vec![0.0f64; cfg.islands],
                 means: Vec::with_capacity(model.steps()),
             }
         }
     };
+    // The next step's inputs, every island's in turn.
+    let mut inputs = vec![
+        PfInput {
+            t: st.t as u32,
+            children: 1
+        };
+        cfg.particles
+    ];
+    let mut weights: Vec<Weights> = (0..cfg.islands).map(|_| Weights::default()).collect();
+    let mut out = Children::new();
+    let seed = cfg.seed;
     // The islands' weights from the last step (recomputed from `log_w`
-    // on a resumed run).
-    let mut weights: Vec<Weights> = st.log_w.iter().map(|lw| Weights::new(lw)).collect();
+    // on a resumed run), and the first step's inputs.
+    for (r, w) in weights.iter_mut().enumerate() {
+        w.set(&st.log_w[r * m..(r + 1) * m]);
+        if st.t > 0 && st.t < model.steps() {
+            let mut isl = Island {
+                r,
+                ids: &mut st.ids[r * m..(r + 1) * m],
+                log_w: &mut st.log_w[r * m..(r + 1) * m],
+                log_z: &mut st.log_z[r],
+                weights: w,
+                inputs: &mut inputs[r * m..(r + 1) * m],
+                num: 0.0,
+            };
+            isl.resample(seed, st.t);
+        }
+    }
     while st.t < model.steps() {
         let t = st.t;
-        let mut inputs = Inputs::<Bootstrap<M>>::with_capacity_and_hasher(cfg.particles, IdHash);
-        for (r, (ids, w)) in st.islands.iter().zip(&weights).enumerate() {
-            let counts = if t == 0 {
-                vec![1; m]
-            } else {
-                let u = call_rng(cfg.seed, t as u64, StateId(r as u64)).random::<f64>();
-                systematic_w(&w.w, w.total, m, u)
-            };
-            for (&id, c) in ids.iter().zip(counts) {
-                inputs.insert(
-                    id,
-                    PfInput {
-                        t: t as u32,
-                        children: c,
-                    },
-                );
+        engine.evolve_batch(&st.ids, &inputs, &mut out)?;
+        let threads = engine.threads();
+        let mut islands: Vec<Island<'_>> = st
+            .ids
+            .chunks_mut(m)
+            .zip(st.log_w.chunks_mut(m))
+            .zip(st.log_z.iter_mut().zip(&mut weights))
+            .zip(inputs.chunks_mut(m))
+            .enumerate()
+            .map(|(r, (((ids, log_w), (log_z, weights)), inputs))| Island {
+                r,
+                ids,
+                log_w,
+                log_z,
+                weights,
+                inputs,
+                num: 0.0,
+            })
+            .collect();
+        let last = t + 1 == model.steps();
+        each_island(&mut islands, threads, cfg.particles, |isl| {
+            isl.absorb(&out);
+            if !last {
+                isl.resample(seed, t + 1);
             }
-        }
-        let out = engine.evolve_many(inputs)?;
-        let mut summaries = Vec::with_capacity(cfg.islands);
-        let islands = st.islands.iter_mut().zip(&mut st.log_w);
-        for ((ids, log_w), (log_z, weights)) in islands.zip(st.log_z.iter_mut().zip(&mut weights)) {
-            let (mut next, mut lw, mut summary) = (
-                Vec::with_capacity(m),
-                Vec::with_capacity(m),
-                Vec::with_capacity(m),
-            );
-            for parent in ids.iter() {
-                for (c, o) in &out[parent] {
-                    next.push(*c);
-                    lw.push(o.log_w);
-                    summary.push(o.summary);
-                }
-            }
-            let w = Weights::new(&lw);
-            *log_z += w.log_sum() - (m as f64).ln();
-            *ids = next;
-            *log_w = lw;
-            *weights = w;
-            summaries.push(summary);
-        }
-        drop(out);
+        });
         // The weighted mean over all islands: each island's weights are
         // scaled by its own max, so rescale them to the largest.
-        let top = weights
+        let top = islands
             .iter()
-            .map(|w| w.max)
+            .map(|i| i.weights.max)
             .fold(f64::NEG_INFINITY, f64::max);
         let (mut num, mut den) = (0.0, 0.0);
-        for (w, s) in weights.iter().zip(&summaries) {
-            let scale = (w.max - top).exp();
+        for i in &islands {
+            let scale = (i.weights.max - top).exp();
             if scale > 0.0 {
-                num += scale * w.w.iter().zip(s).map(|(wi, si)| wi * si).sum::<f64>();
-                den += scale * w.total;
+                num += scale * i.num;
+                den += scale * i.weights.total;
             }
         }
+        drop(islands);
         st.means.push(num / den);
         st.t = t + 1;
         after_step(engine, &st)?;
     }
-    let all_ids: Vec<StateId> = st.islands.concat();
-    engine.drop_states(&all_ids)?;
+    engine.drop_states(&st.ids)?;
     let r = cfg.islands as f64;
     let log_z = st.log_z;
     let loglik = log_sum_exp(log_z.iter().copied()) - r.ln();

@@ -3,15 +3,22 @@
 
 use std::collections::HashMap;
 
-use crate::evolve::{Evolve, Rng};
+use crate::evolve::{Batch, Evolve, Offspring, StateId};
 
 /// An [`Evolve`] seen through its serialised states, inputs and outputs.
 pub(crate) trait ByteEvolve: Send {
-    /// Children of the state in `state` given the input in `input`, serialised.
+    /// Each parent's children, serialised, for a batch of `(parent, state,
+    /// input)` at `step` of a run seeded `seed`: one
+    /// [`Evolve::evolve_batch`] call.
     ///
     /// # Errors
     /// A message if a state or input does not deserialise.
-    fn evolve(&self, state: &[u8], input: &[u8], rng: &mut Rng) -> Result<ByteChildren, String>;
+    fn evolve_batch(
+        &self,
+        seed: u64,
+        step: u64,
+        items: &[(StateId, Vec<u8>, &[u8])],
+    ) -> Result<Vec<ByteChildren>, String>;
 }
 
 /// Serialised `(state, output)` pairs.
@@ -20,14 +27,41 @@ pub(crate) type ByteChildren = Vec<(Vec<u8>, Vec<u8>)>;
 struct Typed<E>(E);
 
 impl<E: Evolve> ByteEvolve for Typed<E> {
-    fn evolve(&self, state: &[u8], input: &[u8], rng: &mut Rng) -> Result<ByteChildren, String> {
-        let s: E::State = decode(state).map_err(|e| format!("state: {e}"))?;
-        let i: E::Input = decode(input).map_err(|e| format!("input: {e}"))?;
+    fn evolve_batch(
+        &self,
+        seed: u64,
+        step: u64,
+        items: &[(StateId, Vec<u8>, &[u8])],
+    ) -> Result<Vec<ByteChildren>, String> {
+        let mut ids = Vec::with_capacity(items.len());
+        let mut states = Vec::with_capacity(items.len());
+        let mut inputs = Vec::with_capacity(items.len());
+        for (id, s, i) in items {
+            ids.push(*id);
+            states.push(decode::<E::State>(s).map_err(|e| format!("state: {e}"))?);
+            inputs.push(decode::<E::Input>(i).map_err(|e| format!("input: {e}"))?);
+        }
+        let mut out = Offspring::<E>::new();
         self.0
-            .evolve(&s, &i, rng)
-            .into_iter()
-            .map(|(c, o)| Ok((encode(&c)?, encode(&o)?)))
-            .collect::<Result<_, postcard::Error>>()
+            .evolve_batch(&Batch::new(seed, step, &ids, &states, &inputs), &mut out);
+        if out.counts.len() != items.len() {
+            return Err(format!(
+                "{}'s evolve_batch closed {} parents of {}",
+                E::NAME,
+                out.counts.len(),
+                items.len()
+            ));
+        }
+        let mut kids = out.states.iter().zip(&out.outputs);
+        out.counts
+            .iter()
+            .map(|&c| {
+                kids.by_ref()
+                    .take(c as usize)
+                    .map(|(c, o)| Ok((encode(c)?, encode(o)?)))
+                    .collect::<Result<ByteChildren, postcard::Error>>()
+            })
+            .collect::<Result<_, _>>()
             .map_err(|e| format!("encoding a child: {e}"))
     }
 }
@@ -99,6 +133,7 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, post
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Rng;
 
     #[derive(serde::Serialize, serde::Deserialize)]
     struct NotHere(bool);

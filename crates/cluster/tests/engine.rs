@@ -183,3 +183,83 @@ fn unknown_ids_are_rejected_before_anything_runs() {
         1
     );
 }
+
+/// One `evolve_batch` step's record: each parent's count, every child.
+type BatchStep = (Vec<u32>, Vec<(StateId, (u64, f64))>);
+
+/// Steps through `evolve_batch`: every state in the order the last step
+/// gave them (the in-place path), then a reversed half of them (looked
+/// up), then every state left; and the refusals.
+fn drive_batch(e: &mut impl Engine<Branchy>) -> Vec<BatchStep> {
+    use statepipe_cluster::Children;
+    let mut ids = e
+        .reset_states((0..40).map(|i| (i, vec![])).collect())
+        .unwrap();
+    let mut out = Children::new();
+    let mut trace = Vec::new();
+    let mut record = |out: &Children<Branchy>| -> Vec<StateId> {
+        let kids: Vec<_> = out.iter().map(|(id, o)| (id, *o)).collect();
+        let ids = kids.iter().map(|k| k.0).collect();
+        assert_eq!(out.parents(), out.counts().count());
+        assert_eq!(out.len(), kids.len());
+        trace.push((out.counts().collect(), kids));
+        ids
+    };
+    for _ in 0..3 {
+        let inputs = vec![0u32; ids.len()];
+        e.evolve_batch(&ids, &inputs, &mut out).unwrap();
+        ids = record(&out);
+        ids.truncate(80);
+        let all: Vec<_> = out.iter().map(|(id, _)| id).skip(80).collect();
+        e.drop_states(&all).unwrap();
+    }
+    // A reversed half, looked up; the other half waits.
+    let (half, rest) = ids.split_at(ids.len() / 2);
+    let half: Vec<_> = half.iter().rev().copied().collect();
+    e.evolve_batch(&half, &vec![1u32; half.len()], &mut out)
+        .unwrap();
+    let mut next = record(&out);
+    // Refusals change nothing.
+    let twice = [rest[0], rest[0]];
+    assert!(matches!(
+        e.evolve_batch(&twice, &[0, 0], &mut out),
+        Err(Error::Config(_))
+    ));
+    assert!(matches!(
+        e.evolve_batch(&[StateId(12345)], &[0], &mut out),
+        Err(Error::UnknownStates(u)) if u == vec![StateId(12345)]
+    ));
+    assert!(matches!(
+        e.evolve_batch(&[rest[0]], &[0, 0], &mut out),
+        Err(Error::Config(_))
+    ));
+    next.extend_from_slice(rest);
+    e.evolve_batch(&next, &vec![0u32; next.len()], &mut out)
+        .unwrap();
+    let last = record(&out);
+    assert_eq!(e.fetch_states(&last).unwrap().len(), last.len());
+    trace
+}
+
+#[test]
+fn evolve_batch_gives_the_same_children_in_place_looked_up_and_on_workers() {
+    let model = Branchy { max: 3 };
+    let reference = drive_batch(&mut Local::new(model.clone(), 11));
+    // The same steps through `evolve_many`, parent by parent.
+    let mut via_many = Local::new(model.clone(), 11);
+    let ids = via_many
+        .reset_states((0..40).map(|i| (i, vec![])).collect())
+        .unwrap();
+    let out = via_many
+        .evolve_many(ids.iter().map(|&i| (i, 0)).collect())
+        .unwrap();
+    let first: Vec<_> = ids.iter().flat_map(|p| out[p].clone()).collect();
+    assert_eq!(first, reference[0].1);
+    for threads_n in [2, 3] {
+        let local = Local::new(model.clone(), 11).with_threads(threads_n);
+        let mut local = local;
+        assert_eq!(drive_batch(&mut local), reference, "{threads_n} threads");
+    }
+    let mut m = threads(&model, 2, stealing(MasterImpl::EventLoop, 11));
+    assert_eq!(drive_batch(&mut m), reference, "on workers");
+}

@@ -35,3 +35,54 @@ fn nile_filter_is_the_same_on_threads_and_locally_and_close_to_kalman() {
         assert!((p - k).abs() < 25.0, "filtered mean {p} vs Kalman {k}");
     }
 }
+
+/// Each model's batch step gives the bits of the per-particle step
+/// (`Evolve::evolve` with the parent's `call_rng`), prior and transition.
+#[test]
+fn batch_steps_give_the_per_particle_bits() {
+    use statepipe_cluster::pf::{PfInput, SsModel};
+    use statepipe_cluster::{call_rng, Batch, Evolve, Offspring, StateId};
+
+    fn check<M: SsModel + Clone>(m: &M, x: impl Fn(usize) -> M::X)
+    where
+        M::X: PartialEq + std::fmt::Debug,
+    {
+        let model = Bootstrap(m.clone());
+        let ids: Vec<StateId> = (0..37).map(|i| StateId(i * 7919 + 3)).collect();
+        for t in [0u32, 1, 5] {
+            let states: Vec<Option<M::X>> = (0..ids.len()).map(|i| (t > 0).then(|| x(i))).collect();
+            let inputs: Vec<PfInput> = (0..ids.len())
+                .map(|i| PfInput {
+                    t,
+                    children: (i % 4) as u32,
+                })
+                .collect();
+            let batch = Batch::new(4, u64::from(t) + 1, &ids, &states, &inputs);
+            let mut out = Offspring::new();
+            model.evolve_batch(&batch, &mut out);
+            let mut want = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                let mut rng = call_rng(4, u64::from(t) + 1, *id);
+                want.extend(model.evolve(&states[i], &inputs[i], &mut rng));
+            }
+            let got: Vec<_> = out
+                .states()
+                .iter()
+                .cloned()
+                .zip(out.outputs().iter().copied())
+                .collect();
+            assert_eq!(got, want, "t = {t}");
+            let counts: Vec<u32> = inputs.iter().map(|i| i.children).collect();
+            assert_eq!(out.counts(), &counts[..]);
+        }
+    }
+    let nile = Nile::bundled();
+    check(&nile, |i| 900.0 + i as f64);
+    let pk = statepipe_models::Pk::simulated(8, 50, 3);
+    check(&pk, |i| statepipe_models::PkState {
+        ka: 1.0 + 0.01 * i as f64,
+        ke: 0.2,
+        g: 50.0,
+        c: 1.0 + 0.1 * i as f64,
+    });
+}

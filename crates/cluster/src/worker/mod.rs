@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
 use crate::error::Error;
-use crate::evolve::{call_rng, child_id, StateId};
+use crate::evolve::{child_id, StateId};
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
 use crate::registry::{ByteEvolve, Registry};
 use crate::wire;
@@ -245,14 +245,33 @@ pub(crate) fn evolve_batch(
     let busy_at = out.len();
     msg::put_u64(out, 0);
     msg::put_u32(out, items.len() as u32);
+    // The batch's states, taken out at once; none is taken if one is unknown.
+    let batch = {
+        let mut held = lock(store);
+        if let Some(&(p, _)) = items.iter().find(|(p, _)| !held.contains_key(p)) {
+            return Err(format!("unknown state {p}"));
+        }
+        items
+            .iter()
+            .map(|&(parent, input)| {
+                let state = held
+                    .remove(&parent)
+                    .ok_or_else(|| format!("state {parent} named twice"))?;
+                Ok((parent, state, input))
+            })
+            .collect::<Result<Vec<_>, String>>()?
+    };
+    let children = catch_unwind(AssertUnwindSafe(|| model.evolve_batch(seed, step, &batch)))
+        .map_err(|p| {
+            format!(
+                "evolve of a batch from {} panicked: {}",
+                batch[0].0,
+                panic_text(&p)
+            )
+        })??;
     let mut born = Vec::new();
-    for &(parent, input) in &items {
-        let state = lock(store)
-            .remove(&parent)
-            .ok_or_else(|| format!("unknown state {parent}"))?;
-        let mut rng = call_rng(seed, step, parent);
-        let children = catch_unwind(AssertUnwindSafe(|| model.evolve(&state, input, &mut rng)))
-            .map_err(|p| format!("evolve of {parent} panicked: {}", panic_text(&p)))??;
+    for ((parent, _, _), children) in batch.iter().zip(children) {
+        let parent = *parent;
         msg::put_u64(out, parent.0);
         msg::put_u32(out, children.len() as u32);
         for (i, (child, output)) in children.into_iter().enumerate() {
