@@ -202,6 +202,20 @@ pub(crate) fn prepare<I, O>(
     Ok(prepared)
 }
 
+/// Gives every stage a copy of its state to clone into at the first
+/// barrier, made now: the first checkpoint then stalls no worker on a fresh
+/// allocation and its page faults (a cost of the deployment's start
+/// instead, and of one copy of every state kept for its life, which the
+/// checkpoints need anyway).
+pub(crate) fn warm_spares<I, O>(node: &mut Box<dyn Deploy<I, O>>, co: &Coordinator) {
+    let mut spares = co.spares.lock().unwrap_or_else(|p| p.into_inner());
+    node.visit(&mut |cell| {
+        if let Some(s) = cell.snapshot(None) {
+            spares.insert(s.stage, s.copy);
+        }
+    });
+}
+
 /// The checkpoint side of a running deployment.
 pub(crate) struct Checkpointing {
     co: Arc<Coordinator>,

@@ -224,6 +224,9 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             supported,
         ));
         let ckpt = checkpointing::start(config, &co, prepared)?;
+        if config.checkpoint_dir.is_some() {
+            checkpointing::warm_spares(&mut me.node, &co);
+        }
         let resume = ckpt.resumed.unwrap_or(0);
         let cpus = statepipe_sys::cpus::usable_cpus();
         let spin = config.resolved_spin(plan.worker_count, user_threads, cpus.count);
