@@ -281,38 +281,29 @@ pub(crate) fn restore_into<S>(
     Ok(())
 }
 
-impl<S: 'static, M> StageCell for StageNode<S, M> {
-    fn name(&self) -> &str {
-        &self.name
-    }
+/// A stage's state as checkpoints reach it: the same for both kinds of
+/// stage node, which hold a name, a state and its codec alike.
+macro_rules! stage_cell {
+    ($node:ty, $($p:ident),*) => {
+        impl<S: 'static, $($p),*> StageCell for $node {
+            fn name(&self) -> &str {
+                &self.name
+            }
 
-    fn durable(&self) -> Option<&'static str> {
-        self.codec.as_ref().map(|c| c.type_name)
-    }
+            fn durable(&self) -> Option<&'static str> {
+                self.codec.as_ref().map(|c| c.type_name)
+            }
 
-    fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot> {
-        snapshot_of(&self.name, &self.state, self.codec.as_ref(), spare)
-    }
+            fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot> {
+                snapshot_of(&self.name, &self.state, self.codec.as_ref(), spare)
+            }
 
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
-        restore_into(&self.name, &mut self.state, self.codec.as_ref(), bytes)
-    }
+            fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
+                restore_into(&self.name, &mut self.state, self.codec.as_ref(), bytes)
+            }
+        }
+    };
 }
 
-impl<S: 'static, M, O> StageCell for TryStageNode<S, M, O> {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn durable(&self) -> Option<&'static str> {
-        self.codec.as_ref().map(|c| c.type_name)
-    }
-
-    fn snapshot(&self, spare: Option<Copied>) -> Option<Snapshot> {
-        snapshot_of(&self.name, &self.state, self.codec.as_ref(), spare)
-    }
-
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), String> {
-        restore_into(&self.name, &mut self.state, self.codec.as_ref(), bytes)
-    }
-}
+stage_cell!(StageNode<S, M>, M);
+stage_cell!(TryStageNode<S, M, O>, M, O);
