@@ -1,97 +1,12 @@
-//! Worker authentication: HMAC-SHA256 challenge-response on a shared secret.
-//!
-//! 1. The master sends `Challenge` with 32 random bytes.
-//! 2. The worker answers `Auth` with HMAC-SHA256(secret, context ‖ nonce).
-//! 3. The master compares in constant time; on a mismatch it closes the
-//!    connection and logs the peer address.
-//!
-//! The secret never crosses the wire, and a fresh nonce per connection makes
-//! a recorded answer useless. The channel itself is not encrypted: run a
-//! cluster on a trusted network (the master listens on loopback by default).
+//! Worker authentication: the shared-secret handshake of
+//! [`statepipe_sys::auth`] (HMAC-SHA256 challenge-response), which a
+//! distributed pipeline's members use too.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+pub(crate) use statepipe_sys::auth::MissingSecret;
+pub use statepipe_sys::auth::{Secret, SECRET_ENV};
 
-/// The environment variable holding the shared secret.
-pub const SECRET_ENV: &str = "STATEPIPE_SECRET";
-
-const CONTEXT: &[u8] = b"statepipe worker auth v1";
-
-/// The secret a master and its workers share; workers prove they know it
-/// (HMAC challenge-response) and it never crosses the wire.
-#[derive(Clone)]
-pub struct Secret(Vec<u8>);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
-
-impl Secret {
-    /// A secret from its text form.
-    pub fn new(text: &str) -> Self {
-        Secret(text.as_bytes().to_vec())
-    }
-
-    /// 32 random bytes, hex encoded, from the operating system's generator.
-    pub fn random() -> Self {
-        let bytes: [u8; 32] = rand::random();
-        Secret::new(&hex(&bytes))
-    }
-
-    /// The secret in [`SECRET_ENV`].
-    ///
-    /// # Errors
-    /// If the variable is unset or empty.
-    pub fn from_env() -> Result<Self, crate::Error> {
-        match std::env::var(SECRET_ENV) {
-            Ok(s) if !s.is_empty() => Ok(Secret::new(&s)),
-            _ => Err(crate::Error::Config(format!(
-                "set {SECRET_ENV} to the cluster's shared secret (the same on the master and \
-                 every worker)"
-            ))),
-        }
-    }
-
-    /// The text form, to hand to a child process's environment.
-    pub fn as_text(&self) -> String {
-        String::from_utf8_lossy(&self.0).into_owned()
-    }
-
-    fn mac(&self, nonce: &[u8; 32]) -> Hmac<Sha256> {
-        let mut m = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        m.update(CONTEXT);
-        m.update(nonce);
-        m
-    }
-
-    /// The worker's answer to `nonce`.
-    pub fn answer(&self, nonce: &[u8; 32]) -> [u8; 32] {
-        self.mac(nonce).finalize().into_bytes().into()
-    }
-
-    /// Whether `answer` proves knowledge of this secret (constant time).
-    pub fn verify(&self, nonce: &[u8; 32], answer: &[u8; 32]) -> bool {
-        self.mac(nonce).verify_slice(answer).is_ok()
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn right_secret_verifies_wrong_does_not() {
-        let s = Secret::new("hunter2");
-        let nonce = [7u8; 32];
-        assert!(s.verify(&nonce, &s.answer(&nonce)));
-        assert!(!s.verify(&nonce, &Secret::new("hunter3").answer(&nonce)));
-        assert!(!s.verify(&[8u8; 32], &s.answer(&nonce)));
-        assert_ne!(Secret::random().as_text(), Secret::random().as_text());
+impl From<MissingSecret> for crate::Error {
+    fn from(e: MissingSecret) -> Self {
+        crate::Error::Config(e.to_string())
     }
 }

@@ -15,6 +15,8 @@
 //! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread),
 //!   [`pin_current_thread_for_now`](pin::pin_current_thread_for_now) and
 //!   [`set_current_thread_nice`](pin::set_current_thread_nice);
+//! - [`auth`] has the [`Secret`](auth::Secret) processes of one run share
+//!   and its challenge-response;
 //! - [`durable`] writes a file atomically and durably, in the caller's
 //!   thread or on a writer thread of its own (checkpoints).
 //!
@@ -31,6 +33,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod auth;
 mod cgroup;
 pub mod cpus;
 pub mod durable;
