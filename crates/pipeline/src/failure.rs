@@ -79,7 +79,7 @@ impl Error for Failure {
 pub struct StageState {
     /// The stage's name.
     pub name: String,
-    state: Box<dyn Any + Send>,
+    pub(crate) state: Box<dyn Any + Send>,
 }
 
 impl StageState {

@@ -64,6 +64,7 @@ mod failure;
 pub mod machine;
 mod node;
 mod pipeline;
+pub mod remote;
 mod runtime;
 mod sequential;
 mod state;
@@ -92,3 +93,14 @@ pub use sequential::{Interpreter, Run};
 pub use state::UpgradeError;
 pub use unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 pub use upgrade::StageHandle;
+
+/// Fuzzing entry points (the `fuzzing` feature).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    /// Bytes from the network through every frame and message decoder of
+    /// a distributed pipeline's wire. Nothing may panic, and no decoder may
+    /// allocate more than its input's size.
+    pub fn frames(bytes: &[u8]) {
+        crate::remote::decode_all(bytes);
+    }
+}

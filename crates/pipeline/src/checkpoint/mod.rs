@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::CheckpointError;
-pub(crate) use store::{list, read_state};
+pub(crate) use store::{folder, list, read_state};
 pub use store::{Manifest, PlannedUnit, StageEntry};
 
 /// A complete checkpoint on disk: its folder and its checked manifest.

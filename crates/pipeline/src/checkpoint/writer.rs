@@ -50,6 +50,8 @@ pub(crate) struct Setup {
     pub(crate) last: Arc<Mutex<Option<CheckpointInfo>>>,
     /// Where encoded copies go back to, by stage name.
     pub(crate) spares: Arc<Mutex<HashMap<String, Copied>>>,
+    /// Whether older checkpoints stay when one completes.
+    pub(crate) keep_older: bool,
 }
 
 /// One checkpoint being written.
@@ -225,7 +227,9 @@ fn complete(
         .map_err(|e| io(&path, e))?;
     store::sync_folder(&setup.root).map_err(|e| io(&setup.root, e))?;
     // Complete: the older checkpoints (and folders never completed) go.
-    if let Ok(all) = store::list(&setup.root) {
+    if setup.keep_older {
+        // Somebody else (a distributed pipeline's coordinator) says when.
+    } else if let Ok(all) = store::list(&setup.root) {
         for (older, d) in all {
             if older < id {
                 let _ = std::fs::remove_dir_all(d);

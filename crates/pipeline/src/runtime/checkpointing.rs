@@ -241,6 +241,7 @@ pub(crate) fn start(
             plan: prepared.plan,
             last: Arc::clone(&last),
             spares: Arc::clone(&co.spares),
+            keep_older: config.keep_older_checkpoints,
         };
         let (tx, t) = writer::start(setup).map_err(|e| DeployError::Spawn(e.to_string()))?;
         *co.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);

@@ -53,6 +53,9 @@ pub struct Config {
     pub(crate) checkpoint_every: Option<Duration>,
     /// The checkpoint every stage starts from.
     pub(crate) restore: Option<Checkpoint>,
+    /// Keep the older checkpoints when a new one completes (a distributed
+    /// pipeline's member: its coordinator says when they may go).
+    pub(crate) keep_older_checkpoints: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +89,7 @@ impl Config {
             checkpoint_dir: None,
             checkpoint_every: None,
             restore: None,
+            keep_older_checkpoints: false,
         }
     }
 

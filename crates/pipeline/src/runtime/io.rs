@@ -10,7 +10,7 @@ use crossbeam_channel::Receiver;
 use statepipe_ring::wait::Adaptive;
 use statepipe_ring::{PublishError, TryPublishError};
 
-use super::barrier::Coordinator;
+use super::barrier::{is_barrier, Coordinator, BARRIER};
 use super::edge::UnitStates;
 use super::edge::{DepthProbe, Doorbell, EdgePoller, EdgeProducer, Msg, Sink, Source, SourceEnd};
 use crate::failure::Failure;
@@ -187,6 +187,25 @@ impl<I: Send + 'static> Input<I> {
         }
     }
 
+    /// Sends one item numbered `seq` (at least the next number: numbers
+    /// may skip, as where a distributed pipeline's part numbers its inputs
+    /// by the input they came from), waiting while the pipeline is full.
+    pub(crate) fn send_at(&mut self, seq: u64, item: I) -> Result<(), SendError<I>> {
+        debug_assert!(seq >= self.next_seq, "input numbers only grow");
+        let mut item = Some(item);
+        match self.producer.publish_with(|m| fill(m, seq, &mut item)) {
+            Ok(_) => {
+                self.next_seq = seq;
+                self.accept(1);
+                self.first.ring();
+                Ok(())
+            }
+            Err(PublishError::Halted(_)) => Err(SendError(
+                item.expect("a refused publish did not run the fill"),
+            )),
+        }
+    }
+
     /// How many items were sent.
     pub fn sent(&self) -> u64 {
         self.next_seq
@@ -214,8 +233,20 @@ pub struct Output<O> {
     poller: EdgePoller<O, Adaptive>,
     last: Arc<Doorbell>,
     failures: Receiver<Failure>,
-    buffer: VecDeque<(u64, O)>,
+    /// Outputs, and barriers (no item, `seq` with [`BARRIER`] set) when
+    /// `barriers` is on.
+    buffer: VecDeque<(u64, Option<O>)>,
     ended: bool,
+    barriers: bool,
+}
+
+/// What [`Output::recv_event`] hands out.
+pub(crate) enum Event<O> {
+    /// An output and its input's number.
+    Item(u64, O),
+    /// A barrier passed the end of the pipeline: every output before it
+    /// came first.
+    Barrier(u64),
 }
 
 impl<O: Send + 'static> Output<O> {
@@ -230,15 +261,23 @@ impl<O: Send + 'static> Output<O> {
             failures,
             buffer: VecDeque::new(),
             ended: false,
+            barriers: false,
         }
+    }
+
+    /// Hands out barriers too, through [`recv_event`](Self::recv_event).
+    pub(crate) fn with_barriers(mut self) -> Self {
+        self.barriers = true;
+        self
     }
 
     fn fill(&mut self, wait: Option<Duration>) {
         let buffer = &mut self.buffer;
-        let take = |m: &mut Msg<O>, _: u64, _: bool| {
-            if let Some(x) = m.item.get_mut().take() {
-                buffer.push_back((m.seq, x));
-            }
+        let barriers = self.barriers;
+        let take = |m: &mut Msg<O>, _: u64, _: bool| match m.item.get_mut().take() {
+            Some(x) => buffer.push_back((m.seq, Some(x))),
+            None if barriers && is_barrier(m.seq) => buffer.push_back((m.seq & !BARRIER, None)),
+            None => {}
         };
         let r = match wait {
             Some(t) => self.poller.poll_timeout(t, take),
@@ -256,8 +295,10 @@ impl<O: Send + 'static> Output<O> {
     /// and drained) or stopped.
     pub fn recv(&mut self) -> Option<(u64, O)> {
         loop {
-            if let Some(x) = self.buffer.pop_front() {
-                return Some(x);
+            while let Some((seq, x)) = self.buffer.pop_front() {
+                if let Some(x) = x {
+                    return Some((seq, x));
+                }
             }
             if self.ended {
                 return None;
@@ -268,10 +309,30 @@ impl<O: Send + 'static> Output<O> {
 
     /// The next output if one is ready now.
     pub fn try_recv(&mut self) -> Option<(u64, O)> {
-        if self.buffer.is_empty() && !self.ended {
-            self.fill(None);
+        loop {
+            if self.buffer.is_empty() && !self.ended {
+                self.fill(None);
+            }
+            match self.buffer.pop_front()? {
+                (seq, Some(x)) => return Some((seq, x)),
+                (_, None) => continue,
+            }
         }
-        self.buffer.pop_front()
+    }
+
+    /// The next output or barrier, waiting up to `wait` for one; `Ok(None)`
+    /// if none came, `Err(())` once the pipeline has finished and
+    /// everything was read.
+    pub(crate) fn recv_event(&mut self, wait: Option<Duration>) -> Result<Option<Event<O>>, ()> {
+        if self.buffer.is_empty() && !self.ended {
+            self.fill(wait);
+        }
+        match self.buffer.pop_front() {
+            Some((seq, Some(x))) => Ok(Some(Event::Item(seq, x))),
+            Some((id, None)) => Ok(Some(Event::Barrier(id))),
+            None if self.ended => Err(()),
+            None => Ok(None),
+        }
     }
 
     /// Whether the pipeline has finished and every output was read.

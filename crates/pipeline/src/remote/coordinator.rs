@@ -1,0 +1,968 @@
+//! [`Coordinator`]: the process that holds a distributed run's input and
+//! output, places its parts on members, commits checkpoints, and restores
+//! every part from the last committed one when a member is lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufReader;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde::{Deserialize, Serialize};
+use statepipe_sys::auth::Secret;
+
+use super::edge::{Arrival, EdgeRx, EdgeTx};
+use super::error::RemoteError;
+use super::member::part_dir;
+use super::metrics::RemoteMetrics;
+use super::part::{Parts, Wire};
+use super::routes::{self, Routes};
+use super::run::{RemoteConfig, RemoteFailure, RemoteRun, Restore};
+use super::wire::{self, Assign, EncodedState, Msg, WireFailure};
+use super::CONNECT_TIMEOUT;
+
+/// The coordinating process of a distributed run.
+pub struct Coordinator {
+    control: TcpListener,
+    data: TcpListener,
+    secret: Secret,
+    app: String,
+    metrics: RemoteMetrics,
+}
+
+/// A member as the coordinator knows it.
+struct Known {
+    addr: String,
+    data: String,
+    writer: Arc<Mutex<TcpStream>>,
+    last_seen: Instant,
+    alive: bool,
+}
+
+impl Known {
+    fn send(&self, m: &Msg) -> bool {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        wire::write_msg(&mut *w, m).is_ok()
+    }
+
+    fn drop_connection(&mut self) {
+        self.alive = false;
+        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = w.shutdown(Shutdown::Both);
+    }
+}
+
+enum Ev {
+    Joined(u32, Known),
+    Msg(u32, Msg),
+    Lost(u32, String),
+    Source(u64, Result<(), String>),
+    Sink(u64, Result<(), String>),
+}
+
+/// What was committed: a checkpoint every part has, and the input
+/// position it resumes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Committed {
+    id: u64,
+    position: u64,
+}
+
+const COMMITTED: &str = "COORDINATOR";
+
+impl Coordinator {
+    /// Listens for members at `addr`, which prove `secret`; `app` tells
+    /// each member what to build (an application's name and arguments).
+    ///
+    /// # Errors
+    /// [`RemoteError::Io`] if `addr` cannot be bound.
+    pub fn bind(
+        addr: &str,
+        secret: Secret,
+        app: impl Into<String>,
+    ) -> Result<Coordinator, RemoteError> {
+        let control = TcpListener::bind(addr)
+            .map_err(|e| RemoteError::Io(format!("listening on {addr}: {e}")))?;
+        let ip = control
+            .local_addr()
+            .map_err(|e| RemoteError::Io(e.to_string()))?
+            .ip();
+        let data = TcpListener::bind(SocketAddr::new(ip, 0))
+            .map_err(|e| RemoteError::Io(e.to_string()))?;
+        Ok(Coordinator {
+            control,
+            data,
+            secret,
+            app: app.into(),
+            metrics: RemoteMetrics::default(),
+        })
+    }
+
+    /// The address members join.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.control
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The run's counters (source and sink edges, checkpoints, restores).
+    pub fn metrics(&self) -> RemoteMetrics {
+        self.metrics.clone()
+    }
+
+    /// Runs `parts` on the members that join: `inputs(from)` gives the
+    /// inputs numbered `from` onwards (again from a checkpoint's position
+    /// after a restore); `sink` receives each output once, with the
+    /// number of the input it came from, in the order
+    /// [`run_sequential`](crate::Pipeline::run_sequential) gives.
+    ///
+    /// # Errors
+    /// [`RemoteError::NoMembers`] if too few members join in time,
+    /// [`RemoteError::MemberLost`] if a member is lost without
+    /// checkpoints, [`RemoteError::PartFailed`] if a part fails.
+    pub fn run<I, O, It>(
+        self,
+        parts: &Parts<I, O>,
+        config: &RemoteConfig,
+        inputs: impl Fn(u64) -> It + Send + Sync + 'static,
+        sink: impl FnMut(u64, O) + Send + 'static,
+    ) -> Result<RemoteRun, RemoteError>
+    where
+        I: Wire,
+        O: Wire,
+        It: IntoIterator<Item = I>,
+        It::IntoIter: 'static,
+    {
+        if config.members == 0 {
+            return Err(RemoteError::Config(
+                "a distributed run needs at least one member".into(),
+            ));
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let done = Arc::new(AtomicBool::new(false));
+        self.accept_members(parts.build(), tx.clone(), Arc::clone(&done))?;
+        let routes = Arc::new(Routes::default());
+        {
+            let listener = self
+                .data
+                .try_clone()
+                .map_err(|e| RemoteError::Io(e.to_string()))?;
+            let (secret, routes, done) =
+                (self.secret.clone(), Arc::clone(&routes), Arc::clone(&done));
+            std::thread::spawn(move || routes::serve(listener, secret, routes, done));
+        }
+        let mut run = Driver {
+            co: &self,
+            config,
+            members: BTreeMap::new(),
+            rx,
+            tx,
+            routes,
+            inputs: Arc::new(move |from| {
+                Box::new(inputs(from).into_iter()) as Box<dyn Iterator<Item = I>>
+            }),
+            sink: Arc::new(Mutex::new(Dedup {
+                delivered: None,
+                count: 0,
+                sink: Box::new(sink),
+            })),
+            failures: BTreeMap::new(),
+            committed: None,
+            restores: Vec::new(),
+            positions: Positions::default(),
+        };
+        let result = run.drive(parts);
+        done.store(true, Ordering::Relaxed);
+        for m in run.members.values_mut().filter(|m| m.alive) {
+            if result.is_ok() {
+                m.send(&Msg::Finish);
+            }
+            m.drop_connection();
+        }
+        for l in [&self.control, &self.data] {
+            if let Ok(a) = l.local_addr() {
+                let _ = TcpStream::connect(a);
+            }
+        }
+        result
+    }
+
+    fn accept_members(
+        &self,
+        build: String,
+        tx: Sender<Ev>,
+        done: Arc<AtomicBool>,
+    ) -> Result<(), RemoteError> {
+        let listener = self
+            .control
+            .try_clone()
+            .map_err(|e| RemoteError::Io(e.to_string()))?;
+        let (secret, app) = (self.secret.clone(), self.app.clone());
+        let numbers = Arc::new(AtomicU32::new(0));
+        std::thread::Builder::new()
+            .name("coordinator-accept".into())
+            .spawn(move || {
+                for s in listener.incoming() {
+                    if done.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Ok(s) = s else { continue };
+                    let (secret, app, build, tx, numbers) = (
+                        secret.clone(),
+                        app.clone(),
+                        build.clone(),
+                        tx.clone(),
+                        Arc::clone(&numbers),
+                    );
+                    std::thread::spawn(move || admit(s, &secret, &app, &build, &tx, &numbers));
+                }
+            })
+            .map_err(|e| RemoteError::Io(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// Authenticates a member, checks its build, then reads its messages.
+fn admit(
+    mut s: TcpStream,
+    secret: &Secret,
+    app: &str,
+    build: &str,
+    tx: &Sender<Ev>,
+    numbers: &AtomicU32,
+) {
+    let addr = s.peer_addr().map_or("?".into(), |a| a.to_string());
+    let _ = s.set_nodelay(true);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut buf = Vec::new();
+    if wire::challenge(&mut s, secret, &mut buf).is_err() {
+        return;
+    }
+    let number = numbers.fetch_add(1, Ordering::Relaxed);
+    if wire::write_msg(
+        &mut s,
+        &Msg::Welcome {
+            app: app.to_string(),
+            member: number,
+        },
+    )
+    .is_err()
+    {
+        return;
+    }
+    let data = match wire::read_msg(&mut s, &mut buf) {
+        Ok(Msg::Ready { build: b, data }) if b == build => data,
+        Ok(Msg::Ready { build: b, .. }) => {
+            let _ = wire::write_msg(
+                &mut s,
+                &Msg::Refused {
+                    reason: format!(
+                        "this member's build of `{app}` has shape {b}, the coordinator's {build}: \
+                         run the same build (and the same application arguments) everywhere"
+                    ),
+                },
+            );
+            return;
+        }
+        _ => return,
+    };
+    // A member listening on every interface is reached where it joined from.
+    let data = match (data.parse::<SocketAddr>(), s.peer_addr()) {
+        (Ok(d), Ok(p)) if d.ip().is_unspecified() => SocketAddr::new(p.ip(), d.port()).to_string(),
+        _ => data,
+    };
+    let _ = s.set_read_timeout(None);
+    let Ok(writer) = s.try_clone() else { return };
+    let known = Known {
+        addr: addr.clone(),
+        data,
+        writer: Arc::new(Mutex::new(writer)),
+        last_seen: Instant::now(),
+        alive: true,
+    };
+    if tx.send(Ev::Joined(number, known)).is_err() {
+        return;
+    }
+    let mut r = BufReader::new(s);
+    loop {
+        match wire::read_msg(&mut r, &mut buf) {
+            Ok(m) => {
+                if tx.send(Ev::Msg(number, m)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Ev::Lost(number, e.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+/// The sink's side of exactly-once: outputs replayed after a restore
+/// were delivered already, and are recognised by their number and their
+/// place among the outputs of the same input.
+struct Dedup<O> {
+    delivered: Option<(u64, u64)>,
+    count: u64,
+    sink: Box<dyn FnMut(u64, O) + Send>,
+}
+
+type Inputs<I> = Arc<dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync>;
+
+struct Driver<'a, I, O> {
+    co: &'a Coordinator,
+    config: &'a RemoteConfig,
+    members: BTreeMap<u32, Known>,
+    rx: Receiver<Ev>,
+    tx: Sender<Ev>,
+    routes: Arc<Routes>,
+    inputs: Inputs<I>,
+    sink: Arc<Mutex<Dedup<O>>>,
+    failures: BTreeMap<(u64, String), WireFailure>,
+    committed: Option<Committed>,
+    restores: Vec<Restore>,
+    /// Each barrier's input position and when it went, by checkpoint.
+    positions: Positions,
+}
+
+type Positions = Arc<Mutex<HashMap<u64, (u64, Instant)>>>;
+
+/// The parts `place` puts on member `n`.
+fn parts_on(place: &[u32], n: u32) -> Vec<u32> {
+    (0..place.len() as u32)
+        .filter(|&k| place[k as usize] == n)
+        .collect()
+}
+
+/// Why an attempt ended early.
+enum Cause {
+    Lost(u32, String, Vec<u32>),
+    Failed(u32, u32, String),
+}
+
+/// An attempt's edges at the coordinator, to stop them.
+struct Ends {
+    stop: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl<I: Wire, O: Wire> Driver<'_, I, O> {
+    fn root(&self) -> Option<&Path> {
+        self.config.checkpoint_dir.as_deref()
+    }
+
+    fn drive(&mut self, parts: &Parts<I, O>) -> Result<RemoteRun, RemoteError> {
+        let deadline = Instant::now() + self.config.join_timeout;
+        while self.live().len() < self.config.members {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(ev) => {
+                    let _ = self.on_event(ev);
+                }
+                Err(_) => {
+                    return Err(RemoteError::NoMembers(format!(
+                        "{} of {} members joined within {:?}: start them with the coordinator's \
+                         address and the same {}",
+                        self.live().len(),
+                        self.config.members,
+                        self.config.join_timeout,
+                        statepipe_sys::auth::SECRET_ENV
+                    )))
+                }
+            }
+        }
+        let resumed_from = if self.config.resume {
+            self.committed = self.read_committed()?;
+            self.committed.map(|c| c.id)
+        } else {
+            None
+        };
+        let mut epoch = 0;
+        let mut fruitless = 0;
+        loop {
+            epoch += 1;
+            let started_from = self.committed.map(|c| c.id);
+            match self.attempt(parts, epoch)? {
+                Ok(states) => {
+                    let mut all = Vec::new();
+                    for (k, p) in parts.parts.iter().enumerate() {
+                        let s = states.get(&(k as u32)).map_or(&[][..], Vec::as_slice);
+                        all.extend(p.decode_states(s).map_err(|e| RemoteError::PartFailed {
+                            part: k as u32,
+                            member: "(coordinator)".into(),
+                            error: format!("its final states do not decode here: {e}"),
+                        })?);
+                    }
+                    let outputs = self.sink.lock().unwrap_or_else(|p| p.into_inner()).count;
+                    return Ok(RemoteRun {
+                        outputs,
+                        failures: self
+                            .failures
+                            .values()
+                            .map(|f| RemoteFailure {
+                                seq: f.seq,
+                                stage: f.stage.clone(),
+                                item: f.item.clone(),
+                                error: f.error.clone(),
+                            })
+                            .collect(),
+                        states: all,
+                        restores: std::mem::take(&mut self.restores),
+                        last_checkpoint: self.committed.map(|c| (c.id, c.position)),
+                        resumed_from,
+                    });
+                }
+                Err((cause, detected)) => {
+                    let (lost, why, parts_of) = match &cause {
+                        Cause::Lost(n, why, of) => (Some(*n), why.clone(), of.clone()),
+                        Cause::Failed(_, part, e) => (None, e.clone(), vec![*part]),
+                    };
+                    let member = |n: u32| {
+                        self.members
+                            .get(&n)
+                            .map_or(format!("{n}"), |m| format!("{n} ({})", m.addr))
+                    };
+                    match cause {
+                        Cause::Lost(n, ..) if self.root().is_none() => {
+                            return Err(RemoteError::MemberLost {
+                                member: member(n),
+                                why,
+                                parts: parts_of,
+                            })
+                        }
+                        Cause::Failed(n, part, error) => {
+                            fruitless += 1;
+                            if self.root().is_none() || fruitless > 2 {
+                                return Err(RemoteError::PartFailed {
+                                    part,
+                                    member: member(n),
+                                    error,
+                                });
+                            }
+                        }
+                        Cause::Lost(..) => {}
+                    }
+                    if self.committed.map(|c| c.id) != started_from {
+                        fruitless = 0;
+                    }
+                    self.co.metrics.count_restore();
+                    self.restores.push(Restore {
+                        lost: lost.map(member),
+                        why,
+                        from: self.committed.map(|c| c.id),
+                        position: self.committed.map_or(0, |c| c.position),
+                        detected_after: detected,
+                    });
+                }
+            }
+        }
+    }
+
+    fn live(&self) -> Vec<u32> {
+        self.members
+            .iter()
+            .filter(|(_, m)| m.alive)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Which member runs part `k` of `p`: contiguous runs of parts, spread
+    /// evenly over the live members.
+    fn placement(&self, p: usize) -> Vec<u32> {
+        let live = self.live();
+        let m = live.len().min(p).max(1);
+        (0..p).map(|k| live[k * m / p]).collect()
+    }
+
+    fn on_event(&mut self, ev: Ev) -> Option<Ev> {
+        match ev {
+            Ev::Joined(n, k) => {
+                self.members.insert(n, k);
+                None
+            }
+            Ev::Msg(n, m) => {
+                if let Some(k) = self.members.get_mut(&n) {
+                    k.last_seen = Instant::now();
+                }
+                match m {
+                    Msg::Heartbeat => None,
+                    Msg::Failures { failures, .. } => {
+                        for f in failures {
+                            self.failures.insert((f.seq, f.stage.clone()), f);
+                        }
+                        None
+                    }
+                    m => Some(Ev::Msg(n, m)),
+                }
+            }
+            Ev::Lost(n, why) => {
+                let was_alive = self.members.get_mut(&n).is_some_and(|k| {
+                    let a = k.alive;
+                    k.drop_connection();
+                    a
+                });
+                was_alive.then_some(Ev::Lost(n, why))
+            }
+            ev => Some(ev),
+        }
+    }
+
+    /// Marks members silent for too long as lost.
+    fn check_silence(&mut self) -> Option<(u32, String)> {
+        let limit = self.config.silence;
+        let silent = self
+            .members
+            .iter()
+            .find(|(_, m)| m.alive && m.last_seen.elapsed() > limit)
+            .map(|(n, _)| *n)?;
+        if let Some(k) = self.members.get_mut(&silent) {
+            k.drop_connection();
+        }
+        Some((silent, format!("silent for more than {limit:?}")))
+    }
+
+    /// One attempt: start every part, feed, collect; `Ok(Err(..))` if a
+    /// member was lost or a part failed (everything of the attempt is
+    /// stopped by then).
+    #[allow(clippy::type_complexity)]
+    fn attempt(
+        &mut self,
+        parts: &Parts<I, O>,
+        epoch: u64,
+    ) -> Result<Result<HashMap<u32, Vec<EncodedState>>, (Cause, Duration)>, RemoteError> {
+        let p = parts.len();
+        if self.live().is_empty() {
+            return Err(RemoteError::NoMembers(
+                "no member is left to run the parts".into(),
+            ));
+        }
+        self.routes.forget_before(epoch);
+        let place = self.placement(p);
+        let sink_addr = self.sink_addr(place[p - 1]);
+        let restore = self.committed.map(|c| c.id);
+        let position = self.committed.map_or(0, |c| c.position);
+        for (&n, m) in &self.members {
+            if !m.alive {
+                continue;
+            }
+            let assigned: Vec<Assign> = (0..p)
+                .filter(|&k| place[k] == n)
+                .map(|k| Assign {
+                    part: k as u32,
+                    restore,
+                    downstream: if k + 1 < p {
+                        self.members[&place[k + 1]].data.clone()
+                    } else {
+                        sink_addr.clone()
+                    },
+                })
+                .collect();
+            m.send(&Msg::Start {
+                epoch,
+                parts: assigned,
+                checkpoints: self.root().map(|r| r.display().to_string()),
+                credits: self.config.credits,
+            });
+        }
+        let ends = self.start_ends(
+            epoch,
+            p as u32,
+            &self.members[&place[0]].data.clone(),
+            restore,
+            position,
+        )?;
+        let mut states: HashMap<u32, Vec<EncodedState>> = HashMap::new();
+        let mut checkpointed: HashMap<u64, usize> = HashMap::new();
+        let (mut source_done, mut sink_done) = (false, false);
+        let cause = loop {
+            if source_done && sink_done && states.len() == p {
+                for t in ends.threads {
+                    let _ = t.join();
+                }
+                return Ok(Ok(states));
+            }
+            if let Some((n, why)) = self.check_silence() {
+                if place.contains(&n) {
+                    break Cause::Lost(n, why, parts_on(&place, n));
+                }
+            }
+            let ev = match self.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(ev) => ev,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => unreachable!("the driver holds a sender"),
+            };
+            match self.on_event(ev) {
+                Some(Ev::Lost(n, why)) if place.contains(&n) => {
+                    break Cause::Lost(n, why, parts_on(&place, n));
+                }
+                Some(Ev::Msg(n, Msg::Checkpointed { epoch: e, id, .. })) if e == epoch => {
+                    let c = checkpointed.entry(id).or_insert(0);
+                    *c += 1;
+                    if *c == p {
+                        self.commit(id, p)?;
+                    }
+                    let _ = n;
+                }
+                Some(Ev::Msg(
+                    _,
+                    Msg::Done {
+                        epoch: e,
+                        part,
+                        states: s,
+                    },
+                )) if e == epoch => {
+                    states.insert(part, s);
+                }
+                Some(Ev::Msg(
+                    n,
+                    Msg::Failed {
+                        epoch: e,
+                        part,
+                        error,
+                    },
+                )) if e == epoch => {
+                    break Cause::Failed(n, part, error);
+                }
+                Some(Ev::Source(e, r)) if e == epoch => match r {
+                    Ok(()) => source_done = true,
+                    Err(err) => {
+                        break Cause::Failed(u32::MAX, 0, format!("the input's edge: {err}"))
+                    }
+                },
+                Some(Ev::Sink(e, r)) if e == epoch => match r {
+                    Ok(()) => sink_done = true,
+                    Err(err) => {
+                        break Cause::Failed(
+                            u32::MAX,
+                            p as u32,
+                            format!("the output's edge: {err}"),
+                        )
+                    }
+                },
+                _ => {}
+            }
+        };
+        let detected = Instant::now();
+        let cause = self.stop_attempt(epoch, &place, ends, cause);
+        Ok(Err((cause, detected.elapsed())))
+    }
+
+    /// Stops every part of the attempt and the coordinator's ends; a loss
+    /// found meanwhile is the cause (a neighbour's broken edge is only its
+    /// symptom).
+    fn stop_attempt(&mut self, epoch: u64, place: &[u32], ends: Ends, mut cause: Cause) -> Cause {
+        ends.stop.store(true, Ordering::Relaxed);
+        for s in ends
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let mut waiting: Vec<u32> = self
+            .live()
+            .into_iter()
+            .filter(|n| place.contains(n))
+            .collect();
+        for n in &waiting {
+            self.members[n].send(&Msg::Abort { epoch });
+        }
+        let deadline = Instant::now() + self.config.silence * 2;
+        while !waiting.is_empty() && Instant::now() < deadline {
+            let Ok(ev) = self.rx.recv_timeout(Duration::from_millis(20)) else {
+                continue;
+            };
+            match self.on_event(ev) {
+                Some(Ev::Msg(n, Msg::Aborted { epoch: e })) if e == epoch => {
+                    waiting.retain(|&w| w != n)
+                }
+                Some(Ev::Lost(n, why)) => {
+                    waiting.retain(|&w| w != n);
+                    if !matches!(cause, Cause::Lost(..)) {
+                        cause = Cause::Lost(n, why, parts_on(place, n));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for n in waiting {
+            if let Some(k) = self.members.get_mut(&n) {
+                k.drop_connection();
+            }
+            if !matches!(cause, Cause::Lost(..)) {
+                cause = Cause::Lost(
+                    n,
+                    "it did not stop its parts when asked".into(),
+                    parts_on(place, n),
+                );
+            }
+        }
+        for t in ends.threads {
+            let _ = t.join();
+        }
+        cause
+    }
+
+    fn sink_addr(&self, last: u32) -> String {
+        let port = self.co.data.local_addr().map_or(0, |a| a.port());
+        // The address the last part's member reached the coordinator at.
+        let ip = self.members[&last]
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .local_addr()
+            .map(|a| a.ip());
+        match ip {
+            Ok(ip) => SocketAddr::new(ip, port).to_string(),
+            Err(_) => self
+                .co
+                .data
+                .local_addr()
+                .map_or(String::new(), |a| a.to_string()),
+        }
+    }
+
+    /// Starts the input's and the output's edges of attempt `epoch`.
+    fn start_ends(
+        &self,
+        epoch: u64,
+        last: u32,
+        first: &str,
+        restore: Option<u64>,
+        position: u64,
+    ) -> Result<Ends, RemoteError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::new();
+        let spawn_err = |e: std::io::Error| RemoteError::Io(e.to_string());
+        {
+            let (routes, stop, streams, tx) = (
+                Arc::clone(&self.routes),
+                Arc::clone(&stop),
+                Arc::clone(&streams),
+                self.tx.clone(),
+            );
+            let (sink, stats) = (
+                Arc::clone(&self.sink),
+                self.co.metrics.edge("output".into()),
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("coordinator-sink".into())
+                    .spawn(move || {
+                        let r = receive(&routes, epoch, last, &stop, &streams, stats, &sink);
+                        let _ = tx.send(Ev::Sink(epoch, r));
+                    })
+                    .map_err(spawn_err)?,
+            );
+        }
+        {
+            let (secret, first, stop, streams, tx) = (
+                self.co.secret.clone(),
+                first.to_string(),
+                Arc::clone(&stop),
+                Arc::clone(&streams),
+                self.tx.clone(),
+            );
+            let (inputs, stats, every) = (
+                Arc::clone(&self.inputs),
+                self.co.metrics.edge("input".into()),
+                self.config.checkpoint_every,
+            );
+            let every = self.root().and(every);
+            let positions = Arc::clone(&self.positions);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("coordinator-source".into())
+                    .spawn(move || {
+                        let r = (|| {
+                            let s =
+                                routes::connect(&first, &secret, epoch, 0, CONNECT_TIMEOUT, &stop)?;
+                            if let Ok(c) = s.try_clone() {
+                                streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+                            }
+                            let tx = EdgeTx::new(s, Arc::clone(&stop), stats)
+                                .map_err(|e| e.to_string())?;
+                            feed(
+                                tx,
+                                &*inputs,
+                                position,
+                                restore.map_or(1, |r| r + 1),
+                                every,
+                                &positions,
+                                &stop,
+                            )
+                        })();
+                        let _ = tx.send(Ev::Source(epoch, r));
+                    })
+                    .map_err(spawn_err)?,
+            );
+        }
+        Ok(Ends {
+            stop,
+            streams,
+            threads,
+        })
+    }
+
+    fn commit(&mut self, id: u64, parts: usize) -> Result<(), RemoteError> {
+        let Some(root) = self.root().map(Path::to_path_buf) else {
+            return Ok(());
+        };
+        let Some((position, at)) = self
+            .positions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+        else {
+            return Ok(());
+        };
+        let c = Committed { id, position };
+        let path = root.join(COMMITTED);
+        let json = serde_json::to_vec(&c).map_err(|e| RemoteError::Io(e.to_string()))?;
+        statepipe_sys::durable::write_atomic(&path, &json)
+            .map_err(|e| RemoteError::Io(format!("{}: {e}", path.display())))?;
+        self.committed = Some(c);
+        self.co.metrics.count_checkpoint(at.elapsed());
+        for k in 0..parts as u32 {
+            if let Ok(all) = crate::checkpoint::list(&part_dir(&root, k)) {
+                for (older, d) in all {
+                    if older < id {
+                        let _ = std::fs::remove_dir_all(d);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_committed(&self) -> Result<Option<Committed>, RemoteError> {
+        let Some(root) = self.root() else {
+            return Err(RemoteError::Config(
+                "resuming needs the checkpoint folder".into(),
+            ));
+        };
+        let path: PathBuf = root.join(COMMITTED);
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| RemoteError::Config(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(RemoteError::Io(format!("{}: {e}", path.display()))),
+        }
+    }
+}
+
+/// Sends the inputs from `position`, a barrier every `every`.
+fn feed<I: Wire>(
+    mut tx: EdgeTx,
+    inputs: &(dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync),
+    position: u64,
+    mut next_id: u64,
+    every: Option<Duration>,
+    positions: &Mutex<HashMap<u64, (u64, Instant)>>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    // The inputs come through a bounded channel from a thread of their
+    // own, so that when they are slow to come the batch goes at once.
+    let (items, from) = crossbeam_channel::bounded::<I>(4096);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for x in inputs(position) {
+                if items.send(x).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut seq = position;
+        let mut due = every.map(|e| Instant::now() + e);
+        let mut n = 0u32;
+        loop {
+            let x = match from.try_recv() {
+                Ok(x) => x,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    tx.flush().map_err(|e| e.to_string())?;
+                    match from.recv() {
+                        Ok(x) => x,
+                        Err(_) => break,
+                    }
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+            };
+            n = n.wrapping_add(1);
+            if n % 256 == 0 {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("stopped".to_string());
+                }
+                if let (Some(d), Some(e)) = (due, every) {
+                    if Instant::now() >= d {
+                        positions
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(next_id, (seq, Instant::now()));
+                        tx.barrier(next_id).map_err(|e| e.to_string())?;
+                        next_id += 1;
+                        due = Some(Instant::now() + e);
+                    }
+                }
+            }
+            tx.send(seq, &x).map_err(|e| e.to_string())?;
+            seq += 1;
+        }
+        drop(from);
+        tx.end().map_err(|e| e.to_string())
+    })
+}
+
+/// Receives the last part's outputs into the sink, once each.
+fn receive<O: Wire>(
+    routes: &Routes,
+    epoch: u64,
+    last: u32,
+    stop: &AtomicBool,
+    streams: &Mutex<Vec<TcpStream>>,
+    stats: Arc<super::edge::EdgeStats>,
+    sink: &Mutex<Dedup<O>>,
+) -> Result<(), String> {
+    let s = routes
+        .take(epoch, last, CONNECT_TIMEOUT, stop)
+        .ok_or("the last part did not connect")?;
+    if let Ok(c) = s.try_clone() {
+        streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+    }
+    let mut rx = EdgeRx::new(s, 1 << 16, stats).map_err(|e| e.to_string())?;
+    let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+    let mut current: Option<(u64, u64)> = None;
+    while rx
+        .next::<O>(|a| {
+            if let Arrival::Item(seq, x) = a {
+                let idx = match current {
+                    Some((s, i)) if s == seq => i + 1,
+                    _ => 0,
+                };
+                current = Some((seq, idx));
+                let fresh = match sink.delivered {
+                    None => true,
+                    Some((s, count)) => seq > s || (seq == s && idx >= count),
+                };
+                if fresh {
+                    (sink.sink)(seq, x);
+                    sink.delivered = Some((seq, idx + 1));
+                    sink.count += 1;
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?
+    {}
+    rx.close();
+    Ok(())
+}

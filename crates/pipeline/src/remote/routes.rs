@@ -1,0 +1,134 @@
+//! Where incoming data connections wait for the part they feed: a
+//! listener authenticates each (challenge, answer, hello) and files it
+//! under its attempt and part until that part's thread takes it.
+
+use std::collections::HashMap;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use statepipe_sys::auth::Secret;
+
+use super::wire::{self, Msg};
+
+/// Connections that arrived, by (attempt, part).
+#[derive(Default)]
+pub(crate) struct Routes {
+    waiting: Mutex<HashMap<(u64, u32), TcpStream>>,
+    arrived: Condvar,
+    /// Connections refused (wrong secret, malformed hello), and why the
+    /// last one was.
+    pub(crate) refused: Mutex<(u64, Option<String>)>,
+}
+
+impl Routes {
+    /// Takes the connection for `part` of attempt `epoch`, waiting up to
+    /// `timeout` (and no longer than `stop` stays unset).
+    pub(crate) fn take(
+        &self,
+        epoch: u64,
+        part: u32,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Option<TcpStream> {
+        let deadline = Instant::now() + timeout;
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(s) = w.remove(&(epoch, part)) {
+                return Some(s);
+            }
+            if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                return None;
+            }
+            w = self
+                .arrived
+                .wait_timeout(w, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Forgets the connections of attempts before `epoch`.
+    pub(crate) fn forget_before(&self, epoch: u64) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        w.retain(|(e, _), _| *e >= epoch);
+    }
+
+    fn file(&self, epoch: u64, part: u32, s: TcpStream) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        w.insert((epoch, part), s);
+        self.arrived.notify_all();
+    }
+}
+
+/// Accepts data connections on `listener` until `done` is set, each
+/// authenticated on a thread of its own (a silent peer holds up nobody).
+pub(crate) fn serve(
+    listener: TcpListener,
+    secret: Secret,
+    routes: Arc<Routes>,
+    done: Arc<AtomicBool>,
+) {
+    for s in listener.incoming() {
+        if done.load(Ordering::Relaxed) {
+            break;
+        }
+        let Ok(s) = s else { continue };
+        let (secret, routes) = (secret.clone(), Arc::clone(&routes));
+        let _ = std::thread::Builder::new()
+            .name("edge-accept".into())
+            .spawn(move || {
+                let peer = s.peer_addr().map_or("?".to_string(), |a| a.to_string());
+                if let Err(e) = admit(s, &secret, &routes) {
+                    let mut r = routes.refused.lock().unwrap_or_else(|p| p.into_inner());
+                    r.0 += 1;
+                    r.1 = Some(format!("{peer}: {e}"));
+                }
+            });
+    }
+}
+
+fn admit(mut s: TcpStream, secret: &Secret, routes: &Routes) -> Result<(), wire::WireError> {
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    wire::challenge(&mut s, secret, &mut buf)?;
+    match wire::read_msg(&mut s, &mut buf)? {
+        Msg::Hello { epoch, part } => {
+            s.set_read_timeout(None)?;
+            routes.file(epoch, part, s);
+            Ok(())
+        }
+        m => Err(wire::WireError::Malformed(format!(
+            "{m:?} where a hello belongs"
+        ))),
+    }
+}
+
+/// Connects to `addr` for `part` of attempt `epoch`, retrying while the
+/// peer is not listening yet, up to `timeout` or until `stop`.
+pub(crate) fn connect(
+    addr: &str,
+    secret: &Secret,
+    epoch: u64,
+    part: u32,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<TcpStream, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(mut s) => {
+                let mut buf = Vec::new();
+                wire::answer(&mut s, secret, &mut buf).map_err(|e| format!("{addr}: {e}"))?;
+                wire::write_msg(&mut s, &Msg::Hello { epoch, part })
+                    .map_err(|e| format!("{addr}: {e}"))?;
+                return Ok(s);
+            }
+            Err(e) if Instant::now() >= deadline || stop.load(Ordering::Relaxed) => {
+                return Err(format!("connecting to {addr}: {e}"))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}

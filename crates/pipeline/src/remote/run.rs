@@ -1,0 +1,134 @@
+//! What a distributed run is configured with and what it hands back.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::failure::StageState;
+
+/// How a [`Coordinator`](super::Coordinator) runs.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    pub(crate) members: usize,
+    pub(crate) join_timeout: Duration,
+    pub(crate) checkpoint_dir: Option<PathBuf>,
+    pub(crate) checkpoint_every: Option<Duration>,
+    pub(crate) credits: u64,
+    pub(crate) resume: bool,
+    pub(crate) silence: Duration,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig::new()
+    }
+}
+
+impl RemoteConfig {
+    /// One member, 60 s for it to join, no checkpoints, 65,536 credits per
+    /// edge, a member lost after 1 s of silence.
+    pub fn new() -> RemoteConfig {
+        RemoteConfig {
+            members: 1,
+            join_timeout: Duration::from_secs(60),
+            checkpoint_dir: None,
+            checkpoint_every: Some(Duration::from_secs(1)),
+            credits: 1 << 16,
+            resume: false,
+            silence: Duration::from_secs(1),
+        }
+    }
+
+    /// Waits for `n` members before starting (more may join later, as
+    /// spares for restores).
+    pub fn members(mut self, n: usize) -> RemoteConfig {
+        self.members = n;
+        self
+    }
+
+    /// How long to wait for them.
+    pub fn join_timeout(mut self, t: Duration) -> RemoteConfig {
+        self.join_timeout = t;
+        self
+    }
+
+    /// Checkpoints under `dir`, which every member must reach at the same
+    /// path (one host, or a shared volume): each part's in `part-NNN`, and
+    /// what is committed in `COORDINATOR`. A lost member is then recovered
+    /// from the last committed checkpoint.
+    pub fn checkpoint_dir(mut self, dir: impl Into<PathBuf>) -> RemoteConfig {
+        self.checkpoint_dir = Some(dir.into());
+        self
+    }
+
+    /// How often the input's edge carries a checkpoint's barrier (1 s by
+    /// default; only with a checkpoint folder).
+    pub fn checkpoint_every(mut self, every: Duration) -> RemoteConfig {
+        self.checkpoint_every = Some(every);
+        self
+    }
+
+    /// Items a receiving end grants its sender: what may be on the wire
+    /// and in buffers per cut edge.
+    pub fn credits(mut self, items: u64) -> RemoteConfig {
+        self.credits = items.max(1);
+        self
+    }
+
+    /// Starts from the last checkpoint committed under the checkpoint
+    /// folder (as a fresh run if there is none).
+    pub fn resume(mut self, yes: bool) -> RemoteConfig {
+        self.resume = yes;
+        self
+    }
+
+    /// How long a member may be silent before it counts as lost.
+    pub fn silence(mut self, t: Duration) -> RemoteConfig {
+        self.silence = t;
+        self
+    }
+}
+
+/// An item that failed in some part, as reported across processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteFailure {
+    /// The number of the input it came from.
+    pub seq: u64,
+    /// The stage that failed it.
+    pub stage: String,
+    /// The item, as `Debug` shows it.
+    pub item: String,
+    /// The error, as `Display` shows it.
+    pub error: String,
+}
+
+/// A restore after a loss.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The member lost, if one was.
+    pub lost: Option<String>,
+    /// Why the attempt ended.
+    pub why: String,
+    /// The checkpoint restored (`None`: from the start).
+    pub from: Option<u64>,
+    /// The input position the run went on from.
+    pub position: u64,
+    /// From the loss's detection to the attempt's end.
+    pub detected_after: std::time::Duration,
+}
+
+/// What a finished distributed run hands back.
+#[derive(Debug)]
+pub struct RemoteRun {
+    /// Outputs delivered to the sink (each once).
+    pub outputs: u64,
+    /// Items that failed, in input order, each once.
+    pub failures: Vec<RemoteFailure>,
+    /// The final state of every stage with a codec, in description order.
+    pub states: Vec<StageState>,
+    /// The restores the run went through.
+    pub restores: Vec<Restore>,
+    /// The last committed checkpoint: its number and input position.
+    pub last_checkpoint: Option<(u64, u64)>,
+    /// The checkpoint the run resumed from, when it was asked to resume.
+    pub resumed_from: Option<u64>,
+}
