@@ -169,7 +169,8 @@ impl Coordinator {
                 count: 0,
                 sink: Box::new(sink),
             })),
-            failures: BTreeMap::new(),
+            failures: Vec::new(),
+            epoch: 0,
             committed: None,
             restores: Vec::new(),
             positions: Positions::default(),
@@ -322,7 +323,9 @@ struct Driver<'a, I, O> {
     routes: Arc<Routes>,
     inputs: Inputs<I>,
     sink: Arc<Mutex<Dedup<O>>>,
-    failures: BTreeMap<(u64, String), WireFailure>,
+    failures: Vec<WireFailure>,
+    /// The attempt under way (messages of earlier ones are stale).
+    epoch: u64,
     committed: Option<Committed>,
     restores: Vec<Restore>,
     /// Each barrier's input position and when it went, by checkpoint.
@@ -401,11 +404,12 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                         })?);
                     }
                     let outputs = self.sink.lock().unwrap_or_else(|p| p.into_inner()).count;
+                    self.failures.sort_by_key(|f| f.seq);
                     return Ok(RemoteRun {
                         outputs,
                         failures: self
                             .failures
-                            .values()
+                            .iter()
                             .map(|f| RemoteFailure {
                                 seq: f.seq,
                                 stage: f.stage.clone(),
@@ -493,12 +497,13 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 }
                 match m {
                     Msg::Heartbeat => None,
-                    Msg::Failures { failures, .. } => {
-                        for f in failures {
-                            self.failures.insert((f.seq, f.stage.clone()), f);
-                        }
+                    Msg::Failures {
+                        epoch, failures, ..
+                    } if epoch == self.epoch => {
+                        self.failures.extend(failures);
                         None
                     }
+                    Msg::Failures { .. } => None,
                     m => Some(Ev::Msg(n, m)),
                 }
             }
@@ -538,6 +543,10 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         epoch: u64,
     ) -> Result<Result<HashMap<u32, Vec<EncodedState>>, (Cause, Duration)>, RemoteError> {
         let p = parts.len();
+        self.epoch = epoch;
+        // Failures of inputs from the position on are reported again.
+        let from = self.committed.map_or(0, |c| c.position);
+        self.failures.retain(|f| f.seq < from);
         if self.live().is_empty() {
             return Err(RemoteError::NoMembers(
                 "no member is left to run the parts".into(),

@@ -209,7 +209,8 @@ pub(crate) fn decode_u64(body: &[u8]) -> Result<u64, WireError> {
 }
 
 /// Decodes a `BATCH` body, handing each `(seq, item)` to `f` in order.
-/// Sequence numbers must grow (`after` is the last one seen).
+/// Sequence numbers never go back (`after` is the last one seen; the
+/// outputs of one input share its number).
 pub(crate) fn decode_batch<T: DeserializeOwned>(
     body: &[u8],
     after: Option<u64>,
@@ -223,7 +224,7 @@ pub(crate) fn decode_batch<T: DeserializeOwned>(
     for i in 0..count {
         let ((seq, item), r): ((u64, T), _) = postcard::take_from_bytes(rest)
             .map_err(|e| malformed(format!("item {i} of {count}: {e}")))?;
-        if last.is_some_and(|l| seq <= l) {
+        if last.is_some_and(|l| seq < l) {
             return Err(malformed(format!(
                 "item {i} numbered {seq} after {}",
                 last.unwrap_or(0)

@@ -187,11 +187,12 @@ impl<I: Send + 'static> Input<I> {
         }
     }
 
-    /// Sends one item numbered `seq` (at least the next number: numbers
-    /// may skip, as where a distributed pipeline's part numbers its inputs
-    /// by the input they came from), waiting while the pipeline is full.
+    /// Sends one item numbered `seq`, waiting while the pipeline is full.
+    /// Numbers never go back but may skip or repeat: a distributed
+    /// pipeline's part numbers its inputs by the input they came from, and
+    /// the outputs of one input share its number.
     pub(crate) fn send_at(&mut self, seq: u64, item: I) -> Result<(), SendError<I>> {
-        debug_assert!(seq >= self.next_seq, "input numbers only grow");
+        debug_assert!(seq + 1 >= self.next_seq, "input numbers never go back");
         let mut item = Some(item);
         match self.producer.publish_with(|m| fill(m, seq, &mut item)) {
             Ok(_) => {

@@ -1,0 +1,174 @@
+//! Distributed runs against the sequential meaning.
+//!
+//! A random pipeline of every construct, cut into two to four parts, runs
+//! on one to three members (threads of this process, each joining the
+//! coordinator over loopback TCP with the shared secret, as member
+//! processes do). Its outputs with their input numbers, its failures and
+//! its final states must be those of `run_sequential` of the whole
+//! pipeline. The fault tests, with real processes killed, are the
+//! command line's (`crates/cli/tests/remote.rs`).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::random::{build, desc, Desc};
+use common::{cases, watchdog};
+use proptest::prelude::*;
+use statepipe_pipeline::remote::{Coordinator, Member, Parts, RemoteConfig, RemoteError};
+use statepipe_pipeline::{Config, Pipeline};
+use statepipe_sys::auth::Secret;
+
+fn parts_of(ds: &[Desc]) -> Parts<i64, i64> {
+    let make = |k: usize, d: &Desc| {
+        let d = d.clone();
+        move || build(&d, &format!("p{k}"))
+    };
+    let mut parts = Parts::new(make(0, &ds[0]));
+    for (k, d) in ds.iter().enumerate().skip(1) {
+        parts = parts.then(make(k, d));
+    }
+    parts
+}
+
+type Outcome = (
+    Vec<(u64, i64)>,
+    Vec<(u64, String, String, String)>,
+    Vec<(String, i64)>,
+);
+
+/// Runs `ds` on `members` member threads over loopback.
+fn distributed(
+    ds: Vec<Desc>,
+    members: usize,
+    inputs: Vec<i64>,
+    credits: u64,
+) -> Result<Outcome, RemoteError> {
+    let secret = Secret::random();
+    let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "random").unwrap();
+    let addr = co.local_addr().to_string();
+    let threads: Vec<_> = (0..members)
+        .map(|_| {
+            let (addr, secret, ds) = (addr.clone(), secret.clone(), ds.clone());
+            std::thread::spawn(move || {
+                let m = Member::join(&addr, secret, "127.0.0.1:0")?;
+                m.run(&parts_of(&ds), &Config::new().workers(2).pin(false))
+            })
+        })
+        .collect();
+    let outputs = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&outputs);
+    let config = RemoteConfig::new().members(members).credits(credits);
+    let run = co.run(
+        &parts_of(&ds),
+        &config,
+        move |from| inputs.clone().into_iter().skip(from as usize),
+        move |seq, x| sink.lock().unwrap().push((seq, x)),
+    )?;
+    for t in threads {
+        t.join().unwrap()?;
+    }
+    let mut failures: Vec<_> = run
+        .failures
+        .iter()
+        .map(|f| (f.seq, f.stage.clone(), f.item.clone(), f.error.clone()))
+        .collect();
+    failures.sort();
+    let states = run
+        .states
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), *s.get::<i64>()?)))
+        .collect();
+    let out = outputs.lock().unwrap().clone();
+    Ok((out, failures, states))
+}
+
+fn sequential(ds: &[Desc], inputs: &[i64]) -> Outcome {
+    let run = parts_of(ds)
+        .pipeline()
+        .run_sequential(inputs.iter().copied());
+    let outputs = run
+        .seqs
+        .iter()
+        .copied()
+        .zip(run.outputs.iter().copied())
+        .collect();
+    let mut failures: Vec<_> = run
+        .failures
+        .iter()
+        .map(|f| {
+            (
+                f.seq,
+                f.stage.clone(),
+                format!("{:?}", f.item),
+                f.error.to_string(),
+            )
+        })
+        .collect();
+    failures.sort();
+    let states = run
+        .states
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), *s.get::<i64>()?)))
+        .collect();
+    (outputs, failures, states)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(12)))]
+
+    #[test]
+    fn a_distributed_run_equals_the_sequential_run(
+        ds in proptest::collection::vec(desc(), 2..=4),
+        members in 1usize..=3,
+        inputs in proptest::collection::vec(-50i64..50, 0..300),
+        credits in prop_oneof![Just(1u64), Just(7), Just(65_536)],
+    ) {
+        let want = sequential(&ds, &inputs);
+        let got = watchdog(move || distributed(ds, members, inputs, credits)).unwrap();
+        prop_assert_eq!(&got.0, &want.0, "outputs");
+        prop_assert_eq!(&got.1, &want.1, "failures");
+        prop_assert_eq!(&got.2, &want.2, "states");
+    }
+}
+
+#[test]
+fn a_member_with_another_build_is_refused_saying_why() {
+    let secret = Secret::random();
+    let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "two parts").unwrap();
+    let addr = co.local_addr().to_string();
+    let add = |c: i64| Pipeline::map("add", move |x: i64| x + c);
+    let t = std::thread::spawn(move || {
+        let m = Member::join(&addr, secret, "127.0.0.1:0").unwrap();
+        let other = Parts::new(move || add(1)).then(|| Pipeline::map("renamed", |x: i64| x));
+        m.run(&other, &Config::new().workers(1))
+    });
+    let mine = Parts::new(move || add(1)).then(|| Pipeline::map("next", |x: i64| x));
+    let r = co.run(
+        &mine,
+        &RemoteConfig::new().join_timeout(std::time::Duration::from_secs(3)),
+        |from| from as i64..10,
+        |_, _| {},
+    );
+    assert!(matches!(r, Err(RemoteError::NoMembers(_))), "{r:?}");
+    let e = t.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("same build"), "{e}");
+}
+
+#[test]
+fn a_member_with_a_wrong_secret_is_refused() {
+    let co = Coordinator::bind("127.0.0.1:0", Secret::new("right"), "x").unwrap();
+    let addr = co.local_addr().to_string();
+    let t = std::thread::spawn(move || {
+        Member::join(&addr, Secret::new("wrong"), "127.0.0.1:0").map(|_| ())
+    });
+    let r = co.run(
+        &Parts::new(|| Pipeline::map("id", |x: i64| x)),
+        &RemoteConfig::new().join_timeout(std::time::Duration::from_secs(2)),
+        |from| from as i64..10,
+        |_, _| {},
+    );
+    assert!(matches!(r, Err(RemoteError::NoMembers(_))), "{r:?}");
+    let e = t.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("STATEPIPE_SECRET"), "{e}");
+}
