@@ -11,6 +11,7 @@ mod cluster_cmd;
 mod demos;
 mod netns_cmd;
 mod pipeline_cmd;
+mod remote_cmd;
 mod serve_cmd;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,9 @@ enum Command {
     /// Calibrate example pipelines, predict each plan's throughput and
     /// bottleneck with the cost simulator, then measure it.
     Plan(pipeline_cmd::PlanArgs),
+    /// Join a distributed pipeline run (`statepipe run EXAMPLE
+    /// --coordinator ADDR`) and run the parts it gives.
+    Member(remote_cmd::MemberArgs),
     /// Serve items over HTTP, durably, on the ring.
     Serve(serve_cmd::ServeArgs),
     #[command(flatten)]
@@ -65,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Run(args) => pipeline_cmd::run(args),
         Command::Plan(args) => pipeline_cmd::plan(args),
+        Command::Member(args) => remote_cmd::member(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Fasta(args) => apps_cmd::run_fasta(&args),

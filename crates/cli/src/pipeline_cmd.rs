@@ -64,6 +64,19 @@ pub struct RunArgs {
     /// position; give the same DIR to --checkpoint-dir to keep checkpointing.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Run the pipeline cut into parts over member processes: listen at
+    /// ADDR for `statepipe member --connect ADDR` (STATEPIPE_SECRET set
+    /// alike everywhere); with --checkpoint-dir, a lost member is recovered
+    /// from the last checkpoint.
+    #[arg(long, value_name = "ADDR")]
+    pub coordinator: Option<String>,
+    /// Members to wait for (with --coordinator; default 1).
+    #[arg(long, requires = "coordinator")]
+    pub members: Option<usize>,
+    /// Items each cut edge's receiver grants its sender (with
+    /// --coordinator; default 65,536).
+    #[arg(long, requires = "coordinator")]
+    pub credits: Option<u64>,
 }
 
 /// `statepipe plan`.
@@ -129,6 +142,9 @@ fn print_cpus(workers: Option<usize>, thread_per_stage: bool) {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if let Some(addr) = &args.coordinator {
+        return crate::remote_cmd::coordinate(&args, addr);
+    }
     print_cpus(args.workers, args.thread_per_stage);
     let iters = calibrate_iters_for(1000);
     let p = build(&args.pipeline, iters)?;
@@ -257,7 +273,7 @@ const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// The last stage of every `statepipe run`: folds each output, with the
 /// number of the input it came from, into the digest.
-fn digest_stage() -> Pipeline<u64, u64> {
+pub(crate) fn digest_stage() -> Pipeline<u64, u64> {
     let start = Digest {
         outputs: 0,
         hash: FNV_START,
@@ -278,7 +294,7 @@ const DIGEST: &str = "(digest)";
 /// `digest: N outputs, H`: H hashes the outputs in input order and every
 /// stage's final state, so a killed and resumed run can be compared with
 /// an uninterrupted one.
-fn digest_line(states: &[StageState]) -> String {
+pub(crate) fn digest_line(states: &[StageState]) -> String {
     let mut outputs = 0;
     let mut h = FNV_START;
     for s in states {

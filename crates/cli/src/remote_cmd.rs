@@ -1,0 +1,172 @@
+//! `statepipe run EXAMPLE --coordinator ADDR --members N` and `statepipe
+//! member --connect ADDR`: an example pipeline cut into parts over
+//! processes (`statepipe_pipeline::remote`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use statepipe_bench::pipeline::workload::calibrate_iters_for;
+use statepipe_pipeline::remote::{Coordinator, Member, Parts, RemoteConfig};
+use statepipe_pipeline::Config;
+use statepipe_sys::auth::Secret;
+
+use crate::demos;
+use crate::pipeline_cmd::{digest_line, digest_stage, RunArgs};
+
+/// `statepipe member`.
+#[derive(Args, Debug)]
+pub struct MemberArgs {
+    /// The coordinator's address (`statepipe run EXAMPLE --coordinator ADDR`).
+    #[arg(long, value_name = "ADDR")]
+    pub connect: String,
+    /// Where this member's parts take their incoming edges (any port by
+    /// default, on the interface that reaches the coordinator).
+    #[arg(long, value_name = "HOST:PORT", default_value = "0.0.0.0:0")]
+    pub listen: String,
+    /// Workers, shared by this member's parts (default: the CPUs this
+    /// process may use).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+/// The app string a coordinator sends: what the members build.
+fn app(pipeline: &str, iters: u32, parts: usize) -> String {
+    format!("{pipeline} {iters} {parts}")
+}
+
+/// The example `name` cut into `parts` parts (contiguous stages; the
+/// digest is the last part's last stage).
+fn parts_of(name: &str, iters: u32, parts: usize) -> anyhow::Result<Parts<u64, u64>> {
+    let stages = demos::stages(name, iters).ok_or_else(|| demos::unknown(name))?;
+    let mut groups: Vec<Vec<demos::Maker>> = Vec::new();
+    let n = stages.len();
+    let parts = parts.clamp(1, n);
+    for (k, s) in stages.into_iter().enumerate() {
+        if k * parts / n == groups.len() {
+            groups.push(Vec::new());
+        }
+        groups.last_mut().expect("one group at least").push(s);
+    }
+    let last = groups.len() - 1;
+    let mut out: Option<Parts<u64, u64>> = None;
+    for (g, group) in groups.into_iter().enumerate() {
+        let group = Arc::new(group);
+        let make = move || {
+            let mut p = group[0]();
+            for s in &group[1..] {
+                p = p.then(s());
+            }
+            if g == last {
+                p = p.then(digest_stage());
+            }
+            p
+        };
+        out = Some(match out {
+            None => Parts::new(make),
+            Some(o) => o.then(make),
+        });
+    }
+    out.context("an example has one stage at least")
+}
+
+fn secret() -> anyhow::Result<Secret> {
+    Secret::from_env().map_err(|e| anyhow::anyhow!("{e}; the members need the same value"))
+}
+
+/// `statepipe run EXAMPLE --coordinator ADDR --members N`.
+pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
+    let members = args.members.unwrap_or(1);
+    let iters = calibrate_iters_for(1000);
+    let stages =
+        demos::stages(&args.pipeline, iters).ok_or_else(|| demos::unknown(&args.pipeline))?;
+    let n_parts = members.clamp(1, stages.len());
+    let parts = parts_of(&args.pipeline, iters, n_parts)?;
+    let co = Coordinator::bind(addr, secret()?, app(&args.pipeline, iters, n_parts))
+        .context("starting the coordinator")?;
+    eprintln!(
+        "coordinator: `{}` in {} parts, {} items; waiting for {members} member(s): \
+         statepipe member --connect {}",
+        args.pipeline,
+        parts.len(),
+        args.items,
+        co.local_addr()
+    );
+    let mut config = RemoteConfig::new().members(members);
+    if let Some(c) = args.credits {
+        config = config.credits(c);
+    }
+    if let Some(dir) = args.checkpoint_dir.as_ref().or(args.resume.as_ref()) {
+        config = config.checkpoint_dir(dir).resume(args.resume.is_some());
+        if let Some(s) = args.checkpoint_every {
+            config = config.checkpoint_every(Duration::from_secs_f64(s));
+        }
+    }
+    let items = args.items;
+    let received = Arc::new(AtomicU64::new(0));
+    let r = Arc::clone(&received);
+    let start = Instant::now();
+    let run = co.run(
+        &parts,
+        &config,
+        move |from| from.min(items)..items,
+        move |_, _| {
+            r.fetch_add(1, Ordering::Relaxed);
+        },
+    )?;
+    let wall = start.elapsed();
+    if let Some(id) = run.resumed_from {
+        println!("resumed from checkpoint {id}");
+    }
+    for r in &run.restores {
+        println!(
+            "restored after {}: {} (stopped within {:.3} s), from {} at input {}",
+            r.lost.as_deref().unwrap_or("a failure"),
+            r.why,
+            r.detected_after.as_secs_f64(),
+            r.from
+                .map_or("the start".to_string(), |c| format!("checkpoint {c}")),
+            r.position
+        );
+    }
+    println!(
+        "{} outputs from {items} inputs over {members} member(s) in {:.3} s: {:.3} M items/s",
+        run.outputs,
+        wall.as_secs_f64(),
+        items as f64 / wall.as_secs_f64() / 1e6
+    );
+    if let Some((id, position)) = run.last_checkpoint {
+        println!("last checkpoint: {id} at input {position}");
+    }
+    println!("{}", digest_line(&run.states));
+    Ok(())
+}
+
+/// `statepipe member`.
+pub fn member(args: MemberArgs) -> anyhow::Result<()> {
+    let m = Member::join(&args.connect, secret()?, &args.listen)?;
+    let app: Vec<&str> = m.app().split(' ').collect();
+    let [name, iters, parts] = app[..] else {
+        anyhow::bail!(
+            "the coordinator runs `{}`, which this build cannot read",
+            m.app()
+        );
+    };
+    let parts = parts_of(name, iters.parse()?, parts.parse()?)?;
+    let mut cfg = Config::new().pin(!args.no_pin);
+    if let Some(n) = args.workers {
+        cfg = cfg.workers(n);
+    }
+    eprintln!(
+        "member {}: running `{name}` for {}",
+        m.number(),
+        args.connect
+    );
+    m.run(&parts, &cfg)?;
+    Ok(())
+}
