@@ -117,7 +117,7 @@ fn plan_items(name: &str, items: Option<u64>) -> u64 {
     }
 }
 
-fn items_for(name: &str, items: u64) -> u64 {
+pub(crate) fn items_for(name: &str, items: u64) -> u64 {
     // The laundry sleeps 60 ms per item: keep it to a few dozen.
     if name == "laundry" {
         items.min(30)

@@ -94,7 +94,7 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
          statepipe member --connect {}",
         args.pipeline,
         parts.len(),
-        args.items,
+        crate::pipeline_cmd::items_for(&args.pipeline, args.items),
         co.local_addr()
     );
     let mut config = RemoteConfig::new().members(members);
@@ -107,7 +107,7 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
             config = config.checkpoint_every(Duration::from_secs_f64(s));
         }
     }
-    let items = args.items;
+    let items = crate::pipeline_cmd::items_for(&args.pipeline, args.items);
     let received = Arc::new(AtomicU64::new(0));
     let r = Arc::clone(&received);
     let start = Instant::now();
@@ -126,7 +126,9 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
     for r in &run.restores {
         println!(
             "restored after {}: {} (stopped within {:.3} s), from {} at input {}",
-            r.lost.as_deref().unwrap_or("a failure"),
+            r.lost
+                .as_ref()
+                .map_or("a failure".to_string(), |m| format!("member {m}")),
             r.why,
             r.detected_after.as_secs_f64(),
             r.from

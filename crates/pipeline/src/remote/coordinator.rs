@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::BufReader;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -751,6 +751,9 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         let stop = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
+        // The last barrier the output's edge has seen: once the one after
+        // the last input is there, every part has drained.
+        let seen = Arc::new(AtomicU64::new(0));
         let spawn_err = |e: std::io::Error| RemoteError::Io(e.to_string());
         {
             let (routes, stop, streams, tx) = (
@@ -763,11 +766,12 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 Arc::clone(&self.sink),
                 self.co.metrics.edge("output".into()),
             );
+            let seen = Arc::clone(&seen);
             threads.push(
                 std::thread::Builder::new()
                     .name("coordinator-sink".into())
                     .spawn(move || {
-                        let r = receive(&routes, epoch, last, &stop, &streams, stats, &sink);
+                        let r = receive(&routes, epoch, last, &stop, &streams, stats, &sink, &seen);
                         let _ = tx.send(Ev::Sink(epoch, r));
                     })
                     .map_err(spawn_err)?,
@@ -808,6 +812,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                                 every,
                                 &positions,
                                 &stop,
+                                &seen,
                             )
                         })();
                         let _ = tx.send(Ev::Source(epoch, r));
@@ -870,7 +875,11 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
     }
 }
 
-/// Sends the inputs from `position`, a barrier every `every`.
+/// Sends the inputs from `position`, a barrier every `every`. With
+/// barriers, the end goes only once a barrier sent after the last input
+/// reached the output (`seen`): the parts still draining go on taking
+/// checkpoints until then.
+#[allow(clippy::too_many_arguments)]
 fn feed<I: Wire>(
     mut tx: EdgeTx,
     inputs: &(dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync),
@@ -879,6 +888,7 @@ fn feed<I: Wire>(
     every: Option<Duration>,
     positions: &Mutex<HashMap<u64, (u64, Instant)>>,
     stop: &AtomicBool,
+    seen: &AtomicU64,
 ) -> Result<(), String> {
     // The inputs come through a bounded channel from a thread of their
     // own, so that when they are slow to come the batch goes at once.
@@ -895,10 +905,12 @@ fn feed<I: Wire>(
         let mut due = every.map(|e| Instant::now() + e);
         let mut n = 0u32;
         loop {
+            let mut idle = false;
             let x = match from.try_recv() {
                 Ok(x) => x,
                 Err(crossbeam_channel::TryRecvError::Empty) => {
                     tx.flush().map_err(|e| e.to_string())?;
+                    idle = true;
                     match from.recv() {
                         Ok(x) => x,
                         Err(_) => break,
@@ -907,7 +919,8 @@ fn feed<I: Wire>(
                 Err(crossbeam_channel::TryRecvError::Disconnected) => break,
             };
             n = n.wrapping_add(1);
-            if n % 256 == 0 {
+            // The clock is read every 64 items, and after every wait.
+            if idle || n % 64 == 0 {
                 if stop.load(Ordering::Relaxed) {
                     return Err("stopped".to_string());
                 }
@@ -927,11 +940,38 @@ fn feed<I: Wire>(
             seq += 1;
         }
         drop(from);
+        if let Some(e) = every {
+            let barrier = |id: u64, tx: &mut EdgeTx| {
+                positions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id, (seq, Instant::now()));
+                tx.barrier(id).map_err(|e| e.to_string())
+            };
+            let last = next_id;
+            barrier(last, &mut tx)?;
+            next_id += 1;
+            let mut due = Instant::now() + e;
+            // Relaxed: only the number matters; the output's edge is what
+            // carries the items.
+            while seen.load(Ordering::Relaxed) < last {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("stopped".to_string());
+                }
+                if Instant::now() >= due {
+                    barrier(next_id, &mut tx)?;
+                    next_id += 1;
+                    due = Instant::now() + e;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         tx.end().map_err(|e| e.to_string())
     })
 }
 
 /// Receives the last part's outputs into the sink, once each.
+#[allow(clippy::too_many_arguments)]
 fn receive<O: Wire>(
     routes: &Routes,
     epoch: u64,
@@ -940,6 +980,7 @@ fn receive<O: Wire>(
     streams: &Mutex<Vec<TcpStream>>,
     stats: Arc<super::edge::EdgeStats>,
     sink: &Mutex<Dedup<O>>,
+    seen: &AtomicU64,
 ) -> Result<(), String> {
     let s = routes
         .take(epoch, last, CONNECT_TIMEOUT, stop)
@@ -952,6 +993,9 @@ fn receive<O: Wire>(
     let mut current: Option<(u64, u64)> = None;
     while rx
         .next::<O>(|a| {
+            if let Arrival::Barrier(id) = a {
+                seen.fetch_max(id, Ordering::Relaxed);
+            }
             if let Arrival::Item(seq, x) = a {
                 let idx = match current {
                     Some((s, i)) if s == seq => i + 1,
