@@ -12,6 +12,7 @@ mod demos;
 mod netns_cmd;
 mod pipeline_cmd;
 mod remote_cmd;
+mod remote_metrics;
 mod serve_cmd;
 
 use clap::{Parser, Subcommand};

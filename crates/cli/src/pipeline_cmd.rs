@@ -77,6 +77,10 @@ pub struct RunArgs {
     /// --coordinator; default 65,536).
     #[arg(long, requires = "coordinator")]
     pub credits: Option<u64>,
+    /// Serve the coordinator's Prometheus metrics (its edges, checkpoints,
+    /// restores) at http://ADDR/metrics (with --coordinator).
+    #[arg(long, value_name = "ADDR", requires = "coordinator")]
+    pub metrics: Option<String>,
 }
 
 /// `statepipe plan`.

@@ -33,6 +33,10 @@ pub struct MemberArgs {
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// Serve Prometheus metrics (cut edges' items, bytes, credits) at
+    /// http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 /// The app string a coordinator sends: what the members build.
@@ -97,6 +101,9 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
         crate::pipeline_cmd::items_for(&args.pipeline, args.items),
         co.local_addr()
     );
+    if let Some(addr) = &args.metrics {
+        crate::remote_metrics::serve(addr, co.metrics())?;
+    }
     let mut config = RemoteConfig::new().members(members);
     if let Some(c) = args.credits {
         config = config.credits(c);
@@ -163,6 +170,9 @@ pub fn member(args: MemberArgs) -> anyhow::Result<()> {
     let mut cfg = Config::new().pin(!args.no_pin);
     if let Some(n) = args.workers {
         cfg = cfg.workers(n);
+    }
+    if let Some(addr) = &args.metrics {
+        crate::remote_metrics::serve(addr, m.metrics())?;
     }
     eprintln!(
         "member {}: running `{name}` for {}",
