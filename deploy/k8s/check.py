@@ -87,8 +87,52 @@ def check(docs):
     if not any(p["spec"]["selector"] == serve["spec"]["selector"] for p in pdb):
         errors.append("no PodDisruptionBudget selects serve")
 
+    errors += check_pipeline(by)
+
     cpus = containers(workers)[0]["resources"]["limits"]["cpu"]
     return errors, f"{n} workers x {cpus} CPU, serve on {sc['resources']['limits']['cpu']} CPU"
+
+
+def check_pipeline(by):
+    """The distributed pipeline: members join the coordinator's stable
+    name, as many as it waits for, every process proves the Secret and
+    mounts the one shared checkpoint volume."""
+    errors = []
+    co = by.get(("StatefulSet", "statepipe-pipeline-coordinator"))
+    members = by.get(("StatefulSet", "statepipe-pipeline-member"))
+    service = by.get(("Service", "statepipe-pipeline"))
+    if not (co and members and service):
+        return ["the pipeline's coordinator, members or headless Service is missing"]
+    if service["spec"].get("clusterIP") != "None":
+        errors.append("the pipeline's Service is not headless (stable pod names)")
+    args = containers(co)[0]["args"]
+    n = int(args[args.index("--members") + 1])
+    if members["spec"].get("replicas") != n:
+        errors.append(f"coordinator --members {n}, member replicas {members['spec'].get('replicas')}")
+    port = args[args.index("--coordinator") + 1].rsplit(":", 1)[1]
+    margs = containers(members)[0]["args"]
+    want = f"statepipe-pipeline-coordinator-0.{service['metadata']['name']}:{port}"
+    if margs[margs.index("--connect") + 1] != want:
+        errors.append(f"members connect to {margs[margs.index('--connect') + 1]}, not {want}")
+    for s in (co, members):
+        c = containers(s)[0]
+        name = s["metadata"]["name"]
+        env = {e["name"]: e for e in c.get("env", [])}
+        if not env.get("STATEPIPE_SECRET", {}).get("valueFrom", {}).get("secretKeyRef"):
+            errors.append(f"{name}: STATEPIPE_SECRET is not from a secretKeyRef")
+        if s["spec"].get("serviceName") != service["metadata"]["name"]:
+            errors.append(f"{name}: serviceName is not the headless Service")
+        vols = {v["name"]: v for v in s["spec"]["template"]["spec"].get("volumes", [])}
+        mount = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        claim = vols.get(mount.get("/checkpoints"), {}).get("persistentVolumeClaim", {})
+        if claim.get("claimName") != "statepipe-pipeline-checkpoints":
+            errors.append(f"{name}: /checkpoints is not the shared checkpoint volume")
+    pvc = by.get(("PersistentVolumeClaim", "statepipe-pipeline-checkpoints"), {})
+    if "ReadWriteMany" not in pvc.get("spec", {}).get("accessModes", []):
+        errors.append("the checkpoint volume is not ReadWriteMany (members restore each other's parts)")
+    if "/checkpoints" not in args or args[args.index("--checkpoint-dir") + 1] != "/checkpoints":
+        errors.append("the coordinator does not checkpoint to /checkpoints")
+    return errors
 
 
 def main():
