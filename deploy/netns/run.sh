@@ -5,6 +5,7 @@
 #
 #   sudo deploy/netns/run.sh [--check]
 #   sudo deploy/netns/run.sh --serve [--check]
+#   sudo deploy/netns/run.sh --pipeline [--check]
 #
 # Runs, in order:
 #   1. the reference: `statepipe pf --engine workers --workers N` on this host's loopback;
@@ -28,6 +29,14 @@
 # It prints req/s, p50 and p99 per run; every answer must be 2xx with no
 # socket errors (exit 1 otherwise).
 #
+# With --pipeline it runs a distributed pipeline instead: `statepipe run
+# EXAMPLE --coordinator` in the first namespace and a `statepipe member` in
+# each of the WORKERS others, on loopback (all in one namespace), across the
+# bridge, across it with every member's link delayed 2 ms ± 1 ms, and with
+# that delay and LOSS_PCT loss; each run's `digest:` line must equal a
+# one-process `statepipe run EXAMPLE`'s, and each prints its items/s and
+# that over the loopback run's (EXAMPLE: counts, ITEMS: 2000000).
+#
 # It prints, per sleep run, wall time, efficiency (busy / workers / wall)
 # and that efficiency over the loopback run's. Exits 0 when every result is
 # identical, 1 when one is not or a run fails, 3 (saying why) when it cannot
@@ -42,7 +51,8 @@
 # SEED (1), OUT (a directory for the JSON files and logs; default a
 # temporary one, removed at exit), DELAY_MS (2), JITTER_MS (1), LOSS_PCT
 # (0.5), LINK (netem or tap; default: netem if the kernel has it); with
-# --serve: CONNS (50), SECS (5).
+# --serve: CONNS (50), SECS (5); with --pipeline: WORKERS (2), EXAMPLE,
+# ITEMS.
 set -euo pipefail
 # Paths given in the environment are relative to the caller's directory.
 if [ -n "${STATEPIPE:-}" ]; then STATEPIPE=$(realpath -m "$STATEPIPE"); fi
@@ -50,6 +60,7 @@ if [ -n "${OUT:-}" ]; then OUT=$(realpath -m "$OUT"); fi
 cd "$(dirname "$0")/../.."
 
 STATEPIPE=${STATEPIPE:-target/release/statepipe}
+WORKERS_SET=${WORKERS:-}
 WORKERS=${WORKERS:-4}
 SLEEP_MS=${SLEEP_MS:-30}
 STATES=${STATES:-32}
@@ -68,8 +79,15 @@ if [ "${1:-}" = "--serve" ]; then
   shift
   WORKERS=1 # node 0: the server, node 1: the load generator
 fi
+if [ "${1:-}" = "--pipeline" ]; then
+  MODE=pipeline
+  shift
+  WORKERS=${WORKERS_SET:-2}
+fi
 CONNS=${CONNS:-50}
 SECS=${SECS:-5}
+EXAMPLE=${EXAMPLE:-counts}
+ITEMS=${ITEMS:-2000000}
 
 cannot() { echo "cannot run here: $*" >&2; exit 3; }
 
@@ -313,7 +331,43 @@ end'
   fi
 }
 
+# One distributed run: $1 names it, $2 is loopback or bridge.
+pipeline_run() {
+  local addr=$MASTER_IP:$PORT listen=0.0.0.0:$PORT ns i
+  if [ "$2" = loopback ]; then addr=127.0.0.1:$PORT; listen=$addr; fi
+  WPIDS=()
+  for i in $(seq 1 "$WORKERS"); do
+    if [ "$2" = loopback ]; then ns=$(node 0); else ns=$(node "$i"); fi
+    timeout 300 ip netns exec "$ns" "$STATEPIPE" member --connect "$addr" --no-pin \
+      >"$OUT/member-$1-$i.log" 2>&1 &
+    WPIDS+=("$!"); PIDS+=("$!")
+  done
+  timeout 300 ip netns exec "$(node 0)" "$STATEPIPE" run "$EXAMPLE" --items "$ITEMS" \
+    --coordinator "$listen" --members "$WORKERS" >"$OUT/pipeline-$1.out" 2>"$OUT/pipeline-$1.log" \
+    || { cat "$OUT/pipeline-$1.log" >&2; FAILED=1; wait_workers; return; }
+  wait_workers
+  local rate same=identical
+  rate=$(sed -n 's/.* s: \([0-9.]*\) M items\/s/\1/p' "$OUT/pipeline-$1.out")
+  [ "$(grep '^digest:' "$OUT/pipeline-$1.out")" = "$DIGEST" ] || { same="DIFFERENT"; FAILED=1; }
+  awk -v n="$1" -v r="$rate" -v r0="${RATE0:-$rate}" -v s="$same" 'BEGIN {
+    printf "pipeline %s: %.3f M items/s, %.3f of loopback; digest %s\n", n, r, r / r0, s }'
+  if [ "$1" = loopback ]; then RATE0=$rate; fi
+}
+
 FAILED=0
+if [ "$MODE" = pipeline ]; then
+  DIGEST=$("$STATEPIPE" run "$EXAMPLE" --items "$ITEMS" --no-pin 2>/dev/null | grep '^digest:')
+  echo "run $RUN: \`$EXAMPLE\`, $ITEMS items, $WORKERS members; one process: $DIGEST"
+  pipeline_run loopback loopback
+  pipeline_run bridge bridge
+  links "$DELAY_MS" "$JITTER_MS" 0
+  pipeline_run delay bridge
+  links "$DELAY_MS" "$JITTER_MS" "$LOSS_PCT"
+  pipeline_run delay-loss bridge
+  if [ "$FAILED" = 0 ]; then echo "all digests identical"; exit 0; fi
+  echo "FAILED: see above" >&2
+  exit 1
+fi
 if [ "$MODE" = serve ]; then
   serve_case
   if [ "$FAILED" = 0 ]; then echo "serve: every answer 2xx, no socket errors"; exit 0; fi
