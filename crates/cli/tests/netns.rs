@@ -59,3 +59,40 @@ fn a_cluster_across_namespaces_matches_the_local_run_bit_for_bit() {
     }
     assert!(stdout.contains("all results identical"), "{stdout}");
 }
+
+/// A distributed pipeline (`run.sh --pipeline`): a coordinator and two
+/// members in three namespaces; every run's digest, on the bridge, over a
+/// 2 ms ± 1 ms link and with loss, equals the one-process run's.
+#[test]
+fn a_pipeline_across_namespaces_ends_with_the_one_process_digest() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/netns/run.sh");
+    let check = Command::new("bash")
+        .args([script.to_str().unwrap(), "--pipeline", "--check"])
+        .output()
+        .expect("bash runs");
+    let reason = String::from_utf8_lossy(&check.stderr);
+    if check.status.code() == Some(3) {
+        skip::skip(Lack::Privilege, reason.trim());
+        return;
+    }
+    assert!(check.status.success(), "{}: {reason}", check.status);
+    let out = Command::new("timeout")
+        .args(["300", "bash"])
+        .arg(&script)
+        .arg("--pipeline")
+        .env("STATEPIPE", env!("CARGO_BIN_EXE_statepipe"))
+        .env("ITEMS", "100000")
+        .output()
+        .expect("timeout and bash run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    for run in ["bridge", "delay", "delay-loss"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("pipeline {run}: ")))
+            .unwrap_or_else(|| panic!("no pipeline {run} line:\n{stdout}"));
+        assert!(line.ends_with("digest identical"), "{line}");
+    }
+}
