@@ -1,7 +1,8 @@
 //! Distributed runs against the sequential meaning.
 //!
-//! A random pipeline of every construct, cut into two to four parts, runs
-//! on one to three members (threads of this process, each joining the
+//! A random pipeline of every construct, cut into one to three parts and
+//! maybe a keyed stage of one to three copies (each a part), runs on one
+//! to three members (threads of this process, each joining the
 //! coordinator over loopback TCP with the shared secret, as member
 //! processes do). Its outputs with their input numbers, its failures and
 //! its final states must be those of `run_sequential` of the whole
@@ -19,12 +20,24 @@ use statepipe_pipeline::remote::{Coordinator, Member, Parts, RemoteConfig, Remot
 use statepipe_pipeline::{Config, Pipeline};
 use statepipe_sys::auth::Secret;
 
-fn parts_of(ds: &[Desc]) -> Parts<i64, i64> {
+/// A keyed stage: its copies, the modulus of its key, each copy's shape.
+type Keyed = Option<(usize, i64, Desc)>;
+
+/// `ds` as parts, with `keyed` (whose copies are parts of their own) after
+/// the first.
+fn parts_of(ds: &[Desc], keyed: &Keyed) -> Parts<i64, i64> {
     let make = |k: usize, d: &Desc| {
         let d = d.clone();
         move || build(&d, &format!("p{k}"))
     };
     let mut parts = Parts::new(make(0, &ds[0]));
+    if let Some((copies, m, d)) = keyed.clone() {
+        parts = parts.then_keyed(
+            copies,
+            move |x: &i64| x.rem_euclid(m),
+            move |k| build(&d, &format!("k/{k}")),
+        );
+    }
     for (k, d) in ds.iter().enumerate().skip(1) {
         parts = parts.then(make(k, d));
     }
@@ -40,6 +53,7 @@ type Outcome = (
 /// Runs `ds` on `members` member threads over loopback.
 fn distributed(
     ds: Vec<Desc>,
+    keyed: Keyed,
     members: usize,
     inputs: Vec<i64>,
     credits: u64,
@@ -49,10 +63,11 @@ fn distributed(
     let addr = co.local_addr().to_string();
     let threads: Vec<_> = (0..members)
         .map(|_| {
-            let (addr, secret, ds) = (addr.clone(), secret.clone(), ds.clone());
+            let (addr, secret) = (addr.clone(), secret.clone());
+            let (ds, keyed) = (ds.clone(), keyed.clone());
             std::thread::spawn(move || {
                 let m = Member::join(&addr, secret, "127.0.0.1:0")?;
-                m.run(&parts_of(&ds), &Config::new().workers(2).pin(false))
+                m.run(&parts_of(&ds, &keyed), &Config::new().workers(2).pin(false))
             })
         })
         .collect();
@@ -60,7 +75,7 @@ fn distributed(
     let sink = Arc::clone(&outputs);
     let config = RemoteConfig::new().members(members).credits(credits);
     let run = co.run(
-        &parts_of(&ds),
+        &parts_of(&ds, &keyed),
         &config,
         move |from| inputs.clone().into_iter().skip(from as usize),
         move |seq, x| sink.lock().unwrap().push((seq, x)),
@@ -83,8 +98,8 @@ fn distributed(
     Ok((out, failures, states))
 }
 
-fn sequential(ds: &[Desc], inputs: &[i64]) -> Outcome {
-    let run = parts_of(ds)
+fn sequential(ds: &[Desc], keyed: &Keyed, inputs: &[i64]) -> Outcome {
+    let run = parts_of(ds, keyed)
         .pipeline()
         .run_sequential(inputs.iter().copied());
     let outputs = run
@@ -119,13 +134,14 @@ proptest! {
 
     #[test]
     fn a_distributed_run_equals_the_sequential_run(
-        ds in proptest::collection::vec(desc(), 2..=4),
+        ds in proptest::collection::vec(desc(), 1..=3),
+        keyed in proptest::option::of((1usize..=3, 1i64..=5, desc())),
         members in 1usize..=3,
         inputs in proptest::collection::vec(-50i64..50, 0..300),
         credits in prop_oneof![Just(1u64), Just(7), Just(65_536)],
     ) {
-        let want = sequential(&ds, &inputs);
-        let got = watchdog(move || distributed(ds, members, inputs, credits)).unwrap();
+        let want = sequential(&ds, &keyed, &inputs);
+        let got = watchdog(move || distributed(ds, keyed, members, inputs, credits)).unwrap();
         prop_assert_eq!(&got.0, &want.0, "outputs");
         prop_assert_eq!(&got.1, &want.1, "failures");
         prop_assert_eq!(&got.2, &want.2, "states");

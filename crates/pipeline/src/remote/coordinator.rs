@@ -14,14 +14,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde::{Deserialize, Serialize};
 use statepipe_sys::auth::Secret;
 
-use super::edge::{Arrival, EdgeRx, EdgeTx};
+use super::edge::{Arrival, EdgeTx};
 use super::error::RemoteError;
 use super::member::part_dir;
 use super::metrics::RemoteMetrics;
 use super::part::{Parts, Wire};
 use super::routes::{self, Routes};
 use super::run::{RemoteConfig, RemoteFailure, RemoteRun, Restore};
-use super::wire::{self, Assign, EncodedState, Msg, WireFailure};
+use super::split::In;
+use super::wire::{self, Assign, EncodedState, Msg, Target, WireError, WireFailure};
 use super::CONNECT_TIMEOUT;
 
 /// The coordinating process of a distributed run.
@@ -395,7 +396,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             match self.attempt(parts, epoch)? {
                 Ok(states) => {
                     let mut all = Vec::new();
-                    for (k, p) in parts.parts.iter().enumerate() {
+                    for (k, (_, p)) in parts.units().iter().enumerate() {
                         let s = states.get(&(k as u32)).map_or(&[][..], Vec::as_slice);
                         all.extend(p.decode_states(s).map_err(|e| RemoteError::PartFailed {
                             part: k as u32,
@@ -554,9 +555,9 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         }
         self.routes.forget_before(epoch);
         let place = self.placement(p);
-        let sink_addr = self.sink_addr(place[p - 1]);
         let restore = self.committed.map(|c| c.id);
         let position = self.committed.map_or(0, |c| c.position);
+        let (wiring, sink_inputs) = wiring(parts);
         for (&n, m) in &self.members {
             if !m.alive {
                 continue;
@@ -566,11 +567,20 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 .map(|k| Assign {
                     part: k as u32,
                     restore,
-                    downstream: if k + 1 < p {
-                        self.members[&place[k + 1]].data.clone()
-                    } else {
-                        sink_addr.clone()
-                    },
+                    outputs: wiring[k]
+                        .0
+                        .iter()
+                        .map(|&(part, slot)| Target {
+                            addr: if (part as usize) < p {
+                                self.members[&place[part as usize]].data.clone()
+                            } else {
+                                self.sink_addr(n)
+                            },
+                            part,
+                            slot,
+                        })
+                        .collect(),
+                    inputs: wiring[k].1,
                 })
                 .collect();
             m.send(&Msg::Start {
@@ -580,13 +590,12 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 credits: self.config.credits,
             });
         }
-        let ends = self.start_ends(
-            epoch,
-            p as u32,
-            &self.members[&place[0]].data.clone(),
-            restore,
-            position,
-        )?;
+        let first = Target {
+            addr: self.members[&place[0]].data.clone(),
+            part: 0,
+            slot: 0,
+        };
+        let ends = self.start_ends(epoch, p as u32, sink_inputs, first, restore, position)?;
         let mut states: HashMap<u32, Vec<EncodedState>> = HashMap::new();
         let mut checkpointed: HashMap<u64, usize> = HashMap::new();
         let (mut source_done, mut sink_done) = (false, false);
@@ -744,7 +753,8 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         &self,
         epoch: u64,
         last: u32,
-        first: &str,
+        inputs: u32,
+        first: Target,
         restore: Option<u64>,
         position: u64,
     ) -> Result<Ends, RemoteError> {
@@ -771,7 +781,9 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 std::thread::Builder::new()
                     .name("coordinator-sink".into())
                     .spawn(move || {
-                        let r = receive(&routes, epoch, last, &stop, &streams, stats, &sink, &seen);
+                        let r = receive(
+                            &routes, epoch, last, inputs, &stop, &streams, stats, &sink, &seen,
+                        );
                         let _ = tx.send(Ev::Sink(epoch, r));
                     })
                     .map_err(spawn_err)?,
@@ -780,7 +792,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         {
             let (secret, first, stop, streams, tx) = (
                 self.co.secret.clone(),
-                first.to_string(),
+                first,
                 Arc::clone(&stop),
                 Arc::clone(&streams),
                 self.tx.clone(),
@@ -798,11 +810,11 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                     .spawn(move || {
                         let r = (|| {
                             let s =
-                                routes::connect(&first, &secret, epoch, 0, CONNECT_TIMEOUT, &stop)?;
+                                routes::connect(&first, &secret, epoch, CONNECT_TIMEOUT, &stop)?;
                             if let Ok(c) = s.try_clone() {
                                 streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
                             }
-                            let tx = EdgeTx::new(s, Arc::clone(&stop), stats)
+                            let tx = EdgeTx::new(s, Arc::clone(&stop), stats, wire::BATCH)
                                 .map_err(|e| e.to_string())?;
                             feed(
                                 tx,
@@ -970,52 +982,106 @@ fn feed<I: Wire>(
     })
 }
 
-/// Receives the last part's outputs into the sink, once each.
+/// Receives the last part's outputs (or merges the last keyed stage's
+/// copies) into the sink, once each.
 #[allow(clippy::too_many_arguments)]
 fn receive<O: Wire>(
     routes: &Routes,
     epoch: u64,
     last: u32,
+    inputs: u32,
     stop: &AtomicBool,
     streams: &Mutex<Vec<TcpStream>>,
     stats: Arc<super::edge::EdgeStats>,
     sink: &Mutex<Dedup<O>>,
     seen: &AtomicU64,
 ) -> Result<(), String> {
-    let s = routes
-        .take(epoch, last, CONNECT_TIMEOUT, stop)
-        .ok_or("the last part did not connect")?;
-    if let Ok(c) = s.try_clone() {
-        streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+    let mut ss = Vec::new();
+    for slot in 0..inputs {
+        let s = routes
+            .take(epoch, last, slot, CONNECT_TIMEOUT, stop)
+            .ok_or("the last part did not connect")?;
+        if let Ok(c) = s.try_clone() {
+            streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+        }
+        ss.push(s);
     }
-    let mut rx = EdgeRx::new(s, 1 << 16, stats).map_err(|e| e.to_string())?;
+    let edges = In::<O>::new(ss, 1 << 16, &stats).map_err(|e| e.to_string())?;
     let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
     let mut current: Option<(u64, u64)> = None;
-    while rx
-        .next::<O>(|a| {
-            if let Arrival::Barrier(id) = a {
-                seen.fetch_max(id, Ordering::Relaxed);
-            }
-            if let Arrival::Item(seq, x) = a {
-                let idx = match current {
-                    Some((s, i)) if s == seq => i + 1,
-                    _ => 0,
-                };
-                current = Some((seq, idx));
-                let fresh = match sink.delivered {
-                    None => true,
-                    Some((s, count)) => seq > s || (seq == s && idx >= count),
-                };
-                if fresh {
-                    (sink.sink)(seq, x);
-                    sink.delivered = Some((seq, idx + 1));
-                    sink.count += 1;
+    edges
+        .run(|a| {
+            match a {
+                Arrival::Barrier(id) => {
+                    seen.fetch_max(id, Ordering::Relaxed);
+                }
+                Arrival::Item(seq, x) => {
+                    let idx = match current {
+                        Some((s, i)) if s == seq => i + 1,
+                        _ => 0,
+                    };
+                    current = Some((seq, idx));
+                    let fresh = match sink.delivered {
+                        None => true,
+                        Some((s, count)) => seq > s || (seq == s && idx >= count),
+                    };
+                    if fresh {
+                        (sink.sink)(seq, x);
+                        sink.delivered = Some((seq, idx + 1));
+                        sink.count += 1;
+                    }
+                }
+                Arrival::Group(..) | Arrival::Route(_) => {
+                    return Err(WireError::Malformed(
+                        "a keyed copy's record where outputs belong".into(),
+                    ))
                 }
             }
             Ok(())
         })
-        .map_err(|e| e.to_string())?
-    {}
-    rx.close();
-    Ok(())
+        .map_err(|e| e.to_string())
+}
+
+/// Where each part's edges go, `(part, slot)` per output (one past the
+/// last part: the coordinator's output), and how many come in; and how
+/// many come into the coordinator's output.
+#[allow(clippy::type_complexity)]
+fn wiring<I, O>(parts: &Parts<I, O>) -> (Vec<(Vec<(u32, u32)>, u32)>, u32) {
+    let starts = parts.starts();
+    let stages = parts.stages.len();
+    let end = starts[stages] as u32;
+    let keyed = |s: usize| parts.stages[s].router.is_some();
+    let copies = |s: usize| parts.stages[s].copies.len() as u32;
+    // The first part after stage `s` (the coordinator's output at the end).
+    let after = |s: usize| {
+        if s + 1 < stages {
+            starts[s + 1] as u32
+        } else {
+            end
+        }
+    };
+    let mut out = Vec::new();
+    for s in 0..stages {
+        for c in 0..copies(s) {
+            let outputs = if keyed(s) {
+                vec![(after(s), c)]
+            } else if s + 1 < stages && keyed(s + 1) {
+                let mut v: Vec<_> = (0..copies(s + 1))
+                    .map(|k| (starts[s + 1] as u32 + k, 0))
+                    .collect();
+                v.push((after(s + 1), copies(s + 1)));
+                v
+            } else {
+                vec![(after(s), 0)]
+            };
+            let inputs = if s > 0 && keyed(s - 1) {
+                copies(s - 1) + 1
+            } else {
+                1
+            };
+            out.push((outputs, inputs));
+        }
+    }
+    let last = stages - 1;
+    (out, if keyed(last) { copies(last) + 1 } else { 1 })
 }

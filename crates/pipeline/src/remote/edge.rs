@@ -87,12 +87,15 @@ pub(crate) struct EdgeTx {
 }
 
 impl EdgeTx {
-    /// Takes over a connected, authenticated stream: a thread reads the
-    /// credits that come back on it.
+    /// Takes over a connected, authenticated stream, for records of
+    /// `kind` (`BATCH`, `GROUPS` or `ROUTE`): a thread reads the credits
+    /// that come back on it and wakes the calling thread, which must be
+    /// the one that sends.
     pub(crate) fn new(
         stream: TcpStream,
         stop: StopFlag,
         stats: Arc<EdgeStats>,
+        kind: u8,
     ) -> std::io::Result<Self> {
         stream.set_nodelay(true)?;
         let granted = Arc::new(AtomicU64::new(0));
@@ -109,7 +112,7 @@ impl EdgeTx {
             .spawn(move || read_credits(reader, &g, &c, &st, &me))?;
         Ok(EdgeTx {
             stream,
-            batch: BatchBuf::new(),
+            batch: BatchBuf::new(kind),
             sent: 0,
             granted,
             closed,
@@ -117,6 +120,12 @@ impl EdgeTx {
             stats,
             credits: Some(credits),
         })
+    }
+
+    /// Whether one more record may go without waiting.
+    pub(crate) fn has_credit(&self) -> bool {
+        // Acquire: pairs with the Release `fetch_add` in `read_credits`.
+        self.sent < self.granted.load(Ordering::Acquire)
     }
 
     /// Waits until one more item may go.
@@ -144,6 +153,34 @@ impl EdgeTx {
     pub(crate) fn send<T: Serialize>(&mut self, seq: u64, item: &T) -> Result<(), WireError> {
         self.wait_credit()?;
         self.batch.push(seq, item)?;
+        self.sent += 1;
+        if self.batch.full() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Queues the end of a group of a keyed copy's outputs: an output (the
+    /// group's last if `last`) or only the end.
+    pub(crate) fn send_group<T: Serialize>(
+        &mut self,
+        seq: u64,
+        last: bool,
+        item: Option<&T>,
+    ) -> Result<(), WireError> {
+        self.wait_credit()?;
+        self.batch.record(seq, &(seq, last, item))?;
+        self.sent += 1;
+        if self.batch.full() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Queues one entry of a route log: the next item went to `copy`.
+    pub(crate) fn route(&mut self, copy: u32) -> Result<(), WireError> {
+        self.wait_credit()?;
+        self.batch.record(0, &copy)?;
         self.sent += 1;
         if self.batch.full() {
             self.flush()?;
@@ -221,6 +258,11 @@ fn read_credits(
 pub(crate) enum Arrival<T> {
     /// An item and its number.
     Item(u64, T),
+    /// A keyed copy's output (or only the end of an input's outputs): its
+    /// number, whether it is the input's last, the item.
+    Group(u64, bool, Option<T>),
+    /// A route log's entry: the next item went to this copy.
+    Route(u32),
     /// A barrier.
     Barrier(u64),
 }
@@ -282,13 +324,29 @@ impl EdgeRx {
                     n += 1;
                 })?;
                 err?;
-                self.stats.items.fetch_add(n, Ordering::Relaxed);
-                self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
-                self.stats.frames.fetch_add(1, Ordering::Relaxed);
-                self.owed += n;
-                if self.owed >= self.window / 4 {
-                    self.grant()?;
-                }
+                self.received(n, bytes)?;
+                Ok(true)
+            }
+            wire::GROUPS => {
+                let mut n = 0u64;
+                let bytes = self.buf.len() as u64;
+                let last = &mut self.last;
+                wire::decode_records::<(u64, bool, Option<T>)>(&self.buf, |(s, end, x)| {
+                    wire::in_order(last, s)?;
+                    n += 1;
+                    f(Arrival::Group(s, end, x))
+                })?;
+                self.received(n, bytes)?;
+                Ok(true)
+            }
+            wire::ROUTE => {
+                let mut n = 0u64;
+                let bytes = self.buf.len() as u64;
+                wire::decode_records::<u32>(&self.buf, |k| {
+                    n += 1;
+                    f(Arrival::Route(k))
+                })?;
+                self.received(n, bytes)?;
                 Ok(true)
             }
             wire::BARRIER => {
@@ -300,6 +358,19 @@ impl EdgeRx {
                 "frame kind {k} on a data edge"
             ))),
         }
+    }
+
+    /// Counts `n` records handed on; grants them back once a quarter of
+    /// the window is owed.
+    fn received(&mut self, n: u64, bytes: u64) -> Result<(), WireError> {
+        self.stats.items.fetch_add(n, Ordering::Relaxed);
+        self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.stats.frames.fetch_add(1, Ordering::Relaxed);
+        self.owed += n;
+        if self.owed >= self.window / 4 {
+            self.grant()?;
+        }
+        Ok(())
     }
 
     fn grant(&mut self) -> Result<(), WireError> {

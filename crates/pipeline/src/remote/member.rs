@@ -14,6 +14,7 @@ use super::error::RemoteError;
 use super::metrics::RemoteMetrics;
 use super::part::{Part, PartCtx, Parts, Reporter, Wire};
 use super::routes::{self, Routes};
+use super::split::Router;
 use super::wire::{self, Assign, Msg};
 use super::{CONNECT_TIMEOUT, HEARTBEAT};
 use crate::checkpoint::Checkpoint;
@@ -277,17 +278,22 @@ fn start<I: Wire, O: Wire>(
     let stop = Arc::new(AtomicBool::new(false));
     let streams = Arc::new(Mutex::new(Vec::new()));
     let share = assigned.len().max(1);
+    let units = parts.units();
     let mut threads = Vec::new();
     for a in assigned {
         let number = a.part;
-        let Some(part) = parts.parts.get(a.part as usize).map(Arc::clone) else {
+        let Some((stage, part)) = units.get(a.part as usize).cloned() else {
             report(Msg::Failed {
                 epoch,
                 part: a.part,
-                error: format!("this build has {} parts, not part {}", parts.len(), a.part),
+                error: format!("this build has {} parts, not part {}", units.len(), a.part),
             });
             continue;
         };
+        // A keyed stage's copy sends groups; the part before a keyed stage
+        // splits by its key.
+        let grouped = parts.stages[stage].router.is_some();
+        let router = parts.stages.get(stage + 1).and_then(|s| s.router.clone());
         let mut cfg = config.clone();
         let workers = config.resolved_workers().unwrap_or(1);
         if share > 1 {
@@ -301,9 +307,16 @@ fn start<I: Wire, O: Wire>(
         let t = std::thread::Builder::new()
             .name(format!("part {}", a.part))
             .spawn(move || {
+                let edges = Edges {
+                    secret: &secret,
+                    routes: &routes,
+                    stop: &stop,
+                    streams: &streams,
+                    router,
+                    grouped,
+                };
                 let r = run_part(
-                    &*part, a, cfg, root, epoch, credits, &secret, &routes, &stop, &streams, stats,
-                    &reporter, &metrics,
+                    &*part, a, cfg, root, epoch, credits, edges, stats, &reporter, &metrics,
                 );
                 if let Err(error) = r {
                     if !stop.load(Ordering::Relaxed) {
@@ -336,6 +349,16 @@ pub(crate) fn part_dir(root: &Path, part: u32) -> PathBuf {
     root.join(format!("part-{part:03}"))
 }
 
+/// How a part's edges are made.
+struct Edges<'a> {
+    secret: &'a Secret,
+    routes: &'a Routes,
+    stop: &'a Arc<AtomicBool>,
+    streams: &'a Mutex<Vec<TcpStream>>,
+    router: Option<Router>,
+    grouped: bool,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_part(
     part: &dyn Part,
@@ -344,10 +367,7 @@ fn run_part(
     root: Option<String>,
     epoch: u64,
     credits: u64,
-    secret: &Secret,
-    routes: &Routes,
-    stop: &Arc<AtomicBool>,
-    streams: &Mutex<Vec<TcpStream>>,
+    edges: Edges<'_>,
     stats: (Arc<EdgeStats>, Arc<EdgeStats>),
     report: &Reporter,
     metrics: &RemoteMetrics,
@@ -373,20 +393,28 @@ fn run_part(
             cfg = cfg.restore(ckpt);
         }
     }
-    let downstream = routes::connect(
-        &a.downstream,
-        secret,
-        epoch,
-        a.part + 1,
-        super::CONNECT_TIMEOUT,
-        stop,
-    )?;
-    let upstream = routes
-        .take(epoch, a.part, super::CONNECT_TIMEOUT, stop)
-        .ok_or_else(|| format!("part {}: its upstream did not connect", a.part))?;
+    let mut downstreams = Vec::new();
+    for to in &a.outputs {
+        downstreams.push(routes::connect(
+            to,
+            edges.secret,
+            epoch,
+            CONNECT_TIMEOUT,
+            edges.stop,
+        )?);
+    }
+    let mut upstreams = Vec::new();
+    for slot in 0..a.inputs {
+        upstreams.push(
+            edges
+                .routes
+                .take(epoch, a.part, slot, CONNECT_TIMEOUT, edges.stop)
+                .ok_or_else(|| format!("part {}: its upstream {slot} did not connect", a.part))?,
+        );
+    }
     {
-        let mut s = streams.lock().unwrap_or_else(|p| p.into_inner());
-        for x in [&upstream, &downstream] {
+        let mut s = edges.streams.lock().unwrap_or_else(|p| p.into_inner());
+        for x in upstreams.iter().chain(&downstreams) {
             if let Ok(c) = x.try_clone() {
                 s.push(c);
             }
@@ -396,10 +424,12 @@ fn run_part(
         epoch,
         part: a.part,
         config: cfg,
-        upstream,
-        downstream,
+        upstreams,
+        downstreams,
+        router: edges.router,
+        grouped: edges.grouped,
         window: credits,
-        stop: Arc::clone(stop),
+        stop: Arc::clone(edges.stop),
         stats_in: stats.0,
         stats_out: stats.1,
         report: Arc::clone(report),

@@ -82,6 +82,7 @@ mod metrics;
 mod part;
 mod routes;
 mod run;
+mod split;
 mod wire;
 
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! [`Parts`]: a pipeline cut where it may cross processes, and what runs
 //! one part in a member: its deployment between two cut edges.
 
+use std::any::Any;
 use std::marker::PhantomData;
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
@@ -10,8 +11,10 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::edge::{Arrival, EdgeRx, EdgeStats, EdgeTx, StopFlag};
+use super::edge::{Arrival, EdgeStats, StopFlag};
+use super::split::{In, Out, Router};
 use super::wire::{EncodedState, Msg, WireError, WireFailure};
+use crate::branch::shard_of;
 use crate::failure::StageState;
 use crate::pipeline::Pipeline;
 use crate::runtime::checkpointing::shape_of;
@@ -49,7 +52,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Wire for T {}
 /// assert_eq!(run.outputs, [2, 6, 12]);
 /// ```
 pub struct Parts<I, O> {
-    pub(crate) parts: Vec<Arc<dyn Part>>,
+    pub(crate) stages: Vec<Stage>,
     whole: Arc<dyn Fn() -> Pipeline<I, O> + Send + Sync>,
     _types: PhantomData<fn(I) -> O>,
 }
@@ -60,7 +63,10 @@ impl<I: Wire, O: Wire> Parts<I, O> {
         let make = Arc::new(make);
         let whole = Arc::clone(&make);
         Parts {
-            parts: vec![Arc::new(PartOf { make })],
+            stages: vec![Stage {
+                copies: vec![Arc::new(PartOf { make })],
+                router: None,
+            }],
             whole: Arc::new(move || whole()),
             _types: PhantomData,
         }
@@ -74,23 +80,81 @@ impl<I: Wire, O: Wire> Parts<I, O> {
         let make = Arc::new(make);
         let next = Arc::clone(&make);
         let before = self.whole;
-        let mut parts = self.parts;
-        parts.push(Arc::new(PartOf { make }));
+        let mut stages = self.stages;
+        stages.push(Stage {
+            copies: vec![Arc::new(PartOf { make })],
+            router: None,
+        });
         Parts {
-            parts,
+            stages,
             whole: Arc::new(move || before().then(next())),
             _types: PhantomData,
         }
     }
 
-    /// How many parts.
+    /// A keyed stage after the others, as
+    /// [`Pipeline::shard_by_key`]`(copies, key, make)`, whose copies are
+    /// parts of their own: each may run in another process. The part
+    /// before sends each item to its key's copy and a route log to the
+    /// part after (or the output), which merges the copies' outputs back
+    /// into the sequential order.
+    ///
+    /// # Panics
+    /// With no copies, or right after another keyed stage (put a part
+    /// between them).
+    pub fn then_keyed<K, P>(
+        self,
+        copies: usize,
+        key: impl Fn(&O) -> K + Clone + Send + Sync + 'static,
+        make: impl Fn(usize) -> Pipeline<O, P> + Send + Sync + 'static,
+    ) -> Parts<I, P>
+    where
+        K: std::hash::Hash + 'static,
+        P: Wire,
+    {
+        assert!(copies > 0, "a keyed stage needs at least one copy");
+        assert!(
+            self.stages.last().is_some_and(|s| s.router.is_none()),
+            "a keyed stage must follow a part that is not keyed"
+        );
+        let make = Arc::new(make);
+        let (before, m, k) = (self.whole, Arc::clone(&make), key.clone());
+        let router: Router = Arc::new(move |x: &dyn Any| {
+            let x = x
+                .downcast_ref::<O>()
+                .expect("a keyed stage routes its own input type");
+            shard_of(&key(x), copies)
+        });
+        let mut stages = self.stages;
+        stages.push(Stage {
+            copies: (0..copies)
+                .map(|c| {
+                    let make = Arc::clone(&make);
+                    Arc::new(PartOf {
+                        make: Arc::new(move || make(c)),
+                    }) as Arc<dyn Part>
+                })
+                .collect(),
+            router: Some(router),
+        });
+        Parts {
+            stages,
+            whole: Arc::new(move || {
+                let (m, k) = (Arc::clone(&m), k.clone());
+                before().then(Pipeline::shard_by_key(copies, k, move |c| m(c)))
+            }),
+            _types: PhantomData,
+        }
+    }
+
+    /// How many parts (a keyed stage's copies each count).
     pub fn len(&self) -> usize {
-        self.parts.len()
+        self.stages.iter().map(|s| s.copies.len()).sum()
     }
 
     /// Whether there are none (never: a `Parts` starts with one).
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.len() == 0
     }
 
     /// The whole pipeline, the parts joined in one process: what a
@@ -103,11 +167,40 @@ impl<I: Wire, O: Wire> Parts<I, O> {
     /// names, and the types on its cut edges.
     pub fn build(&self) -> String {
         let mut text = String::new();
-        for p in &self.parts {
-            text.push_str(&p.shape());
-            text.push('\n');
+        for s in &self.stages {
+            for p in &s.copies {
+                text.push_str(&p.shape());
+                text.push('\n');
+            }
         }
         format!("{:08x}", crc32c::crc32c(text.as_bytes()))
+    }
+}
+
+/// One stage of a distributed pipeline: a part, or a keyed stage's copies.
+pub(crate) struct Stage {
+    pub(crate) copies: Vec<Arc<dyn Part>>,
+    /// How a keyed stage picks the copy of an item.
+    pub(crate) router: Option<Router>,
+}
+
+impl<I, O> Parts<I, O> {
+    /// Every part with its stage's number: unit `u` is the `u`th.
+    pub(crate) fn units(&self) -> Vec<(usize, Arc<dyn Part>)> {
+        self.stages
+            .iter()
+            .enumerate()
+            .flat_map(|(k, s)| s.copies.iter().map(move |p| (k, Arc::clone(p))))
+            .collect()
+    }
+
+    /// The first unit of each stage, and one past the last.
+    pub(crate) fn starts(&self) -> Vec<usize> {
+        let mut v = vec![0];
+        for s in &self.stages {
+            v.push(v.last().copied().unwrap_or(0) + s.copies.len());
+        }
+        v
     }
 }
 
@@ -119,8 +212,14 @@ pub(crate) struct PartCtx {
     pub(crate) epoch: u64,
     pub(crate) part: u32,
     pub(crate) config: Config,
-    pub(crate) upstream: TcpStream,
-    pub(crate) downstream: TcpStream,
+    /// One, or a keyed stage's copies and then its route log.
+    pub(crate) upstreams: Vec<TcpStream>,
+    /// One, or the next keyed stage's copies and then its merge.
+    pub(crate) downstreams: Vec<TcpStream>,
+    /// The next stage's router, when it is keyed.
+    pub(crate) router: Option<Router>,
+    /// Whether this part is a keyed stage's copy (its outputs go as groups).
+    pub(crate) grouped: bool,
     pub(crate) window: u64,
     pub(crate) stop: StopFlag,
     pub(crate) stats_in: Arc<EdgeStats>,
@@ -162,10 +261,10 @@ impl<A: Wire, B: Wire> Part for PartOf<A, B> {
         let d = (self.make)()
             .deploy(&cx.config)
             .map_err(|e| format!("deploying: {e}"))?;
-        let (input, output, running) = (d.input, d.output.with_barriers(), Arc::new(d.running));
+        let (input, output, running) = (d.input, d.output.with_events(), Arc::new(d.running));
         let receiver = {
             let running = Arc::clone(&running);
-            let (upstream, window, stats) = (cx.upstream, cx.window, Arc::clone(&cx.stats_in));
+            let (upstream, window, stats) = (cx.upstreams, cx.window, Arc::clone(&cx.stats_in));
             let (report, epoch, part) = (Arc::clone(&cx.report), cx.epoch, cx.part);
             std::thread::Builder::new()
                 .name(format!("part {part} in"))
@@ -180,15 +279,17 @@ impl<A: Wire, B: Wire> Part for PartOf<A, B> {
                 })
                 .map_err(|e| e.to_string())?
         };
-        let sent = send::<B>(
-            cx.downstream,
+        let out = Out::new(
+            cx.downstreams,
+            cx.router,
+            cx.grouped,
             &cx.stop,
-            cx.stats_out,
-            output,
-            &cx.report,
-            cx.epoch,
-            cx.part,
+            &cx.stats_out,
         );
+        let sent = match out {
+            Ok(out) => send::<B>(out, &cx.stop, output, &cx.report, cx.epoch, cx.part),
+            Err(e) => Err(e.to_string()),
+        };
         if sent.is_err() {
             running.stop();
         }
@@ -252,7 +353,7 @@ fn encode_states<A, B>(
 /// one that sends, so the checkpoint is exact).
 #[allow(clippy::too_many_arguments)]
 fn receive<A: Wire>(
-    upstream: TcpStream,
+    upstream: Vec<TcpStream>,
     window: u64,
     stats: Arc<EdgeStats>,
     mut input: crate::Input<A>,
@@ -261,10 +362,10 @@ fn receive<A: Wire>(
     epoch: u64,
     part: u32,
 ) -> Result<(), String> {
-    let mut rx = EdgeRx::new(upstream, window, stats).map_err(|e| e.to_string())?;
-    loop {
-        let more = rx
-            .next::<A>(|a| match a {
+    let edges = In::<A>::new(upstream, window, &stats).map_err(|e| e.to_string())?;
+    {
+        edges
+            .run(|a| match a {
                 Arrival::Item(seq, x) => input
                     .send_at(seq, x)
                     .map_err(|_| WireError::Malformed("the part stopped".into())),
@@ -292,31 +393,26 @@ fn receive<A: Wire>(
                     });
                     Ok(())
                 }
+                Arrival::Group(..) | Arrival::Route(_) => Err(WireError::Malformed(
+                    "a keyed copy's record on a part's single edge".into(),
+                )),
             })
             .map_err(wire_err)?;
-        if !more {
-            break;
-        }
     }
-    // The input closes first, then the connection: the sender's `end`
-    // returns once every item it sent was taken.
     drop(input);
-    rx.close();
     Ok(())
 }
 
 /// The sending thread: the part's outputs and barriers onto the cut edge
 /// out, failures to the coordinator.
 fn send<B: Wire>(
-    downstream: TcpStream,
+    mut tx: Out,
     stop: &StopFlag,
-    stats: Arc<EdgeStats>,
     mut output: crate::Output<B>,
     report: &Reporter,
     epoch: u64,
     part: u32,
 ) -> Result<(), String> {
-    let mut tx = EdgeTx::new(downstream, Arc::clone(stop), stats).map_err(|e| e.to_string())?;
     let mut failures = Vec::new();
     loop {
         let mut ev = output.recv_event(None);
@@ -330,7 +426,8 @@ fn send<B: Wire>(
             ev = output.recv_event(Some(Duration::from_millis(20)));
         }
         match ev {
-            Ok(Some(Event::Item(seq, x))) => tx.send(seq, &x).map_err(wire_err)?,
+            Ok(Some(Event::Item(seq, x, last))) => tx.item(seq, &x, last).map_err(wire_err)?,
+            Ok(Some(Event::Close(seq))) => tx.close::<B>(seq).map_err(wire_err)?,
             Ok(Some(Event::Barrier(id))) => {
                 report_failures(&output, &mut failures, report, epoch, part);
                 tx.barrier(id).map_err(wire_err)?;

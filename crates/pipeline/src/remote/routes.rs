@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use statepipe_sys::auth::Secret;
 
-use super::wire::{self, Msg};
+use super::wire::{self, Msg, Target};
 
 /// Connections that arrived, by (attempt, part).
 #[derive(Default)]
 pub(crate) struct Routes {
-    waiting: Mutex<HashMap<(u64, u32), TcpStream>>,
+    waiting: Mutex<HashMap<(u64, u32, u32), TcpStream>>,
     arrived: Condvar,
     /// Connections refused (wrong secret, malformed hello), and why the
     /// last one was.
@@ -23,19 +23,20 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    /// Takes the connection for `part` of attempt `epoch`, waiting up to
-    /// `timeout` (and no longer than `stop` stays unset).
+    /// Takes the connection `slot` of `part` of attempt `epoch`, waiting
+    /// up to `timeout` (and no longer than `stop` stays unset).
     pub(crate) fn take(
         &self,
         epoch: u64,
         part: u32,
+        slot: u32,
         timeout: Duration,
         stop: &AtomicBool,
     ) -> Option<TcpStream> {
         let deadline = Instant::now() + timeout;
         let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(s) = w.remove(&(epoch, part)) {
+            if let Some(s) = w.remove(&(epoch, part, slot)) {
                 return Some(s);
             }
             if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
@@ -52,12 +53,12 @@ impl Routes {
     /// Forgets the connections of attempts before `epoch`.
     pub(crate) fn forget_before(&self, epoch: u64) {
         let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        w.retain(|(e, _), _| *e >= epoch);
+        w.retain(|(e, _, _), _| *e >= epoch);
     }
 
-    fn file(&self, epoch: u64, part: u32, s: TcpStream) {
+    fn file(&self, epoch: u64, part: u32, slot: u32, s: TcpStream) {
         let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        w.insert((epoch, part), s);
+        w.insert((epoch, part, slot), s);
         self.arrived.notify_all();
     }
 }
@@ -94,9 +95,9 @@ fn admit(mut s: TcpStream, secret: &Secret, routes: &Routes) -> Result<(), wire:
     let mut buf = Vec::new();
     wire::challenge(&mut s, secret, &mut buf)?;
     match wire::read_msg(&mut s, &mut buf)? {
-        Msg::Hello { epoch, part } => {
+        Msg::Hello { epoch, part, slot } => {
             s.set_read_timeout(None)?;
-            routes.file(epoch, part, s);
+            routes.file(epoch, part, slot, s);
             Ok(())
         }
         m => Err(wire::WireError::Malformed(format!(
@@ -105,24 +106,31 @@ fn admit(mut s: TcpStream, secret: &Secret, routes: &Routes) -> Result<(), wire:
     }
 }
 
-/// Connects to `addr` for `part` of attempt `epoch`, retrying while the
-/// peer is not listening yet, up to `timeout` or until `stop`.
+/// Connects to `to` in attempt `epoch`, retrying while the peer is not
+/// listening yet, up to `timeout` or until `stop`.
 pub(crate) fn connect(
-    addr: &str,
+    to: &Target,
     secret: &Secret,
     epoch: u64,
-    part: u32,
     timeout: Duration,
     stop: &AtomicBool,
 ) -> Result<TcpStream, String> {
     let deadline = Instant::now() + timeout;
+    let addr = to.addr.as_str();
     loop {
         match TcpStream::connect(addr) {
             Ok(mut s) => {
                 let mut buf = Vec::new();
                 wire::answer(&mut s, secret, &mut buf).map_err(|e| format!("{addr}: {e}"))?;
-                wire::write_msg(&mut s, &Msg::Hello { epoch, part })
-                    .map_err(|e| format!("{addr}: {e}"))?;
+                wire::write_msg(
+                    &mut s,
+                    &Msg::Hello {
+                        epoch,
+                        part: to.part,
+                        slot: to.slot,
+                    },
+                )
+                .map_err(|e| format!("{addr}: {e}"))?;
                 return Ok(s);
             }
             Err(e) if Instant::now() >= deadline || stop.load(Ordering::Relaxed) => {

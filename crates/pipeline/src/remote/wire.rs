@@ -16,6 +16,8 @@
 //! | `CONTROL` (5) | postcard [`Msg`] | control, both ways; data, once after `AUTH` |
 //! | `CHALLENGE` (6) | 32 random bytes | the accepting side, first |
 //! | `AUTH` (7) | HMAC-SHA256(secret, context ‖ challenge) | the joining side |
+//! | `GROUPS` (8) | `count: u32 LE`, then `count` × postcard `(seq: u64, last: bool, Option<item>)` | a keyed copy's outputs, downstream |
+//! | `ROUTE` (9) | `count: u32 LE`, then `count` × postcard `copy: u32` | a split's route log, to its merge |
 
 use std::io::{self, Read, Write};
 
@@ -35,6 +37,8 @@ pub(crate) const CREDIT: u8 = 4;
 pub(crate) const CONTROL: u8 = 5;
 pub(crate) const CHALLENGE: u8 = 6;
 pub(crate) const AUTH: u8 = 7;
+pub(crate) const GROUPS: u8 = 8;
+pub(crate) const ROUTE: u8 = 9;
 
 /// What a peer sent that this side cannot take.
 #[derive(Debug)]
@@ -79,14 +83,28 @@ pub(crate) struct WireFailure {
     pub(crate) error: String,
 }
 
+/// Where one of a part's edges goes: the address of the process running
+/// the receiving part (or the coordinator), that part, and which of its
+/// incoming edges this is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Target {
+    pub(crate) addr: String,
+    pub(crate) part: u32,
+    pub(crate) slot: u32,
+}
+
 /// One part a member runs in one attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Assign {
     pub(crate) part: u32,
     /// The checkpoint its states come from (`None`: the initial ones).
     pub(crate) restore: Option<u64>,
-    /// Where its outputs go: the next part's member, or the coordinator.
-    pub(crate) downstream: String,
+    /// Where its outputs go: one edge, or a keyed stage's copies and then
+    /// the merge after them.
+    pub(crate) outputs: Vec<Target>,
+    /// How many edges come in: one, or a keyed stage's copies and its
+    /// route log.
+    pub(crate) inputs: u32,
 }
 
 /// The control messages, and a data connection's hello.
@@ -135,8 +153,9 @@ pub(crate) enum Msg {
     Finish,
     /// Either way, every [`HEARTBEAT`](super::HEARTBEAT).
     Heartbeat,
-    /// The joining side of a data connection, after `AUTH`.
-    Hello { epoch: u64, part: u32 },
+    /// The joining side of a data connection, after `AUTH`: the part
+    /// it feeds and which of its incoming edges it is.
+    Hello { epoch: u64, part: u32, slot: u32 },
 }
 
 /// Writes one frame.
@@ -208,6 +227,43 @@ pub(crate) fn decode_u64(body: &[u8]) -> Result<u64, WireError> {
     Ok(u64::from_le_bytes(b))
 }
 
+/// Decodes the records of a batch body (`count`, then postcard records),
+/// handing each to `f` in order.
+pub(crate) fn decode_records<R: DeserializeOwned>(
+    body: &[u8],
+    mut f: impl FnMut(R) -> Result<(), WireError>,
+) -> Result<(), WireError> {
+    let (count, mut rest) = body
+        .split_first_chunk::<4>()
+        .map(|(c, r)| (u32::from_le_bytes(*c), r))
+        .ok_or_else(|| malformed("a batch without its count"))?;
+    for i in 0..count {
+        let (rec, r): (R, _) = postcard::take_from_bytes(rest)
+            .map_err(|e| malformed(format!("record {i} of {count}: {e}")))?;
+        rest = r;
+        f(rec)?;
+    }
+    if !rest.is_empty() {
+        return Err(malformed(format!(
+            "{} bytes after the batch's {count} records",
+            rest.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that `seq` does not go back after `last`.
+pub(crate) fn in_order(last: &mut Option<u64>, seq: u64) -> Result<(), WireError> {
+    if last.is_some_and(|l| seq < l) {
+        return Err(malformed(format!(
+            "an item numbered {seq} after {}",
+            last.unwrap_or(0)
+        )));
+    }
+    *last = Some(seq);
+    Ok(())
+}
+
 /// Decodes a `BATCH` body, handing each `(seq, item)` to `f` in order.
 /// Sequence numbers never go back (`after` is the last one seen; the
 /// outputs of one input share its number).
@@ -243,17 +299,20 @@ pub(crate) fn decode_batch<T: DeserializeOwned>(
     Ok(last)
 }
 
-/// A batch being built: the frame header's room first, items after.
+/// A batch being built: the frame header's room first, records after.
 pub(crate) struct BatchBuf {
     pub(crate) bytes: Vec<u8>,
     pub(crate) count: u32,
+    kind: u8,
 }
 
 impl BatchBuf {
-    pub(crate) fn new() -> Self {
+    /// A batch of `BATCH`, `GROUPS` or `ROUTE` records.
+    pub(crate) fn new(kind: u8) -> Self {
         let mut b = BatchBuf {
             bytes: Vec::with_capacity(BATCH_BYTES + 1024),
             count: 0,
+            kind,
         };
         b.clear();
         b
@@ -267,9 +326,14 @@ impl BatchBuf {
 
     /// Appends one item.
     pub(crate) fn push<T: Serialize>(&mut self, seq: u64, item: &T) -> Result<(), WireError> {
+        self.record(seq, &(seq, item))
+    }
+
+    /// Appends one record.
+    pub(crate) fn record<R: Serialize>(&mut self, seq: u64, rec: &R) -> Result<(), WireError> {
         let before = self.bytes.len();
         let bytes = std::mem::take(&mut self.bytes);
-        self.bytes = postcard::to_extend(&(seq, item), bytes)
+        self.bytes = postcard::to_extend(rec, bytes)
             .map_err(|e| malformed(format!("item {seq} does not encode: {e}")))?;
         if self.bytes.len() - before + 10 > MAX_FRAME {
             return Err(malformed(format!(
@@ -297,7 +361,7 @@ impl BatchBuf {
         }
         let len = (self.bytes.len() - 4) as u32;
         self.bytes[..4].copy_from_slice(&len.to_le_bytes());
-        self.bytes[4] = BATCH;
+        self.bytes[4] = self.kind;
         self.bytes[5..9].copy_from_slice(&self.count.to_le_bytes());
         let r = w.write_all(&self.bytes);
         self.clear();
@@ -385,6 +449,8 @@ pub(crate) fn decode_all(bytes: &[u8]) {
         let _ = decode_batch::<String>(&buf, Some(3), |_, _| {});
         let _ = decode_batch::<(u64, u64, u64, u64)>(&buf, None, |_, _| {});
         let _ = decode_u64(&buf);
+        let _ = decode_records::<(u64, bool, Option<String>)>(&buf, |_| Ok(()));
+        let _ = decode_records::<u32>(&buf, |_| Ok(()));
     }
 }
 
@@ -395,7 +461,7 @@ mod tests {
 
     #[test]
     fn a_batch_round_trips_in_order() {
-        let mut b = BatchBuf::new();
+        let mut b = BatchBuf::new(BATCH);
         for i in 0..100u64 {
             b.push(i * 3, &format!("item {i}")).unwrap();
         }
@@ -423,7 +489,7 @@ mod tests {
         let e = read_frame(&mut f.as_slice(), &mut buf).unwrap_err();
         assert!(e.to_string().contains("closed"), "{e}");
         // Items that go back in number.
-        let mut b = BatchBuf::new();
+        let mut b = BatchBuf::new(BATCH);
         b.push(5u64, &1u64).unwrap();
         let mut out = Vec::new();
         b.write_to(&mut out).unwrap();
@@ -465,9 +531,9 @@ mod tests {
         #[test]
         fn control_messages_round_trip(epoch in any::<u64>(), part in any::<u32>(), s in ".{0,20}") {
             for m in [
-                Msg::Hello { epoch, part },
+                Msg::Hello { epoch, part, slot: part },
                 Msg::Failed { epoch, part, error: s.clone() },
-                Msg::Start { epoch, parts: vec![Assign { part, restore: Some(epoch), downstream: s.clone() }], checkpoints: None, credits: 3 },
+                Msg::Start { epoch, parts: vec![Assign { part, restore: Some(epoch), outputs: vec![Target { addr: s.clone(), part, slot: 0 }], inputs: 1 }], checkpoints: None, credits: 3 },
             ] {
                 let mut out = Vec::new();
                 write_msg(&mut out, &m).unwrap();

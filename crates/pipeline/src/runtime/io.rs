@@ -234,17 +234,30 @@ pub struct Output<O> {
     poller: EdgePoller<O, Adaptive>,
     last: Arc<Doorbell>,
     failures: Receiver<Failure>,
-    /// Outputs, and barriers (no item, `seq` with [`BARRIER`] set) when
-    /// `barriers` is on.
-    buffer: VecDeque<(u64, Option<O>)>,
+    /// Outputs, and with `events` on, the ends of groups with no output
+    /// after them and barriers.
+    buffer: VecDeque<(u64, Got<O>)>,
     ended: bool,
-    barriers: bool,
+    events: bool,
+}
+
+/// One message of the output ring, as the buffer keeps it.
+enum Got<O> {
+    /// An output; `true` if it is the last of its input's.
+    Item(O, bool),
+    /// The end of an input's outputs, with no output (or after them).
+    Close,
+    /// A barrier.
+    Barrier,
 }
 
 /// What [`Output::recv_event`] hands out.
 pub(crate) enum Event<O> {
-    /// An output and its input's number.
-    Item(u64, O),
+    /// An output, its input's number, and whether it is that input's last.
+    Item(u64, O, bool),
+    /// The outputs of input `seq` end here (none came, or the last one
+    /// did not say so).
+    Close(u64),
     /// A barrier passed the end of the pipeline: every output before it
     /// came first.
     Barrier(u64),
@@ -262,22 +275,25 @@ impl<O: Send + 'static> Output<O> {
             failures,
             buffer: VecDeque::new(),
             ended: false,
-            barriers: false,
+            events: false,
         }
     }
 
-    /// Hands out barriers too, through [`recv_event`](Self::recv_event).
-    pub(crate) fn with_barriers(mut self) -> Self {
-        self.barriers = true;
+    /// Hands out the ends of inputs' outputs and barriers too, through
+    /// [`recv_event`](Self::recv_event).
+    pub(crate) fn with_events(mut self) -> Self {
+        self.events = true;
         self
     }
 
     fn fill(&mut self, wait: Option<Duration>) {
         let buffer = &mut self.buffer;
-        let barriers = self.barriers;
+        let events = self.events;
         let take = |m: &mut Msg<O>, _: u64, _: bool| match m.item.get_mut().take() {
-            Some(x) => buffer.push_back((m.seq, Some(x))),
-            None if barriers && is_barrier(m.seq) => buffer.push_back((m.seq & !BARRIER, None)),
+            Some(x) => buffer.push_back((m.seq, Got::Item(x, m.last))),
+            None if !events => {}
+            None if is_barrier(m.seq) => buffer.push_back((m.seq & !BARRIER, Got::Barrier)),
+            None if m.last => buffer.push_back((m.seq, Got::Close)),
             None => {}
         };
         let r = match wait {
@@ -297,7 +313,7 @@ impl<O: Send + 'static> Output<O> {
     pub fn recv(&mut self) -> Option<(u64, O)> {
         loop {
             while let Some((seq, x)) = self.buffer.pop_front() {
-                if let Some(x) = x {
+                if let Got::Item(x, _) = x {
                     return Some((seq, x));
                 }
             }
@@ -315,8 +331,8 @@ impl<O: Send + 'static> Output<O> {
                 self.fill(None);
             }
             match self.buffer.pop_front()? {
-                (seq, Some(x)) => return Some((seq, x)),
-                (_, None) => continue,
+                (seq, Got::Item(x, _)) => return Some((seq, x)),
+                _ => continue,
             }
         }
     }
@@ -329,8 +345,9 @@ impl<O: Send + 'static> Output<O> {
             self.fill(wait);
         }
         match self.buffer.pop_front() {
-            Some((seq, Some(x))) => Ok(Some(Event::Item(seq, x))),
-            Some((id, None)) => Ok(Some(Event::Barrier(id))),
+            Some((seq, Got::Item(x, last))) => Ok(Some(Event::Item(seq, x, last))),
+            Some((seq, Got::Close)) => Ok(Some(Event::Close(seq))),
+            Some((id, Got::Barrier)) => Ok(Some(Event::Barrier(id))),
             None if self.ended => Err(()),
             None => Ok(None),
         }
