@@ -148,10 +148,13 @@ struct Books {
     /// Rounds started so far (ids count from 1).
     rounds: u64,
     round: Option<Round>,
-    /// Where the committed replica of each state is.
-    replica_at: HashMap<StateId, WorkerId>,
-    /// Each worker's buddy in the last round started.
-    buddy_of: HashMap<WorkerId, WorkerId>,
+    /// Where the committed replicas of each state are (on up to
+    /// `SchedConfig::replicas` workers, none of them its own), less those
+    /// promoted or lost since.
+    replica_at: HashMap<StateId, Vec<WorkerId>>,
+    /// Each worker's buddies in the last round started: the next
+    /// `replicas` live workers in index order.
+    buddy_of: HashMap<WorkerId, Vec<WorkerId>>,
     /// The parents evolved in this operation: where, and their children.
     pub(super) done: HashMap<StateId, (WorkerId, Vec<StateId>)>,
     /// Said once: no round can run (one worker, or no peer listeners).
@@ -168,6 +171,10 @@ struct Round {
     waiting: usize,
     /// A loss or a failed shipment: it cannot commit.
     void: bool,
+    /// A worker could not reach one of its buddies.
+    unreached: bool,
+    /// A worker was lost during it.
+    lost: bool,
 }
 
 impl Books {

@@ -205,7 +205,21 @@ impl Scheduler {
             taken += self.cost(id);
             k += 1;
         }
-        let ids = self.take_tail(victim, k);
+        let mut ids = self.take_tail(victim, k);
+        if self.buddies() {
+            // A state never moves onto a worker holding its replica (a
+            // state promoted or moved earlier may have one on `thief`).
+            let (keep, go): (Vec<StateId>, Vec<StateId>) = ids
+                .into_iter()
+                .partition(|id| self.holds_replica(thief, *id));
+            if !keep.is_empty() {
+                self.push_pending(victim, keep);
+            }
+            if go.is_empty() {
+                return false;
+            }
+            ids = go;
+        }
         self.move_states(victim, thief, ids, false);
         true
     }
@@ -287,7 +301,9 @@ impl Scheduler {
             .fold(0.0, f64::max);
         let after = load.iter().copied().fold(0.0, f64::max);
         // A state never moves onto the worker holding its replica.
-        moves.retain(|&(owner, to, _)| !self.keeps_replicas_of(to, owner));
+        moves.retain(|&(owner, to, id)| {
+            !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id)
+        });
         if moves.is_empty() || after >= before - slack {
             return 0;
         }
