@@ -204,7 +204,7 @@ impl EventLoop {
 impl EventLoop {
     fn overdue(
         &self,
-        sched: &Scheduler,
+        sched: &mut Scheduler,
         now: Instant,
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         sched.overdue(now, &|w| {

@@ -242,6 +242,14 @@ pub(crate) struct Scheduler {
     worker_failed: bool,
     /// When each lost worker was recovered from.
     recovered_at: Vec<Instant>,
+    /// This step's states whose evolve ran past its deadline, and on how
+    /// many workers (see `deadline.rs`); they are evolved alone from then on.
+    hung: HashMap<StateId, u32>,
+    /// Workers `overdue` found still beating but past an evolve's deadline.
+    hung_workers: Vec<WorkerId>,
+    /// A state that ran past its deadline on `HUNG_TRIES` workers: the
+    /// operation fails naming it.
+    hung_fail: Option<(StateId, u64, Duration)>,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
 }
@@ -281,6 +289,9 @@ impl Scheduler {
             buddy: Books::default(),
             worker_failed: false,
             recovered_at: Vec::new(),
+            hung: HashMap::new(),
+            hung_workers: Vec::new(),
+            hung_fail: None,
             out: Vec::new(),
         }
     }
@@ -354,6 +365,9 @@ impl Scheduler {
         self.collision = None;
         self.evolving = false;
         self.holding = 0;
+        self.hung.clear();
+        self.hung_workers.clear();
+        self.hung_fail = None;
         let now = Instant::now();
         for s in &mut self.slots {
             s.incoming = 0;

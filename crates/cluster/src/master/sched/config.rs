@@ -153,8 +153,13 @@ impl Default for SchedConfig {
 /// `unmeasured`; see `deadline.rs`).
 ///
 /// A worker whose evolve never returns (a model that loops forever) still
-/// heartbeats: it is not lost, and the operation waits for it as a
-/// [`Local`](crate::Local) engine would.
+/// heartbeats, so each batch it evolves has a deadline of its own: `fixed`,
+/// or `factor` × its expected time (by the p99 per state, or by its
+/// expected cost, whichever is longer), at least `floor`. A worker past it
+/// is dropped and its states run elsewhere; a state that runs past its
+/// deadline on three workers fails the operation with
+/// [`Error::EvolveHung`](crate::Error::EvolveHung), naming it and the
+/// step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deadlines {
     /// How often workers send a heartbeat (`None`: never; requests'
@@ -166,7 +171,7 @@ pub struct Deadlines {
     /// master is slow to notice by half an interval).
     pub silence: Duration,
     /// One allowance for every request, replacing the measured ones and,
-    /// for heartbeating workers, `silence`.
+    /// for heartbeating workers, `silence` and each evolve's deadline.
     pub fixed: Option<Duration>,
     /// Multiple of the expected (p99) evolve time of a batch.
     pub factor: f64,

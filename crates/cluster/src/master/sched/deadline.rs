@@ -26,6 +26,20 @@
 //! - anything else (answered at once by the worker's reader thread): `floor`;
 //! - `fixed`, when set, replaces all of these.
 //!
+//! An evolve that never returns (a model that loops forever for some
+//! state) keeps its worker beating, so silence cannot catch it. Each
+//! heartbeating worker's batch in progress (the oldest evolve it owes,
+//! counted from when it was sent or the batch before it came back) has a
+//! deadline too: `fixed`, or `factor` × the larger of its expected time by
+//! the p99 above and by its expected cost (the measured time per unit of
+//! `Evolve::expected_cost`), at least `floor`; `unmeasured` before
+//! anything was measured. A worker past it is dropped like a silent one
+//! (closing its connection ends the process, and the hung call with it),
+//! its states are recovered elsewhere, and the batch's states are evolved
+//! alone from then on. A state whose evolve runs past its deadline on
+//! [`HUNG_TRIES`] workers fails the operation with `Error::EvolveHung`,
+//! naming the state and the step: never an endless wait.
+//!
 //! Drivers call [`Scheduler::overdue`] every [`CHECK_EVERY`](super::CHECK_EVERY) while an
 //! operation runs, so a hung worker is caught within its allowance plus
 //! that period.
@@ -33,9 +47,14 @@
 use std::time::{Duration, Instant};
 
 use super::{Io, Req, Scheduler, WorkerId};
+use crate::evolve::StateId;
 
 /// Recent batches kept for the percentile.
 const SAMPLES: usize = 1024;
+
+/// On how many workers a state's evolve may run past its deadline before
+/// the operation fails naming it.
+pub(crate) const HUNG_TRIES: u32 = 3;
 
 impl Scheduler {
     /// Remembers one batch's time per state.
@@ -76,18 +95,90 @@ impl Scheduler {
         }
     }
 
+    /// How long a batch of `n` states of expected `cost` may run.
+    fn evolve_deadline(&self, n: usize, cost: f64, p99: Option<f64>) -> Duration {
+        let d = &self.cfg.deadlines;
+        if let Some(f) = d.fixed {
+            return f;
+        }
+        let Some(p) = p99 else {
+            return d.unmeasured;
+        };
+        let by_cost = self.ns_per_cost.map_or(0.0, |t| t * cost);
+        let ns = d.factor * (p * n.max(1) as f64).max(by_cost);
+        d.floor.max(Duration::from_nanos(ns.min(1e18) as u64))
+    }
+
+    /// The batch `w` is evolving, if it has run past its deadline: its
+    /// states, its step, and the deadline.
+    fn hung_batch(
+        &self,
+        w: WorkerId,
+        now: Instant,
+        p99: Option<f64>,
+    ) -> Option<(Vec<StateId>, u64, Duration)> {
+        let s = &self.slots[w];
+        let (ids, step, sent, cost) = s.in_flight.iter().find_map(|r| match r {
+            Req::Evolve {
+                ids,
+                step,
+                sent,
+                cost,
+                ..
+            } => Some((ids, *step, *sent, *cost)),
+            _ => None,
+        })?;
+        let started = sent.max(s.last_evolved);
+        let deadline = self.evolve_deadline(ids.len(), cost, p99);
+        (now.saturating_duration_since(started) > deadline).then(|| (ids.clone(), step, deadline))
+    }
+
+    /// Called for a worker about to be dropped: if `overdue` found it past
+    /// an evolve's deadline, counts that batch's states as hung once more.
+    /// Returns whether one of them has now hung on `HUNG_TRIES` workers
+    /// (the operation then fails naming it).
+    pub(super) fn note_hung(&mut self, w: WorkerId) -> bool {
+        let Some(at) = self.hung_workers.iter().position(|&h| h == w) else {
+            return false;
+        };
+        self.hung_workers.swap_remove(at);
+        let p99 = self.p99();
+        let Some((ids, step, deadline)) = self.hung_batch(w, Instant::now(), p99) else {
+            return false;
+        };
+        if !self.evolving || step != self.step {
+            return false;
+        }
+        for id in &ids {
+            let n = self.hung.entry(*id).or_default();
+            *n += 1;
+            if *n >= HUNG_TRIES && self.hung_fail.is_none() {
+                self.hung_fail = Some((*id, step, deadline));
+            }
+        }
+        tracing::warn!(
+            worker = w,
+            states = ids.len(),
+            step,
+            "an evolve ran past its deadline of {:.2} s; its states run again elsewhere, alone",
+            deadline.as_secs_f64()
+        );
+        self.hung_fail.is_some()
+    }
+
     /// Workers silent past their allowance, with the reason to drop them,
     /// and when the next heartbeat deadline falls. `io(w)` is when bytes
     /// last moved on `w`'s connection, either way and from the worker, if
     /// known. The caller drops each connection and calls
     /// [`Scheduler::on_disconnect`].
     pub(crate) fn overdue(
-        &self,
+        &mut self,
         now: Instant,
         io: &dyn Fn(WorkerId) -> Io,
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         let p99 = self.p99();
         let mut late = Vec::new();
+        let mut hung = Vec::new();
         let mut next: Option<Instant> = None;
         let silence = self.cfg.deadlines.silence();
         for (w, s) in self.slots.iter().enumerate() {
@@ -114,6 +205,18 @@ impl Scheduler {
                                 .unwrap_or_default()
                                 .as_secs_f64(),
                             silence.as_secs_f64()
+                        ),
+                    ));
+                } else if let Some((ids, step, deadline)) = self.hung_batch(w, now, p99) {
+                    // Still beating, but its evolve has not returned.
+                    hung.push(w);
+                    late.push((
+                        w,
+                        format!(
+                            "an evolve of {} states at step {step} ran past its deadline of \
+                             {:.2} s while the worker kept beating",
+                            ids.len(),
+                            deadline.as_secs_f64()
                         ),
                     ));
                 } else {
@@ -152,6 +255,8 @@ impl Scheduler {
                 ));
             }
         }
+        // The drivers drop exactly the workers of their last call.
+        self.hung_workers = hung;
         (late, next)
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use super::deadline::HUNG_TRIES;
 use super::{RawResults, Req, Scheduler, WorkerId};
 use crate::error::{Error, WorkerLost};
 use crate::evolve::StateId;
@@ -12,6 +13,10 @@ impl Scheduler {
     /// Marks `w` dead: its states are lost; the operation will fail.
     pub(crate) fn on_disconnect(&mut self, w: WorkerId, reason: &str) {
         if !self.slots[w].alive {
+            return;
+        }
+        if self.note_hung(w) {
+            self.give_up(w, reason);
             return;
         }
         if self.can_recover(w) {
@@ -86,6 +91,15 @@ impl Scheduler {
         self.evolving = false;
         self.inputs.clear();
         self.sent_inputs.clear();
+        if let Some((state, step, deadline)) = self.hung_fail.take() {
+            self.lost = None;
+            return Err(Error::EvolveHung {
+                state,
+                step,
+                workers: HUNG_TRIES,
+                deadline,
+            });
+        }
         if let Some(mut l) = self.lost.take() {
             l.completed = std::mem::take(&mut self.results)
                 .into_iter()

@@ -103,7 +103,16 @@ impl Scheduler {
         let pipeline = self.cfg.pipeline.max(1);
         while self.slots[w].evolving < pipeline && !self.slots[w].pending.is_empty() {
             let b = self.batch_size(w);
-            let ids = self.take_tail(w, b);
+            let mut ids = self.take_tail(w, b);
+            if !self.hung.is_empty() && ids.len() > 1 {
+                // A state that ran past its deadline goes alone, so that a
+                // second time names it, and spares the states beside it.
+                if let Some(k) = ids.iter().position(|id| self.hung.contains_key(id)) {
+                    let one = ids.swap_remove(k);
+                    self.push_pending(w, ids);
+                    ids = vec![one];
+                }
+            }
             let s = &mut self.slots[w];
             let solo = s.evolving == 0;
             s.evolving += 1;
