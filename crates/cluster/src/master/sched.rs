@@ -30,6 +30,7 @@ mod finish;
 mod ops;
 mod plan;
 mod recover;
+mod straggle;
 #[cfg(test)]
 mod tests;
 mod transfer;
@@ -47,6 +48,9 @@ enum Req {
         sent: Instant,
         solo: bool,
         cost: f64,
+        /// Its states were started again elsewhere (`straggle.rs`): the
+        /// operation does not wait for it.
+        fenced: bool,
     },
     Add(u32),
     Remove {
@@ -54,6 +58,9 @@ enum Req {
         thief: WorkerId,
         step: u64,
         sent: Instant,
+        /// The states went to the thief from the copies instead (the
+        /// victim straggles, `straggle.rs`): the answer is discarded.
+        fenced: bool,
     },
     Give {
         ticket: u64,
@@ -88,6 +95,9 @@ struct Slot {
     incoming: usize,
     /// Whether it is in `Scheduler::idle`.
     queued_idle: bool,
+    /// Fenced evolve requests it still owes: while any, it is a straggler,
+    /// gets no work and holds up no operation (`straggle.rs`).
+    fenced: usize,
     /// Where this worker takes handoffs from peers.
     peer: Option<String>,
     per_state_ns: Option<f64>,
@@ -128,6 +138,7 @@ impl Slot {
             evolving: 0,
             incoming: 0,
             queued_idle: false,
+            fenced: 0,
             peer: None,
             per_state_ns: None,
             rtt_ns: None,
@@ -247,6 +258,9 @@ pub(crate) struct Scheduler {
     hung: HashMap<StateId, u32>,
     /// Workers `overdue` found still beating but past an evolve's deadline.
     hung_workers: Vec<WorkerId>,
+    /// This step's states started again on another worker while their
+    /// first evolve was in flight: where the extra copies went.
+    dups: HashMap<StateId, Vec<WorkerId>>,
     /// A state that ran past its deadline on `HUNG_TRIES` workers: the
     /// operation fails naming it.
     hung_fail: Option<(StateId, u64, Duration)>,
@@ -292,6 +306,7 @@ impl Scheduler {
             hung: HashMap::new(),
             hung_workers: Vec::new(),
             hung_fail: None,
+            dups: HashMap::new(),
             out: Vec::new(),
         }
     }
@@ -330,11 +345,12 @@ impl Scheduler {
         &self.recovered_at
     }
 
-    /// Whether every live worker has answered every request.
+    /// Whether every live worker has answered every request (a straggler,
+    /// whose work was started again elsewhere, is not waited for).
     pub(crate) fn is_quiet(&self) -> bool {
         self.slots
             .iter()
-            .all(|s| !s.alive || s.in_flight.is_empty())
+            .all(|s| !s.alive || s.in_flight.is_empty() || s.fenced > 0)
     }
 
     /// When the current operation failed, if it did.
@@ -368,6 +384,7 @@ impl Scheduler {
         self.hung.clear();
         self.hung_workers.clear();
         self.hung_fail = None;
+        self.dups.clear();
         let now = Instant::now();
         for s in &mut self.slots {
             s.incoming = 0;
@@ -378,6 +395,7 @@ impl Scheduler {
             }
         }
         if self.slots.iter().any(|s| s.alive) {
+            self.evacuate_stragglers();
             Ok(())
         } else {
             Err(Error::NoWorkers)
@@ -519,9 +537,14 @@ impl Scheduler {
                     sent,
                     solo,
                     cost,
+                    fenced,
                 },
                 Kind::Evolved,
             ) => {
+                if fenced {
+                    let s = &mut self.slots[w];
+                    s.fenced = s.fenced.saturating_sub(1);
+                }
                 let e = msg::evolved(p, copies).map_err(bad)?;
                 if e.parents.len() != ids.len()
                     || e.parents.iter().zip(&ids).any(|(g, i)| g.0 != *i)
@@ -536,12 +559,16 @@ impl Scheduler {
                     thief,
                     step,
                     sent,
+                    fenced,
                 },
                 Kind::Removed,
             ) => {
                 let got = msg::states(p).map_err(bad)?;
                 if got.len() != ids.len() || got.iter().zip(&ids).any(|(g, i)| g.0 != *i) {
                     return Err("removed other states than asked".into());
+                }
+                if fenced {
+                    return Ok(());
                 }
                 self.on_removed(w, ids, thief, step, sent, p);
             }
@@ -607,7 +634,20 @@ impl Scheduler {
         let copies = self.master_copies();
         let buddies = self.buddies();
         for (parent, children) in e.parents {
-            self.location.remove(&parent);
+            if !current || self.results.contains_key(&parent) {
+                // A step abandoned after a failure, or an evolve that
+                // another worker finished first (`straggle.rs`): these
+                // children are nobody's (the winner's have the same ids).
+                orphans.extend(children.into_iter().map(|c| c.id));
+                if !current {
+                    self.location.remove(&parent);
+                }
+                continue;
+            }
+            let was = self.location.remove(&parent);
+            if !self.dups.is_empty() {
+                self.drop_other_copies(parent, w, was);
+            }
             if !buddies {
                 self.sent_inputs.remove(&parent);
                 self.copies.remove(&parent);
@@ -623,24 +663,16 @@ impl Scheduler {
                     self.copies.insert(c.id, c.state.to_vec());
                 }
             }
-            if current {
-                self.remaining -= 1;
-                self.results.insert(
-                    parent,
-                    children
-                        .into_iter()
-                        .map(|c| (c.id, c.output.to_vec()))
-                        .collect(),
-                );
-            } else {
-                // A step abandoned after a failure: nobody knows these ids.
-                orphans.extend(children.into_iter().map(|c| c.id));
-            }
+            self.remaining -= 1;
+            self.results.insert(
+                parent,
+                children
+                    .into_iter()
+                    .map(|c| (c.id, c.output.to_vec()))
+                    .collect(),
+            );
         }
         if !orphans.is_empty() {
-            for id in &orphans {
-                self.location.remove(id);
-            }
             self.send_ids(w, Kind::Drop, &orphans, Req::Drop);
         }
         self.refill(w);

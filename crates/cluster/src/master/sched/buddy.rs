@@ -261,7 +261,11 @@ impl Scheduler {
         let mut refetch = Vec::new();
         for r in in_flight {
             match r {
-                Req::Remove { thief, .. } => {
+                Req::Remove {
+                    thief,
+                    fenced: false,
+                    ..
+                } => {
                     let t = &mut self.slots[thief];
                     t.incoming = t.incoming.saturating_sub(1);
                 }

@@ -257,6 +257,21 @@ impl Scheduler {
         }
         // The drivers drop exactly the workers of their last call.
         self.hung_workers = hung;
+        let mut slow = Vec::new();
+        for w in 0..self.slots.len() {
+            if let Some(at) = self.straggles_at(w, p99) {
+                if now >= at {
+                    slow.push(w);
+                } else {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+            }
+        }
+        for w in slow {
+            if !late.iter().any(|l| l.0 == w) {
+                self.speculate(w);
+            }
+        }
         (late, next)
     }
 }

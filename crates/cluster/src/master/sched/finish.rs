@@ -23,6 +23,7 @@ impl Scheduler {
             self.recover(w, reason);
             return;
         }
+        self.unfence_all();
         self.give_up(w, reason);
     }
 

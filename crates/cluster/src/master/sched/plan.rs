@@ -97,7 +97,12 @@ impl Scheduler {
 
     /// Sends batches to `w` until its pipeline is full, or steals for it.
     pub(super) fn refill(&mut self, w: WorkerId) {
-        if !self.evolving || self.failed_at.is_some() || !self.slots[w].alive || self.holding > 0 {
+        if !self.evolving
+            || self.failed_at.is_some()
+            || !self.slots[w].alive
+            || self.holding > 0
+            || self.slots[w].fenced > 0
+        {
             return;
         }
         let pipeline = self.cfg.pipeline.max(1);
@@ -122,9 +127,12 @@ impl Scheduler {
             let mut cost = 0.0;
             let keep = self.recovering();
             for id in &ids {
+                // A state pending on two workers (started again beside a
+                // straggler, see `straggle.rs`) may have gone out already.
                 let (input, c) = self
                     .inputs
                     .remove(id)
+                    .or_else(|| self.sent_inputs.get(id).cloned())
                     .expect("every pending state has an input");
                 cost += c;
                 msg::put_u64(&mut f, id.0);
@@ -140,6 +148,7 @@ impl Scheduler {
                 sent: Instant::now(),
                 solo,
                 cost,
+                fenced: false,
             };
             self.send(w, f, req);
         }
@@ -251,7 +260,7 @@ impl Scheduler {
     /// Evens out expected work before the step's first batch (see above);
     /// returns the number of moves (`Remove` or `Give` requests) sent.
     pub(super) fn rebalance(&mut self) -> usize {
-        let live = self.live();
+        let live = self.usable();
         if live.len() < 2 {
             return 0;
         }

@@ -216,3 +216,142 @@ fn a_worker_lost_with_one_buddy_is_recovered_in_every_phase() {
             .unwrap_or_else(|e| panic!("lost at delivery {at}: {e}"));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Workers that stop (their frames wait) at any moment of a step (and
+    /// perhaps one more lost) have
+    /// their work started again on an idle worker, as the master does for
+    /// a batch far past its expected time; they wake a few deliveries into
+    /// the next operation, and their late answers lose. Every step gives
+    /// the single-process engine's bits, and in the end every worker holds
+    /// exactly the states the books place on it.
+    #[test]
+    fn stragglers_started_again_elsewhere_change_no_bit(
+        n in 2usize..6,
+        states in 1u64..24,
+        batch in 1usize..4,
+        steal in any::<bool>(),
+        stops in prop::collection::vec((0usize..6, 0usize..16, 0usize..3), 1..4),
+        wake_after in 0usize..12,
+        kill in prop::option::of((0usize..6, 0usize..16, 0usize..3)),
+        picks in prop::collection::vec(any::<usize>(), 64),
+    ) {
+        let cfg = SchedConfig {
+            batch: Batch::Fixed(batch),
+            pipeline: 2,
+            recovery: Recovery::MasterCopy,
+            ..cfg(Placement::Spread, true, steal)
+        };
+        let mut c = Cluster::new(n, cfg);
+        let mut local = Local::new(model(), SEED);
+        let mut ids = c.reset(states);
+        local.reset_states((0..states).map(state).collect()).unwrap();
+        let mut stopped = vec![false; n];
+        let mut k = 0usize;
+        let mut may_fail = false;
+        let mut pump = |c: &mut Cluster,
+                        stopped: &mut Vec<bool>,
+                        may_fail: &mut bool,
+                        step: usize,
+                        until_quiet: bool| {
+            let mut delivered = 0usize;
+            let mut applied = vec![false; stops.len()];
+            loop {
+                if delivered == wake_after {
+                    stopped.iter_mut().for_each(|s| *s = false);
+                }
+                if let Some((w, at, s)) = kill {
+                    if s == step && at == delivered && c.alive[w % n] {
+                        let w = w % n;
+                        // Only stragglers, or workers behind on evolves
+                        // finished elsewhere, left besides it: lost like
+                        // the last worker (see `can_recover`).
+                        *may_fail |= (0..n).all(|v| v == w || !c.sched.takes_states(v));
+                        c.alive[w] = false;
+                        c.queues[w].clear();
+                        stopped[w] = false;
+                        c.sched.on_disconnect(w, "chaos: killed");
+                        c.collect();
+                    }
+                }
+                for (j, &(w, at, s)) in stops.iter().enumerate() {
+                    if s == step && at == delivered && !applied[j] {
+                        applied[j] = true;
+                        stopped[w % n] = true;
+                    }
+                }
+                // What `overdue` does for a batch far past its time.
+                for (w, &stop) in stopped.iter().enumerate() {
+                    if stop
+                        && c.alive[w]
+                        && c.sched.slots[w].fenced == 0
+                        && c.sched.speculate(w)
+                    {
+                        c.collect();
+                    }
+                }
+                let ready: Vec<usize> = (0..n)
+                    .filter(|&w| !stopped[w] && !c.queues[w].is_empty())
+                    .collect();
+                if ready.is_empty() {
+                    if until_quiet && c.sched.is_quiet() {
+                        break;
+                    }
+                    if !stopped.iter().any(|s| *s) {
+                        break;
+                    }
+                    // Nothing else can move: wake them.
+                    stopped.iter_mut().for_each(|s| *s = false);
+                    continue;
+                }
+                k += 1;
+                c.deliver(ready[picks[k % picks.len()] % ready.len()]);
+                delivered += 1;
+            }
+        };
+        for step in 0..3 {
+            if ids.is_empty() {
+                break;
+            }
+            let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+            c.begin(&inputs);
+            pump(&mut c, &mut stopped, &mut may_fail, step, true);
+            let got = match c.sched.finish_evolve() {
+                Ok(r) => decoded(r),
+                Err(Error::WorkerLost(_)) if may_fail => return Ok(()),
+                Err(e) => panic!("{e}"),
+            };
+            let want = local
+                .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+                .unwrap();
+            prop_assert_eq!(&got, &want);
+            ids = got.values().flatten().map(|x| x.0).collect();
+            ids.sort_unstable();
+        }
+        let want = local.fetch_states(&ids).unwrap();
+        c.sched.begin_fetch(&ids).unwrap();
+        c.collect();
+        stopped.iter_mut().for_each(|s| *s = false);
+        pump(&mut c, &mut stopped, &mut may_fail, usize::MAX, false);
+        let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
+            .sched
+            .finish_fetch()
+            .unwrap()
+            .into_iter()
+            .map(|(id, b)| (id, decode(&b).unwrap()))
+            .collect();
+        prop_assert_eq!(got, want);
+        // No stale copy left anywhere.
+        let held = c.held();
+        for w in (0..n).filter(|&w| c.alive[w]) {
+            let mut on: Vec<StateId> = c.cores[w].held_states().into_iter().map(|s| s.0).collect();
+            on.sort_unstable();
+            let mut books: Vec<StateId> =
+                held.iter().filter(|e| *e.1 == w).map(|e| *e.0).collect();
+            books.sort_unstable();
+            prop_assert_eq!(on, books, "worker {}", w);
+        }
+    }
+}
