@@ -228,6 +228,9 @@ pub(crate) struct Scheduler {
     next_ticket: u64,
     /// Recent per-state evolve times (ns), for deadlines.
     samples: VecDeque<f64>,
+    /// Recent batches' evolve time over their expected time by cost (the
+    /// EWMA below), for telling stragglers (`straggle.rs`).
+    ratios: VecDeque<f64>,
     /// EWMA of evolve time per unit of expected cost.
     ns_per_cost: Option<f64>,
     /// EWMA of the time a move takes (decision to evolvable at the thief).
@@ -294,6 +297,7 @@ impl Scheduler {
             transfers: HashMap::new(),
             next_ticket: 0,
             samples: VecDeque::new(),
+            ratios: VecDeque::new(),
             ns_per_cost: None,
             move_ns: None,
             holding: 0,
@@ -628,6 +632,9 @@ impl Scheduler {
         }
         if cost > 0.0 {
             let t = e.busy_ns as f64 / cost;
+            if let Some(expected) = self.ns_per_cost.filter(|x| *x > 0.0) {
+                self.record_ratio(t / expected);
+            }
             self.ns_per_cost = Some(self.ns_per_cost.map_or(t, |o| 0.9 * o + 0.1 * t));
         }
         let mut orphans = Vec::new();

@@ -44,6 +44,7 @@
 //! operation runs, so a hung worker is caught within its allowance plus
 //! that period.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{Io, Req, Scheduler, WorkerId};
@@ -65,14 +66,23 @@ impl Scheduler {
         self.samples.push_back(per_state_ns);
     }
 
-    fn p99(&self) -> Option<f64> {
-        if self.samples.is_empty() {
-            return None;
+    /// Remembers one batch's evolve time over its expected time by cost.
+    pub(super) fn record_ratio(&mut self, r: f64) {
+        if self.ratios.len() == SAMPLES {
+            self.ratios.pop_front();
         }
-        let mut v: Vec<f64> = self.samples.iter().copied().collect();
-        let k = ((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1;
-        let (_, x, _) = v.select_nth_unstable_by(k, f64::total_cmp);
-        Some(*x)
+        self.ratios.push_back(r);
+    }
+
+    fn p99(&self) -> Option<f64> {
+        percentile(&self.samples, 0.99)
+    }
+
+    /// The 90th percentile of recent batches' time over their expected
+    /// time by cost: on a loaded host the tail of that ratio is long, and
+    /// a batch is only started again where a worker would sit idle.
+    pub(super) fn ratio_p90(&self) -> Option<f64> {
+        percentile(&self.ratios, 0.90)
     }
 
     fn allowance(&self, req: &Req, p99: Option<f64>) -> Duration {
@@ -109,12 +119,14 @@ impl Scheduler {
         d.floor.max(Duration::from_nanos(ns.min(1e18) as u64))
     }
 
-    /// The batch `w` is evolving, if it has run past its deadline: its
-    /// states, its step, and the deadline.
+    /// The batch `w` is evolving, if it had run past its deadline at
+    /// `heard` (when the worker last spoke: a worker that beats after the
+    /// deadline is alive and still in that evolve, where a stopped one
+    /// would be silent): its states, its step, and the deadline.
     fn hung_batch(
         &self,
         w: WorkerId,
-        now: Instant,
+        heard: Instant,
         p99: Option<f64>,
     ) -> Option<(Vec<StateId>, u64, Duration)> {
         let s = &self.slots[w];
@@ -130,7 +142,11 @@ impl Scheduler {
         })?;
         let started = sent.max(s.last_evolved);
         let deadline = self.evolve_deadline(ids.len(), cost, p99);
-        (now.saturating_duration_since(started) > deadline).then(|| (ids.clone(), step, deadline))
+        // A heartbeat interval later still: bytes a stopped worker sent
+        // before it stopped may be read late by a busy master.
+        let margin = self.cfg.deadlines.heartbeat.unwrap_or_default();
+        (heard.saturating_duration_since(started) > deadline + margin)
+            .then(|| (ids.clone(), step, deadline))
     }
 
     /// Called for a worker about to be dropped: if `overdue` found it past
@@ -207,7 +223,7 @@ impl Scheduler {
                             silence.as_secs_f64()
                         ),
                     ));
-                } else if let Some((ids, step, deadline)) = self.hung_batch(w, now, p99) {
+                } else if let Some((ids, step, deadline)) = self.hung_batch(w, heard, p99) {
                     // Still beating, but its evolve has not returned.
                     hung.push(w);
                     late.push((
@@ -258,8 +274,9 @@ impl Scheduler {
         // The drivers drop exactly the workers of their last call.
         self.hung_workers = hung;
         let mut slow = Vec::new();
+        let ratio = self.ratio_p90();
         for w in 0..self.slots.len() {
-            if let Some(at) = self.straggles_at(w, p99) {
+            if let Some(at) = self.straggles_at(w, p99, ratio) {
                 if now >= at {
                     slow.push(w);
                 } else {
@@ -274,4 +291,15 @@ impl Scheduler {
         }
         (late, next)
     }
+}
+
+/// The `q` quantile of `v`, if any.
+fn percentile(v: &VecDeque<f64>, q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut v: Vec<f64> = v.iter().copied().collect();
+    let k = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    let (_, x, _) = v.select_nth_unstable_by(k, f64::total_cmp);
+    Some(*x)
 }

@@ -5,10 +5,11 @@
 //!
 //! When the batch a worker is evolving (the oldest evolve it owes, counted
 //! from when it was sent or the batch before it came back) has run for
-//! [`STRAGGLE_FACTOR`] × its expected time (the larger of the p99 per
-//! state × its states and the measured time per unit of expected cost ×
-//! its cost), at least [`STRAGGLE_FLOOR`], and a worker is idle, the
-//! master [`speculate`](Scheduler::speculate)s:
+//! [`STRAGGLE_FACTOR`] × its expected time (its expected cost × the
+//! measured time per unit of cost × the p90 of recent batches' overrun of
+//! their cost; before costs are measured, the p99 per state × its
+//! states), at least [`STRAGGLE_FLOOR`], and a worker is idle, the master
+//! [`speculate`](Scheduler::speculate)s (over every idle worker):
 //! - the straggler's pending states move to the idle worker from the
 //!   copies (`Add` there, `Drop` at the straggler: no request names them);
 //! - the states of every evolve of this step it owes are placed there
@@ -71,7 +72,12 @@ impl Scheduler {
 
     /// When `w`'s batch in progress becomes a straggler's, if it is of this
     /// step and speculation applies.
-    pub(super) fn straggles_at(&self, w: WorkerId, p99: Option<f64>) -> Option<Instant> {
+    pub(super) fn straggles_at(
+        &self,
+        w: WorkerId,
+        p99: Option<f64>,
+        ratio_p90: Option<f64>,
+    ) -> Option<Instant> {
         if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
             return None;
         }
@@ -92,9 +98,14 @@ impl Scheduler {
         if step != self.step {
             return None;
         }
-        let per_state = p99?;
-        let by_cost = self.ns_per_cost.map_or(0.0, |t| t * cost);
-        let ns = STRAGGLE_FACTOR * (per_state * n.max(1) as f64).max(by_cost);
+        // Its expected time: by its cost, stretched by how far batches
+        // overran their cost recently (p90); without cost measurements,
+        // the p99 per state.
+        let expected = match (self.ns_per_cost, ratio_p90) {
+            (Some(t), Some(r)) if cost > 0.0 => t * cost * r.max(1.0),
+            _ => p99? * n.max(1) as f64,
+        };
+        let ns = STRAGGLE_FACTOR * expected;
         let bound = STRAGGLE_FLOOR.max(Duration::from_nanos(ns.min(1e18) as u64));
         Some(sent.max(s.last_evolved) + bound)
     }
@@ -105,7 +116,10 @@ impl Scheduler {
         let idle = |s: &super::Slot| {
             s.alive && s.fenced == 0 && s.evolving == 0 && s.pending.is_empty() && s.incoming == 0
         };
-        let Some(t) = (0..self.slots.len()).find(|&t| t != w && idle(&self.slots[t])) else {
+        let idle: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&t| t != w && idle(&self.slots[t]))
+            .collect();
+        let Some(&t) = idle.first() else {
             return false;
         };
         let step = self.step;
@@ -159,29 +173,52 @@ impl Scheduler {
         if moved.is_empty() && again.is_empty() {
             return fenced > 0;
         }
-        let all: Vec<StateId> = moved.iter().chain(&again).copied().collect();
-        self.add_copies_to(t, &all);
-        for id in &moved {
-            self.location.insert(*id, t);
-        }
-        for id in &again {
-            let x = self.sent_inputs[id].clone();
-            self.inputs.insert(*id, x);
-            self.dups.entry(*id).or_default().push(t);
+        // Dealt over the idle workers, most expensive first, so that the
+        // work runs again as wide as it can.
+        let mut all: Vec<(StateId, bool)> = moved
+            .iter()
+            .map(|id| (*id, true))
+            .chain(again.iter().map(|id| (*id, false)))
+            .collect();
+        all.sort_by(|a, b| {
+            let c = |id: &StateId| {
+                self.inputs
+                    .get(id)
+                    .or_else(|| self.sent_inputs.get(id))
+                    .map_or(1.0, |x| x.1)
+            };
+            c(&b.0).total_cmp(&c(&a.0)).then(a.0.cmp(&b.0))
+        });
+        let mut share: Vec<Vec<StateId>> = vec![Vec::new(); idle.len().min(all.len())];
+        let ways = share.len();
+        for (k, (id, is_moved)) in all.iter().enumerate() {
+            let dest = idle[k % ways];
+            share[k % ways].push(*id);
+            if *is_moved {
+                self.location.insert(*id, dest);
+            } else {
+                let x = self.sent_inputs[id].clone();
+                self.inputs.insert(*id, x);
+                self.dups.entry(*id).or_default().push(dest);
+            }
         }
         if !moved.is_empty() {
             self.send_ids(w, Kind::Drop, &moved, Req::Drop);
         }
         tracing::info!(
             straggler = w,
-            to = t,
+            idle = share.len(),
             again = again.len(),
             moved = moved.len(),
-            "a batch ran far past its expected time; its step's work starts again on an idle worker"
+            "a batch ran far past its expected time; its step's work starts again on idle workers"
         );
-        self.slots[t].stats.recovered_states += all.len() as u64;
-        self.push_pending(t, all);
-        self.refill(t);
+        for (k, ids) in share.into_iter().enumerate() {
+            let dest = idle[k];
+            self.add_copies_to(dest, &ids);
+            self.slots[dest].stats.recovered_states += ids.len() as u64;
+            self.push_pending(dest, ids);
+            self.refill(dest);
+        }
         true
     }
 
