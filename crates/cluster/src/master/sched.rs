@@ -350,11 +350,16 @@ impl Scheduler {
     }
 
     /// Whether every live worker has answered every request (a straggler,
-    /// whose work was started again elsewhere, is not waited for).
+    /// whose work was started again elsewhere, is not waited for, nor a
+    /// move out of it that landed from the copies).
     pub(crate) fn is_quiet(&self) -> bool {
-        self.slots
-            .iter()
-            .all(|s| !s.alive || s.in_flight.is_empty() || s.fenced > 0)
+        self.slots.iter().all(|s| {
+            !s.alive
+                || s.fenced > 0
+                || s.in_flight
+                    .iter()
+                    .all(|r| matches!(r, Req::Remove { fenced: true, .. }))
+        })
     }
 
     /// When the current operation failed, if it did.

@@ -22,6 +22,15 @@
 //!   made (`on_evolved`). Both answers are the same bits: an evolve depends
 //!   only on (seed, step, parent).
 //!
+//! A move out of a worker (`Remove`) not answered within [`STRAGGLE_FACTOR`]
+//! × a move's measured time, at least [`STRAGGLE_FLOOR`], lands at its
+//! thief from the copies instead ([`land_moves_from_copies`]); the
+//! victim's late answer is ignored and no operation waits for it. (A
+//! start-of-step rebalance holds every evolve until its moves land: a
+//! stopped victim would otherwise hold the whole step.)
+//!
+//! [`land_moves_from_copies`]: Scheduler::land_moves_from_copies
+//!
 //! A straggler that answers all its fenced evolves is an ordinary worker
 //! again (holding only what it held before). One that is still behind
 //! when the next operation starts has its states placed on the others
@@ -85,6 +94,34 @@ impl Scheduler {
         if !s.alive || s.fenced > 0 {
             return None;
         }
+        // A move out of it that has not landed takes a round trip (a
+        // start-of-step rebalance holds every evolve until its moves land).
+        let copies = &self.copies;
+        let remove_at = s.in_flight.iter().find_map(|r| match r {
+            Req::Remove {
+                ids,
+                sent,
+                fenced: false,
+                ..
+            } if ids.iter().all(|id| copies.contains_key(id)) => Some(*sent),
+            _ => None,
+        });
+        let rt = STRAGGLE_FACTOR * self.move_ns.unwrap_or(0.0);
+        let remove_at =
+            remove_at.map(|t| t + STRAGGLE_FLOOR.max(Duration::from_nanos(rt.min(1e18) as u64)));
+        let evolve_at = self.evolve_straggles_at(w, p99, ratio_p90);
+        [remove_at, evolve_at].into_iter().flatten().min()
+    }
+
+    /// When `w`'s batch in progress becomes a straggler's, if it is of this
+    /// step.
+    fn evolve_straggles_at(
+        &self,
+        w: WorkerId,
+        p99: Option<f64>,
+        ratio_p90: Option<f64>,
+    ) -> Option<Instant> {
+        let s = &self.slots[w];
         let (n, step, sent, cost) = s.in_flight.iter().find_map(|r| match r {
             Req::Evolve {
                 ids,
@@ -119,50 +156,27 @@ impl Scheduler {
         let idle: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&t| t != w && idle(&self.slots[t]))
             .collect();
-        let Some(&t) = idle.first() else {
-            return false;
-        };
+        let landed = self.land_moves_from_copies(w, idle.first().copied());
+        if idle.is_empty() {
+            return landed;
+        }
         let step = self.step;
         let mut again = Vec::new();
         let mut fenced = 0;
-        let mut removes = Vec::new();
         for r in &mut self.slots[w].in_flight {
-            match r {
-                Req::Evolve {
-                    ids,
-                    step: s,
-                    fenced: f,
-                    ..
-                } if *s == step && !*f => {
+            if let Req::Evolve {
+                ids,
+                step: s,
+                fenced: f,
+                ..
+            } = r
+            {
+                if *s == step && !*f {
                     *f = true;
                     fenced += 1;
                     again.extend(ids.iter().copied());
                 }
-                Req::Remove {
-                    ids,
-                    thief,
-                    step: s,
-                    sent,
-                    fenced: f,
-                } if !*f && ids.iter().all(|id| self.copies.contains_key(id)) => {
-                    // A move out of the straggler: the thief gets the
-                    // states from the copies, and the answer is ignored.
-                    *f = true;
-                    removes.push((ids.clone(), *thief, *s, *sent));
-                }
-                _ => {}
             }
-        }
-        for (ids, thief, s, sent) in removes {
-            let ok = |v: WorkerId| self.slots[v].alive && self.slots[v].fenced == 0 && v != w;
-            let dest = if ok(thief) { thief } else { t };
-            let th = &mut self.slots[thief];
-            th.incoming = th.incoming.saturating_sub(1);
-            self.add_copies_to(dest, &ids);
-            for id in &ids {
-                self.location.insert(*id, dest);
-            }
-            self.landed(dest, ids, s, sent);
         }
         // Only states the master has the bytes and input of.
         again.retain(|id| self.copies.contains_key(id) && self.sent_inputs.contains_key(id));
@@ -237,6 +251,47 @@ impl Scheduler {
         }
         self.location.insert(id, x);
         true
+    }
+
+    /// The moves out of straggler `w` that have not landed go to their
+    /// thieves (or, if a thief cannot take them, to `fallback`) from the
+    /// copies; `w`'s answers to them will be ignored, and no operation
+    /// waits for them. Returns whether any did.
+    fn land_moves_from_copies(&mut self, w: WorkerId, fallback: Option<WorkerId>) -> bool {
+        let ok = |v: WorkerId| v != w && self.takes_states(v);
+        let mut moves = Vec::new();
+        for (k, r) in self.slots[w].in_flight.iter().enumerate() {
+            if let Req::Remove {
+                ids,
+                thief,
+                step,
+                sent,
+                fenced: false,
+            } = r
+            {
+                if !ids.iter().all(|id| self.copies.contains_key(id)) {
+                    continue;
+                }
+                let dest = if ok(*thief) { Some(*thief) } else { fallback };
+                if let Some(dest) = dest {
+                    moves.push((k, ids.clone(), *thief, dest, *step, *sent));
+                }
+            }
+        }
+        let any = !moves.is_empty();
+        for (k, ids, thief, dest, step, sent) in moves {
+            if let Some(Req::Remove { fenced, .. }) = self.slots[w].in_flight.get_mut(k) {
+                *fenced = true;
+            }
+            let th = &mut self.slots[thief];
+            th.incoming = th.incoming.saturating_sub(1);
+            self.add_copies_to(dest, &ids);
+            for id in &ids {
+                self.location.insert(*id, dest);
+            }
+            self.landed(dest, ids, step, sent);
+        }
+        any
     }
 
     /// Sends `ids` to `t` from the copies (`Add`).
