@@ -36,9 +36,11 @@ enum Faults {
         stop: bool,
     },
     /// This share lost in clusters of one or two neighbours at one
-    /// moment, some in the last step; every other cluster SIGSTOPped.
+    /// moment, some in the last step; with `stops`, every other cluster
+    /// SIGSTOPped.
     Chaos {
         percent: usize,
+        stops: bool,
     },
 }
 
@@ -163,12 +165,22 @@ fn faults<'a>(
             (
                 "chaos/10%",
                 Recovery::MasterCopy,
-                Faults::Chaos { percent: 10 },
+                Faults::Chaos {
+                    percent: 10,
+                    stops: true,
+                },
             ),
+            // Killed only: buddy mode has no copies to start a stopped
+            // worker's work from, so a stopped cluster holds its round
+            // open for the silence, and losses pile up in it past two
+            // replicas.
             (
-                "buddy/chaos/10%",
+                "buddy/chaos-killed/10%",
                 Recovery::Buddy,
-                Faults::Chaos { percent: 10 },
+                Faults::Chaos {
+                    percent: 10,
+                    stops: false,
+                },
             ),
         ]);
     }
@@ -199,11 +211,15 @@ fn faults<'a>(
                 "{shape}; {} of {w} workers SIGSTOPped once each, at random steps ({silent})",
                 n_of(percent)
             ),
-            Faults::Chaos { percent } => format!(
+            Faults::Chaos { percent, stops } => format!(
                 "{shape}; {} of {w} workers lost in clusters of 1 or 2 neighbours at one \
-                 moment, every 4th cluster in the last step, every other cluster SIGSTOPped \
-                 ({silent})",
-                n_of(percent)
+                 moment, every 4th cluster in the last step{}",
+                n_of(percent),
+                if stops {
+                    format!(", every other cluster SIGSTOPped ({silent})")
+                } else {
+                    ", all SIGKILLed".to_string()
+                }
             ),
         };
         let seed = std::cell::Cell::new(0u64);
@@ -221,8 +237,8 @@ fn faults<'a>(
                     k.iter_mut().for_each(|x| x.3 = stop);
                     k
                 }
-                Faults::Chaos { percent } => {
-                    chaos(w, n_of(percent), plan.len(), step_time, seed.get(), true)
+                Faults::Chaos { percent, stops } => {
+                    chaos(w, n_of(percent), plan.len(), step_time, seed.get(), stops)
                 }
             };
             let (m, c) = cluster(worker, &Sleep, w, MasterImpl::EventLoop, sched)
