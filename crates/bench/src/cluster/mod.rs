@@ -26,8 +26,11 @@
 //!   killed, with 5% of the workers SIGKILLed once each at random moments
 //!   (recovered from the master's copies; the kill-to-recovery time is in
 //!   the row's config), with 5% SIGSTOPped (silent, as behind a cut link:
-//!   found by the missing heartbeats), and with recovery off (no copies:
-//!   what they cost).
+//!   started again on idle workers as a straggler), and with recovery off
+//!   (no copies: what they cost); with `chaos`, also 10% killed in both
+//!   recovery modes and chaos schedules (clusters of neighbours killed or
+//!   stopped at one moment, some in the last step). Every run hashes its
+//!   outputs and final states, and all must be equal.
 //! - `checkpoint/workers=W` (with `checkpoint_workers`): the wall time
 //!   without checkpoints, with one after every step and with one every 10
 //!   steps (the default of `--every`), written on a writer thread; the
