@@ -160,6 +160,12 @@ pub struct ClusterArgs {
     /// at random moments, against the same run with none killed.
     #[arg(long, value_name = "WORKERS", num_args = 0..=1, default_missing_value = "200")]
     pub faults: Option<usize>,
+    /// With `--faults`: also 10% of the workers killed, in both recovery
+    /// modes, and chaos schedules (clusters of one or two neighbouring
+    /// workers killed or stopped at one moment, some at the end of the
+    /// run). Every faulty run must end with the bits of the runs without.
+    #[arg(long, requires = "faults")]
+    pub chaos: bool,
     /// Also run the `checkpoint` case: the run without checkpoints, with
     /// one after every step and with one every 10 steps (the default of
     /// `--every`), on this many workers.
@@ -247,6 +253,7 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         state_kib: a.state_kib,
         no_roundtrips: a.no_roundtrips,
         fault_workers: a.faults.unwrap_or(0),
+        chaos: a.chaos,
         checkpoint_workers: a.checkpoint.unwrap_or(0),
         copy_kib: a.copy_kib.clone(),
         copy_workers: a.copy_workers,

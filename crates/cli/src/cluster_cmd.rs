@@ -92,6 +92,13 @@ pub struct FilterArgs {
     /// `off` (the run fails, saying what was lost).
     #[arg(long, value_enum, default_value = "master-copy")]
     pub recovery: RecoveryArg,
+    /// With `--recovery buddy`: how many other workers keep a replica of
+    /// each worker's states (at most the workers less two). Any losses
+    /// between two replication rounds that leave one copy of every state
+    /// are recovered: with N, any N workers.
+    #[arg(long, value_name = "N", default_value_t = statepipe_cluster::config::DEFAULT_REPLICAS as u16,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub replicas: u16,
     /// Declare a worker lost after this many seconds of silence (default
     /// 1.5; workers send a heartbeat every second, or every two thirds of
     /// this if shorter).
@@ -302,6 +309,7 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
             batch: a.batch.map_or(Batch::Adaptive { max: 64 }, Batch::Fixed),
             steal_via: a.steal_via.into(),
             recovery: a.recovery.into(),
+            replicas: usize::from(a.replicas),
             deadlines: Deadlines {
                 fixed: a.deadline_s,
                 heartbeat: Some(a.deadline_s.map_or(HEARTBEAT, |d| HEARTBEAT.min(d * 2 / 3))),

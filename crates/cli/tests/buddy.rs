@@ -1,8 +1,9 @@
 //! Recovery from buddy replicas (`Recovery::Buddy`) with real `statepipe
 //! worker` processes killed by SIGKILL: the result is the single-process
 //! engine's, bit for bit, whichever step the kill lands in, and after a
-//! second loss in a later step; losing a worker together with its buddy
-//! is a clear error, never a hang.
+//! second loss in a later step, and after two lost at one moment (two
+//! replicas each); losing a worker together with both its buddies is a
+//! clear error, never a hang.
 
 use std::time::{Duration, Instant};
 
@@ -135,11 +136,12 @@ fn a_stopped_worker_is_lost_and_its_late_replicas_never_count() {
 }
 
 #[test]
-fn a_worker_lost_with_its_buddy_fails_the_step_saying_so() {
+fn a_worker_lost_with_its_buddies_fails_the_step_saying_so() {
     // The master numbers workers in the order they joined, not the order
     // they were spawned, so which process is whose buddy is not known
-    // here; three of four lost together always include a worker and its
-    // buddy (on a ring of four, two of the three are neighbours).
+    // here; three of four lost together always include a worker and both
+    // its buddies (on a ring of four with two replicas, the worker after
+    // the survivor and the two after it).
     let t0 = Instant::now();
     let err = lost_in(8, 4, &[(1, &[0, 1, 2])], Signal::SIGKILL).unwrap_err();
     let Error::WorkerLost(l) = &err else {
@@ -147,4 +149,15 @@ fn a_worker_lost_with_its_buddy_fails_the_step_saying_so() {
     };
     assert!(!l.lost.is_empty() || !l.unfinished.is_empty(), "{l:?}");
     eprintln!("failed after {:?}: {err}", t0.elapsed());
+}
+
+#[test]
+fn two_of_four_lost_at_one_moment_are_recovered_from_the_second_replica() {
+    // Two replicas per worker: any two losses in one round leave a copy of
+    // every state, whichever two (a worker with one of its buddies among
+    // them, on a ring of four), killed or stopped together.
+    let lost = lost_in(11, 4, &[(1, &[1, 2])], Signal::SIGKILL).unwrap();
+    assert_eq!(lost, 2);
+    let lost = lost_in(12, 4, &[(2, &[0, 3])], Signal::SIGSTOP).unwrap();
+    assert_eq!(lost, 2);
 }

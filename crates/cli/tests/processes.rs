@@ -226,11 +226,13 @@ fn a_killed_worker_costs_time_not_the_result() {
 #[test]
 fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
     // SIGSTOP one of two workers mid-run: no reset, just silence (its
-    // heartbeat thread stops too). After the default silence (1.5 s; a
-    // heartbeat every second) the master declares it lost, closes its
-    // connection and reruns its share on the other; the result is the
-    // clean run's. The stopped worker is woken later: nothing it sends is
-    // read, and it leaves no process behind.
+    // heartbeat thread stops too). Its batch, far past its expected time,
+    // is started again on the other worker from the master's copies and
+    // the stopped one is fenced (no step waits for it); if an operation
+    // lasts the default silence (1.5 s; a heartbeat every second) the
+    // master also declares it lost and closes its connection. Either way
+    // the result is the clean run's. The stopped worker is woken later:
+    // nothing it sends counts, and it leaves no process behind.
     let args = ["--workers", "2", "--particles", "1000", "--islands", "10"];
     let clean = pf_json(&args, Fault::None);
     let stopped = pf_json(&args, Fault::Stop(Duration::from_millis(400)));
@@ -240,7 +242,7 @@ fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
             "{key} differs after a silent worker"
         );
     }
-    assert_eq!(stopped["lost_workers"].as_u64(), Some(1), "{stopped}");
+    assert!(stopped["lost_workers"].as_u64() <= Some(1), "{stopped}");
 }
 
 #[test]

@@ -52,6 +52,23 @@ pub enum Error {
     /// failed rather than merge them.
     #[error("two states got the id {0}")]
     IdCollision(StateId),
+    /// A state's evolve ran past its deadline on several workers, each of
+    /// which was dropped (a model that never returns for this state): the
+    /// operation failed rather than wait forever.
+    #[error(
+        "the evolve of state {state} at step {step} ran past its deadline ({deadline:?}) \
+         on {workers} workers; a model that never returns for it?"
+    )]
+    EvolveHung {
+        /// The state.
+        state: StateId,
+        /// The step (1 for the first evolve of a run).
+        step: u64,
+        /// On how many workers it ran past the deadline (each was dropped).
+        workers: u32,
+        /// The deadline it ran past, the last time.
+        deadline: Duration,
+    },
     /// Fewer workers joined than were waited for.
     #[error(
         "{joined} of {wanted} workers joined within {timeout:?}: are they started, \

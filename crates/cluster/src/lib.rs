@@ -94,7 +94,8 @@ pub use stats::{Stats, WorkerStats};
 /// (the fields of [`MasterConfig::sched`]).
 pub mod config {
     pub use crate::master::sched::config::{
-        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia, AUTO_BUDDY_BYTES, HEARTBEAT,
+        Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia, AUTO_BUDDY_BYTES,
+        DEFAULT_REPLICAS, HEARTBEAT,
     };
 }
 

@@ -26,8 +26,11 @@
 //!   killed, with 5% of the workers SIGKILLed once each at random moments
 //!   (recovered from the master's copies; the kill-to-recovery time is in
 //!   the row's config), with 5% SIGSTOPped (silent, as behind a cut link:
-//!   found by the missing heartbeats), and with recovery off (no copies:
-//!   what they cost).
+//!   started again on idle workers as a straggler), and with recovery off
+//!   (no copies: what they cost); with `chaos`, also 10% killed in both
+//!   recovery modes and chaos schedules (clusters of neighbours killed or
+//!   stopped at one moment, some in the last step). Every run hashes its
+//!   outputs and final states, and all must be equal.
 //! - `checkpoint/workers=W` (with `checkpoint_workers`): the wall time
 //!   without checkpoints, with one after every step and with one every 10
 //!   steps (the default of `--every`), written on a writer thread; the
@@ -95,6 +98,10 @@ pub struct ClusterOptions {
     /// moments, under recovery; and without recovery, for the traffic the
     /// master's copies cost.
     pub fault_workers: usize,
+    /// With `fault_workers`: also 10% killed in both recovery modes, and
+    /// chaos schedules (clusters of neighbours killed or stopped at one
+    /// moment, some at the end of the run).
+    pub chaos: bool,
     /// Workers of the `checkpoint` case (0: skip it).
     pub checkpoint_workers: usize,
     /// State sizes of the `copies` cases, KiB (none: skip them).
@@ -119,6 +126,7 @@ impl ClusterOptions {
             state_kib: 0,
             no_roundtrips: false,
             fault_workers: 0,
+            chaos: false,
             checkpoint_workers: 0,
             copy_kib: Vec::new(),
             copy_workers: 50,
@@ -222,6 +230,9 @@ struct Sample {
     lost_workers: usize,
     /// Time spent writing checkpoints, seconds.
     checkpoint_s: f64,
+    /// A hash of every step's outputs and, with `During::digest`, the final
+    /// states: equal between runs exactly when their bits are.
+    digest: u64,
 }
 
 /// What a sample's failure says.
@@ -266,16 +277,18 @@ fn sample(
     }
 }
 
-/// A worker to kill: (worker index, step, delay into the step).
-type Kill = (usize, usize, Duration);
+/// A worker to signal: (worker index, step, delay into the step, SIGSTOP
+/// rather than SIGKILL).
+type Kill = (usize, usize, Duration, bool);
 
 /// What happens during a run besides the steps.
 #[derive(Default)]
 struct During<'p> {
-    /// Workers to signal, and when.
+    /// Workers to signal (SIGKILL: a reset; SIGSTOP: silence, as a
+    /// stopped or preempted process), and when.
     kill: &'p [Kill],
-    /// SIGSTOP (silence, as a cut link) rather than SIGKILL (a reset).
-    stop: bool,
+    /// Fetch the final states into `Sample::digest` (after the timing).
+    digest: bool,
     /// Write a checkpoint here every so many steps and after the last (the
     /// master's snapshot, as `statepipe pf --checkpoint` writes it).
     checkpoint: Option<(&'p std::path::Path, usize)>,
@@ -294,9 +307,50 @@ fn kills(w: usize, count: usize, steps: usize, step_time: Duration, seed: u64) -
         .take(count.min(w.saturating_sub(1)))
         .map(|k| {
             let step = rng.random_range(0..steps.max(1));
-            (k, step, step_time.mul_f64(rng.random::<f64>()))
+            (k, step, step_time.mul_f64(rng.random::<f64>()), false)
         })
         .collect()
+}
+
+/// A chaos schedule (drawn from `seed`): `count` distinct workers of `w`
+/// lost in clusters of one or two workers adjacent in start order at one
+/// moment (a host; with buddies, often a worker and one of its two
+/// buddies: as many as two replicas survive), at random steps and moments,
+/// some clusters in the last step (the end of the run); with `stops`,
+/// every other cluster is SIGSTOPped rather than SIGKILLed.
+pub(super) fn chaos(
+    w: usize,
+    count: usize,
+    steps: usize,
+    step_time: Duration,
+    seed: u64,
+    stops: bool,
+) -> Vec<Kill> {
+    let mut rng = Rng::seed_from_u64(seed ^ 0xC4A0_5EED);
+    let count = count.min(w.saturating_sub(1));
+    let mut taken = vec![false; w];
+    let mut out = Vec::new();
+    let mut cluster = 0usize;
+    while out.len() < count {
+        let size = rng.random_range(1..=2usize).min(count - out.len());
+        let first = rng.random_range(0..w);
+        let step = if cluster % 4 == 3 {
+            steps.saturating_sub(1)
+        } else {
+            rng.random_range(0..steps.max(1))
+        };
+        let at = step_time.mul_f64(rng.random::<f64>());
+        let stop = stops && cluster % 2 == 1;
+        for j in 0..size {
+            let k = (first + j) % w;
+            if !taken[k] {
+                taken[k] = true;
+                out.push((k, step, at, stop));
+            }
+        }
+        cluster += 1;
+    }
+    out
 }
 
 fn run_plan<E: Evolve<Input = SleepInput>>(
@@ -306,11 +360,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     init: Vec<E::State>,
     during: &During<'_>,
 ) -> Result<Sample, Failure> {
-    let signal = if during.stop {
-        nix::sys::signal::Signal::SIGSTOP
-    } else {
-        nix::sys::signal::Signal::SIGKILL
-    };
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
     let mut checkpoint_s = 0.0;
     // As `statepipe pf --checkpoint` writes them: on a thread of its own,
     // so that a step pays for the snapshot; the last one (after the last
@@ -327,8 +377,13 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     let t0 = Instant::now();
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for (k, step) in plan.iter().enumerate() {
-        for &(who, _, delay) in during.kill.iter().filter(|x| x.1 == k) {
+        for &(who, _, delay, stop) in during.kill.iter().filter(|x| x.1 == k) {
             let (pid, killed_at) = (pids[who], killed_at.clone());
+            let signal = if stop {
+                nix::sys::signal::Signal::SIGSTOP
+            } else {
+                nix::sys::signal::Signal::SIGKILL
+            };
             std::thread::spawn(move || {
                 std::thread::sleep(delay);
                 let t = Instant::now();
@@ -346,7 +401,10 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         if out.len() != step.len() {
             return Err("missing results".into());
         }
-        let mut next: Vec<StateId> = out.into_values().flatten().map(|c| c.0).collect();
+        let mut rows: Vec<_> = out.into_iter().collect();
+        rows.sort_unstable_by_key(|r| r.0);
+        std::hash::Hash::hash(&postcard::to_allocvec(&rows)?, &mut digest);
+        let mut next: Vec<StateId> = rows.into_iter().flat_map(|r| r.1).map(|c| c.0).collect();
         next.sort_unstable();
         ids = next;
         if let (Some(w), Some((_, every))) = (&writer, during.checkpoint) {
@@ -363,6 +421,15 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         checkpoint_s += t.elapsed().as_secs_f64();
     }
     let wall = t0.elapsed().as_secs_f64();
+    if during.digest {
+        // The final states too (a fetch: a worker lost now is recovered).
+        let mut held: Vec<_> = m.fetch_states(&ids)?.into_iter().collect();
+        held.sort_unstable_by_key(|h| h.0);
+        for (id, s) in held {
+            std::hash::Hash::hash(&id.0, &mut digest);
+            std::hash::Hash::hash(&postcard::to_allocvec(&s)?, &mut digest);
+        }
+    }
     let st = m.stats();
     let in1: u64 = st.workers.iter().map(|w| w.bytes_in).sum();
     let mut killed = killed_at.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -383,6 +450,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         reassign_us,
         lost_workers: st.lost_workers(),
         checkpoint_s,
+        digest: std::hash::Hasher::finish(&digest),
     })
 }
 

@@ -204,7 +204,7 @@ impl EventLoop {
 impl EventLoop {
     fn overdue(
         &self,
-        sched: &Scheduler,
+        sched: &mut Scheduler,
         now: Instant,
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         sched.overdue(now, &|w| {
@@ -244,6 +244,8 @@ impl Driver for EventLoop {
                     self.flush_out(sched);
                     continue;
                 }
+                // A straggler's work may have been started elsewhere.
+                self.flush_out(sched);
             }
             let mut timeout = next_check.saturating_duration_since(now);
             if let Some(t) = sched.failed_at() {

@@ -30,6 +30,7 @@ mod finish;
 mod ops;
 mod plan;
 mod recover;
+mod straggle;
 #[cfg(test)]
 mod tests;
 mod transfer;
@@ -47,6 +48,9 @@ enum Req {
         sent: Instant,
         solo: bool,
         cost: f64,
+        /// Its states were started again elsewhere (`straggle.rs`): the
+        /// operation does not wait for it.
+        fenced: bool,
     },
     Add(u32),
     Remove {
@@ -54,6 +58,9 @@ enum Req {
         thief: WorkerId,
         step: u64,
         sent: Instant,
+        /// The states went to the thief from the copies instead (the
+        /// victim straggles, `straggle.rs`): the answer is discarded.
+        fenced: bool,
     },
     Give {
         ticket: u64,
@@ -88,6 +95,9 @@ struct Slot {
     incoming: usize,
     /// Whether it is in `Scheduler::idle`.
     queued_idle: bool,
+    /// Fenced evolve requests it still owes: while any, it is a straggler,
+    /// gets no work and holds up no operation (`straggle.rs`).
+    fenced: usize,
     /// Where this worker takes handoffs from peers.
     peer: Option<String>,
     per_state_ns: Option<f64>,
@@ -128,6 +138,7 @@ impl Slot {
             evolving: 0,
             incoming: 0,
             queued_idle: false,
+            fenced: 0,
             peer: None,
             per_state_ns: None,
             rtt_ns: None,
@@ -148,10 +159,13 @@ struct Books {
     /// Rounds started so far (ids count from 1).
     rounds: u64,
     round: Option<Round>,
-    /// Where the committed replica of each state is.
-    replica_at: HashMap<StateId, WorkerId>,
-    /// Each worker's buddy in the last round started.
-    buddy_of: HashMap<WorkerId, WorkerId>,
+    /// Where the committed replicas of each state are (on up to
+    /// `SchedConfig::replicas` workers, none of them its own), less those
+    /// promoted or lost since.
+    replica_at: HashMap<StateId, Vec<WorkerId>>,
+    /// Each worker's buddies in the last round started: the next
+    /// `replicas` live workers in index order.
+    buddy_of: HashMap<WorkerId, Vec<WorkerId>>,
     /// The parents evolved in this operation: where, and their children.
     pub(super) done: HashMap<StateId, (WorkerId, Vec<StateId>)>,
     /// Said once: no round can run (one worker, or no peer listeners).
@@ -168,6 +182,10 @@ struct Round {
     waiting: usize,
     /// A loss or a failed shipment: it cannot commit.
     void: bool,
+    /// A worker could not reach one of its buddies.
+    unreached: bool,
+    /// A worker was lost during it.
+    lost: bool,
 }
 
 impl Books {
@@ -210,6 +228,9 @@ pub(crate) struct Scheduler {
     next_ticket: u64,
     /// Recent per-state evolve times (ns), for deadlines.
     samples: VecDeque<f64>,
+    /// Recent batches' evolve time over their expected time by cost (the
+    /// EWMA below), for telling stragglers (`straggle.rs`).
+    ratios: VecDeque<f64>,
     /// EWMA of evolve time per unit of expected cost.
     ns_per_cost: Option<f64>,
     /// EWMA of the time a move takes (decision to evolvable at the thief).
@@ -235,6 +256,17 @@ pub(crate) struct Scheduler {
     worker_failed: bool,
     /// When each lost worker was recovered from.
     recovered_at: Vec<Instant>,
+    /// This step's states whose evolve ran past its deadline, and on how
+    /// many workers (see `deadline.rs`); they are evolved alone from then on.
+    hung: HashMap<StateId, u32>,
+    /// Workers `overdue` found still beating but past an evolve's deadline.
+    hung_workers: Vec<WorkerId>,
+    /// This step's states started again on another worker while their
+    /// first evolve was in flight: where the extra copies went.
+    dups: HashMap<StateId, Vec<WorkerId>>,
+    /// A state that ran past its deadline on `HUNG_TRIES` workers: the
+    /// operation fails naming it.
+    hung_fail: Option<(StateId, u64, Duration)>,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
 }
@@ -265,6 +297,7 @@ impl Scheduler {
             transfers: HashMap::new(),
             next_ticket: 0,
             samples: VecDeque::new(),
+            ratios: VecDeque::new(),
             ns_per_cost: None,
             move_ns: None,
             holding: 0,
@@ -274,6 +307,10 @@ impl Scheduler {
             buddy: Books::default(),
             worker_failed: false,
             recovered_at: Vec::new(),
+            hung: HashMap::new(),
+            hung_workers: Vec::new(),
+            hung_fail: None,
+            dups: HashMap::new(),
             out: Vec::new(),
         }
     }
@@ -312,11 +349,17 @@ impl Scheduler {
         &self.recovered_at
     }
 
-    /// Whether every live worker has answered every request.
+    /// Whether every live worker has answered every request (a straggler,
+    /// whose work was started again elsewhere, is not waited for, nor a
+    /// move out of it that landed from the copies).
     pub(crate) fn is_quiet(&self) -> bool {
-        self.slots
-            .iter()
-            .all(|s| !s.alive || s.in_flight.is_empty())
+        self.slots.iter().all(|s| {
+            !s.alive
+                || s.fenced > 0
+                || s.in_flight
+                    .iter()
+                    .all(|r| matches!(r, Req::Remove { fenced: true, .. }))
+        })
     }
 
     /// When the current operation failed, if it did.
@@ -347,6 +390,10 @@ impl Scheduler {
         self.collision = None;
         self.evolving = false;
         self.holding = 0;
+        self.hung.clear();
+        self.hung_workers.clear();
+        self.hung_fail = None;
+        self.dups.clear();
         let now = Instant::now();
         for s in &mut self.slots {
             s.incoming = 0;
@@ -357,6 +404,7 @@ impl Scheduler {
             }
         }
         if self.slots.iter().any(|s| s.alive) {
+            self.evacuate_stragglers();
             Ok(())
         } else {
             Err(Error::NoWorkers)
@@ -498,9 +546,14 @@ impl Scheduler {
                     sent,
                     solo,
                     cost,
+                    fenced,
                 },
                 Kind::Evolved,
             ) => {
+                if fenced {
+                    let s = &mut self.slots[w];
+                    s.fenced = s.fenced.saturating_sub(1);
+                }
                 let e = msg::evolved(p, copies).map_err(bad)?;
                 if e.parents.len() != ids.len()
                     || e.parents.iter().zip(&ids).any(|(g, i)| g.0 != *i)
@@ -515,12 +568,16 @@ impl Scheduler {
                     thief,
                     step,
                     sent,
+                    fenced,
                 },
                 Kind::Removed,
             ) => {
                 let got = msg::states(p).map_err(bad)?;
                 if got.len() != ids.len() || got.iter().zip(&ids).any(|(g, i)| g.0 != *i) {
                     return Err("removed other states than asked".into());
+                }
+                if fenced {
+                    return Ok(());
                 }
                 self.on_removed(w, ids, thief, step, sent, p);
             }
@@ -580,13 +637,29 @@ impl Scheduler {
         }
         if cost > 0.0 {
             let t = e.busy_ns as f64 / cost;
+            if let Some(expected) = self.ns_per_cost.filter(|x| *x > 0.0) {
+                self.record_ratio(t / expected);
+            }
             self.ns_per_cost = Some(self.ns_per_cost.map_or(t, |o| 0.9 * o + 0.1 * t));
         }
         let mut orphans = Vec::new();
         let copies = self.master_copies();
         let buddies = self.buddies();
         for (parent, children) in e.parents {
-            self.location.remove(&parent);
+            if !current || self.results.contains_key(&parent) {
+                // A step abandoned after a failure, or an evolve that
+                // another worker finished first (`straggle.rs`): these
+                // children are nobody's (the winner's have the same ids).
+                orphans.extend(children.into_iter().map(|c| c.id));
+                if !current {
+                    self.location.remove(&parent);
+                }
+                continue;
+            }
+            let was = self.location.remove(&parent);
+            if !self.dups.is_empty() {
+                self.drop_other_copies(parent, w, was);
+            }
             if !buddies {
                 self.sent_inputs.remove(&parent);
                 self.copies.remove(&parent);
@@ -602,24 +675,16 @@ impl Scheduler {
                     self.copies.insert(c.id, c.state.to_vec());
                 }
             }
-            if current {
-                self.remaining -= 1;
-                self.results.insert(
-                    parent,
-                    children
-                        .into_iter()
-                        .map(|c| (c.id, c.output.to_vec()))
-                        .collect(),
-                );
-            } else {
-                // A step abandoned after a failure: nobody knows these ids.
-                orphans.extend(children.into_iter().map(|c| c.id));
-            }
+            self.remaining -= 1;
+            self.results.insert(
+                parent,
+                children
+                    .into_iter()
+                    .map(|c| (c.id, c.output.to_vec()))
+                    .collect(),
+            );
         }
         if !orphans.is_empty() {
-            for id in &orphans {
-                self.location.remove(id);
-            }
             self.send_ids(w, Kind::Drop, &orphans, Req::Drop);
         }
         self.refill(w);

@@ -263,6 +263,9 @@ impl Driver for Threaded {
                     g.dispatch();
                     continue;
                 }
+                // A straggler's work may have been started elsewhere.
+                g.dispatch();
+                continue;
             }
             let mut wait = next_check.saturating_duration_since(now);
             if let Some(t) = s.failed_at() {

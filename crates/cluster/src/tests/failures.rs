@@ -17,7 +17,7 @@ use crate::worker::{self, Next, WorkerCore};
 use crate::{wire, Error};
 
 /// What the misbehaving worker does on its first `Evolve`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
     Disconnect,
     Garbage,
@@ -180,7 +180,15 @@ fn recovers(fault: Fault, imp: MasterImpl) {
     assert_eq!(held.len(), want.len());
     held.retain(|k, v| want.get(k) != Some(v));
     assert!(held.is_empty(), "states differ after recovery");
-    assert_eq!(m.stats().lost_workers(), 1, "{fault:?}/{imp:?}");
+    let lost = m.stats().lost_workers();
+    if fault == Fault::Hang {
+        // A worker that never answers is a straggler first: once its work
+        // and moves have been started elsewhere from the copies, nothing
+        // waits for it, and it may never need declaring lost.
+        assert!(lost <= 1, "{fault:?}/{imp:?}: {lost}");
+    } else {
+        assert_eq!(lost, 1, "{fault:?}/{imp:?}");
+    }
 }
 
 #[test]

@@ -14,5 +14,6 @@ mod auto;
 mod elastic;
 mod failures;
 mod heartbeat;
+mod hung;
 mod protocol;
 mod resume;

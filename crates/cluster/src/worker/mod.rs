@@ -75,6 +75,38 @@ impl WorkerCore {
         }
     }
 
+    /// A core that says it takes peers' frames at `addr` (the scheduler's
+    /// tests deliver replicas between cores themselves).
+    #[cfg(test)]
+    pub(crate) fn with_peer_addr(mut self, addr: SocketAddr) -> Self {
+        self.peer_addr = Some(addr);
+        self
+    }
+
+    /// Every state held, in id order (the scheduler's tests replicate them).
+    #[cfg(test)]
+    pub(crate) fn held_states(&self) -> Vec<(StateId, Vec<u8>)> {
+        let mut v: Vec<_> = lock(&self.store)
+            .iter()
+            .map(|(id, b)| (*id, b.clone()))
+            .collect();
+        v.sort_unstable_by_key(|x| x.0);
+        v
+    }
+
+    /// Takes `origin`'s whole replica for `round`, as the peer listener
+    /// would; returns whether it is complete.
+    #[cfg(test)]
+    pub(crate) fn hold_replica(
+        &self,
+        round: u64,
+        origin: u32,
+        states: Vec<(StateId, Vec<u8>)>,
+    ) -> bool {
+        let total = states.len() as u32;
+        lock(&self.replicas).receive(round, origin, total, states.into_iter())
+    }
+
     /// Answers one request, appending the response frame to `out`.
     ///
     /// # Errors

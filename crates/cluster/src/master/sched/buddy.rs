@@ -2,9 +2,11 @@
 //!
 //! Rounds: after an operation that changed the states (reset, restore,
 //! evolve, admitting workers), [`Scheduler::begin_replicate`] asks every
-//! live worker to send a copy of all it holds to its buddy, the next live
-//! worker in index order (`Replicate`, answered `Shipped`); each buddy
-//! tells the master when the whole replica is there (`Held`). When every
+//! live worker to send a copy of all it holds to each of its buddies, the
+//! next `r` live workers in index order (`SchedConfig::replicas`, at most
+//! the live workers less two; one `Replicate` per buddy, each answered
+//! `Shipped`); each buddy tells the master when the whole replica is there
+//! (`Held`). When every
 //! `Shipped` and `Held` has come and nobody was lost meanwhile, the master
 //! sends `Commit` to all: from then on the replicas of that round are what
 //! a loss is recovered from, and the books say where each state's replica
@@ -14,9 +16,12 @@
 //!
 //! A lost worker `w`, during an operation or its round:
 //! - every state the books place on `w` that was there at the last commit
-//!   (or came to `w` since by a move) is promoted from its replica on
-//!   another worker (`Promote`) and, if this step evolves it and it has
-//!   not been evolved, evolved there;
+//!   (or came to `w` since by a move or a promotion) is promoted from its
+//!   replica on the first of its holders still live in the books
+//!   (`Promote`) and, if this step evolves it and it has not been evolved,
+//!   evolved there; the other holders keep theirs, so a state promoted
+//!   onto a worker that is lost in turn (in the same moment, or later in
+//!   the round) is promoted again from the next holder;
 //! - every parent `w` evolved in this operation is promoted from its
 //!   replica the same way and evolved again (its children died with `w`;
 //!   being derived from (seed, step, parent) they come back with the same
@@ -24,12 +29,12 @@
 //! - states placed from the master's bytes in this operation (reset,
 //!   restore) are placed again from those bytes.
 //!
-//! Not recovered (the operation fails with `WorkerLost`): a state whose
-//! replica was on `w` itself or on a worker lost before, which is the loss
-//! of a worker and its buddy within one round, or a second loss of a
-//! worker that holds states promoted since the last commit. Moves never put
-//! a state on the worker holding its replica, so one loss always leaves
-//! one copy.
+//! Not recovered (the operation fails with `WorkerLost`): a state none of
+//! whose holders is live, which takes the loss of a worker and all its
+//! `r` buddies within one round (or of a worker holding promoted states
+//! and every remaining holder of theirs). Moves never put a state on a
+//! worker holding its replica, so any `r` losses in a round leave a copy
+//! (`tests/chaos.rs` loses workers at every delivery of a run).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -55,10 +60,19 @@ pub(super) struct Plan {
 }
 
 impl Scheduler {
-    /// Whether `w` holds the replicas of `v`'s states (so none of them may
-    /// move to `w`).
+    /// Whether `w` is one of `v`'s buddies, holding replicas of the states
+    /// `v` held at the last round (so none of them may move to `w`).
     pub(super) fn keeps_replicas_of(&self, w: WorkerId, v: WorkerId) -> bool {
-        self.buddies() && self.buddy.buddy_of.get(&v) == Some(&w)
+        self.buddies() && self.buddy.buddy_of.get(&v).is_some_and(|b| b.contains(&w))
+    }
+
+    /// Whether `w` holds a committed replica of `id` (so `id` may not move
+    /// to `w`: one loss would take two of its copies).
+    pub(super) fn holds_replica(&self, w: WorkerId, id: StateId) -> bool {
+        self.buddy
+            .replica_at
+            .get(&id)
+            .is_some_and(|h| h.contains(&w))
     }
 
     /// Ends the round in flight (committing it if it completed) and, if the
@@ -72,6 +86,11 @@ impl Scheduler {
         if let Some(r) = self.buddy.round.take() {
             if !r.void && r.waiting == 0 && self.failed_at.is_none() {
                 self.commit(r.id);
+            } else if r.unreached && !r.lost {
+                // A buddy that lives could not be reached: a network
+                // matter that retrying may not mend. A buddy that could
+                // not be reached because it was lost is no such matter.
+                self.buddy.unreached += 1;
             }
         }
         if !self.buddy.dirty || self.failed_at.is_some() {
@@ -109,37 +128,52 @@ impl Scheduler {
         };
         self.buddy.rounds += 1;
         let id = self.buddy.rounds;
+        let r = self.replicas_now(live.len());
         self.buddy.buddy_of.clear();
         for (k, &w) in live.iter().enumerate() {
-            let next = (k + 1) % live.len();
-            let b = live[next];
-            self.buddy.buddy_of.insert(w, b);
-            let mut f = Vec::new();
-            let st = protocol::begin(&mut f, Kind::Replicate);
-            msg::put_replicate(
-                &mut f,
-                &msg::Replicate {
-                    round: id,
-                    origin: w as u32,
-                    to: &peers[next],
-                },
-            );
-            protocol::finish(&mut f, st);
-            self.send(w, f, Req::Replicate);
-            self.expect(
-                b,
-                Req::Hold {
-                    round: id,
-                    origin: w,
-                },
-            );
+            let mut buddies = Vec::with_capacity(r);
+            for j in 1..=r {
+                let next = (k + j) % live.len();
+                let b = live[next];
+                buddies.push(b);
+                let mut f = Vec::new();
+                let st = protocol::begin(&mut f, Kind::Replicate);
+                msg::put_replicate(
+                    &mut f,
+                    &msg::Replicate {
+                        round: id,
+                        origin: w as u32,
+                        to: &peers[next],
+                    },
+                );
+                protocol::finish(&mut f, st);
+                self.send(w, f, Req::Replicate);
+                self.expect(
+                    b,
+                    Req::Hold {
+                        round: id,
+                        origin: w,
+                    },
+                );
+            }
+            self.buddy.buddy_of.insert(w, buddies);
         }
         self.buddy.round = Some(Round {
             id,
-            waiting: 2 * live.len(),
+            waiting: 2 * r * live.len(),
             void: false,
+            unreached: false,
+            lost: false,
         });
         true
+    }
+
+    /// Replicas per state with `live` workers: as configured, but at
+    /// least one and at most `live - 2`, so that every worker has a worker
+    /// that holds no replica of its states, to which its states may move
+    /// (with three workers and two replicas, nothing could ever be stolen).
+    pub(super) fn replicas_now(&self, live: usize) -> usize {
+        self.cfg.replicas.min(live.saturating_sub(2)).max(1)
     }
 
     fn commit(&mut self, round: u64) {
@@ -155,7 +189,7 @@ impl Scheduler {
         self.buddy.replica_at = self
             .location
             .iter()
-            .filter_map(|(id, w)| buddy_of.get(w).map(|b| (*id, *b)))
+            .filter_map(|(id, w)| buddy_of.get(w).map(|b| (*id, b.clone())))
             .collect();
         self.buddy.done.clear();
         self.buddy.unreached = 0;
@@ -173,8 +207,8 @@ impl Scheduler {
             r.waiting = r.waiting.saturating_sub(1);
             if n == u32::MAX {
                 r.void = true;
+                r.unreached = true;
                 self.buddy.dirty = true;
-                self.buddy.unreached += 1;
             }
         }
     }
@@ -207,12 +241,15 @@ impl Scheduler {
                 plan.readd.push(id);
                 continue;
             }
-            match self.buddy.replica_at.get(&id) {
-                Some(&h) if h != w && self.slots[h].alive => {
-                    plan.promote.entry(h).or_default().push(id);
-                }
-                _ => return None,
-            }
+            // The first holder still live in the books: if it is lost too
+            // (several losses at once, handled one by one), its own loss
+            // promotes the state again from the next holder.
+            let holder = self
+                .buddy
+                .replica_at
+                .get(&id)
+                .and_then(|hs| hs.iter().copied().find(|&h| h != w && self.slots[h].alive));
+            plan.promote.entry(holder?).or_default().push(id);
         }
         plan.orphans = orphans.into_iter().collect();
         Some(plan)
@@ -224,7 +261,11 @@ impl Scheduler {
         let mut refetch = Vec::new();
         for r in in_flight {
             match r {
-                Req::Remove { thief, .. } => {
+                Req::Remove {
+                    thief,
+                    fenced: false,
+                    ..
+                } => {
                     let t = &mut self.slots[thief];
                     t.incoming = t.incoming.saturating_sub(1);
                 }
@@ -239,9 +280,13 @@ impl Scheduler {
         }
         if let Some(r) = self.buddy.round.as_mut() {
             r.void = true;
+            r.lost = true;
         }
         self.buddy.dirty = true;
-        self.buddy.replica_at.retain(|_, h| *h != w);
+        self.buddy.replica_at.retain(|_, hs| {
+            hs.retain(|h| *h != w);
+            !hs.is_empty()
+        });
         self.buddy.done.retain(|_, (at, _)| *at != w);
         for id in &plan.orphans {
             self.location.remove(id);
@@ -261,8 +306,11 @@ impl Scheduler {
         );
         for (h, ids) in plan.promote {
             self.send_ids(h, Kind::Promote, &ids, Req::Promote(ids.len() as u32));
+            // That replica is live now; the other holders keep theirs.
             for id in &ids {
-                self.buddy.replica_at.remove(id);
+                if let Some(hs) = self.buddy.replica_at.get_mut(id) {
+                    hs.retain(|x| *x != h);
+                }
             }
             self.place_again(h, &ids);
         }

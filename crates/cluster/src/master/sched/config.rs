@@ -61,6 +61,13 @@ pub struct SchedConfig {
     pub deadlines: Deadlines,
     /// What happens to a lost worker's states.
     pub recovery: Recovery,
+    /// With [`Recovery::Buddy`]: how many workers hold a replica of each
+    /// worker's states (its buddies, the next `replicas` live workers; at
+    /// least 1, and at most the live workers less two, so that some worker
+    /// can always take a worker's states). Any set of losses within one
+    /// replication round that leaves one copy of every state (at most
+    /// `replicas` workers lost, say) is recovered.
+    pub replicas: usize,
 }
 
 /// What the master does when a worker is lost (its connection closes, or
@@ -88,10 +95,12 @@ pub enum Recovery {
     /// trip and every state crossing the network once per step. A lost
     /// worker's states are made live from their replicas where those are
     /// held, and the operation's work on them runs again there (with the
-    /// same bits, as with `MasterCopy`). Not recovered: the loss of a
-    /// worker together with its buddy before the next round commits.
-    /// Moves keep a state off its replica's worker; stolen states travel
-    /// through the master.
+    /// same bits, as with `MasterCopy`). With [`SchedConfig::replicas`]
+    /// buddies per worker (2 by default), any losses before the next
+    /// round commits that leave one copy of every state are recovered;
+    /// losing a worker together with all its buddies is not. Moves keep
+    /// a state off its replicas' workers; stolen states travel through
+    /// the master.
     Buddy,
     /// `Buddy` when the states are large and some worker is on another
     /// host, `MasterCopy` otherwise: decided at the first reset (or
@@ -101,6 +110,11 @@ pub enum Recovery {
     /// log line.
     Auto,
 }
+
+/// Replicas of each state kept by [`Recovery::Buddy`] by default: a
+/// worker lost together with one of its two buddies, or two losses in one
+/// round anywhere, still leave a copy.
+pub const DEFAULT_REPLICAS: usize = 2;
 
 /// Mean encoded state size from which [`Recovery::Auto`] picks
 /// [`Recovery::Buddy`] for workers on other hosts. At 64 KiB, 2,000 states
@@ -121,6 +135,7 @@ impl Default for SchedConfig {
             steal_via: StealVia::Master,
             deadlines: Deadlines::default(),
             recovery: Recovery::MasterCopy,
+            replicas: DEFAULT_REPLICAS,
         }
     }
 }
@@ -138,8 +153,13 @@ impl Default for SchedConfig {
 /// `unmeasured`; see `deadline.rs`).
 ///
 /// A worker whose evolve never returns (a model that loops forever) still
-/// heartbeats: it is not lost, and the operation waits for it as a
-/// [`Local`](crate::Local) engine would.
+/// heartbeats, so each batch it evolves has a deadline of its own: `fixed`,
+/// or `factor` × its expected time (by the p99 per state, or by its
+/// expected cost, whichever is longer), at least `floor`. A worker past it
+/// is dropped and its states run elsewhere; a state that runs past its
+/// deadline on three workers fails the operation with
+/// [`Error::EvolveHung`](crate::Error::EvolveHung), naming it and the
+/// step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deadlines {
     /// How often workers send a heartbeat (`None`: never; requests'
@@ -151,7 +171,7 @@ pub struct Deadlines {
     /// master is slow to notice by half an interval).
     pub silence: Duration,
     /// One allowance for every request, replacing the measured ones and,
-    /// for heartbeating workers, `silence`.
+    /// for heartbeating workers, `silence` and each evolve's deadline.
     pub fixed: Option<Duration>,
     /// Multiple of the expected (p99) evolve time of a batch.
     pub factor: f64,

@@ -26,16 +26,36 @@
 //! - anything else (answered at once by the worker's reader thread): `floor`;
 //! - `fixed`, when set, replaces all of these.
 //!
+//! An evolve that never returns (a model that loops forever for some
+//! state) keeps its worker beating, so silence cannot catch it. Each
+//! heartbeating worker's batch in progress (the oldest evolve it owes,
+//! counted from when it was sent or the batch before it came back) has a
+//! deadline too: `fixed`, or `factor` × the larger of its expected time by
+//! the p99 above and by its expected cost (the measured time per unit of
+//! `Evolve::expected_cost`), at least `floor`; `unmeasured` before
+//! anything was measured. A worker past it is dropped like a silent one
+//! (closing its connection ends the process, and the hung call with it),
+//! its states are recovered elsewhere, and the batch's states are evolved
+//! alone from then on. A state whose evolve runs past its deadline on
+//! [`HUNG_TRIES`] workers fails the operation with `Error::EvolveHung`,
+//! naming the state and the step: never an endless wait.
+//!
 //! Drivers call [`Scheduler::overdue`] every [`CHECK_EVERY`](super::CHECK_EVERY) while an
 //! operation runs, so a hung worker is caught within its allowance plus
 //! that period.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{Io, Req, Scheduler, WorkerId};
+use crate::evolve::StateId;
 
 /// Recent batches kept for the percentile.
 const SAMPLES: usize = 1024;
+
+/// On how many workers a state's evolve may run past its deadline before
+/// the operation fails naming it.
+pub(crate) const HUNG_TRIES: u32 = 3;
 
 impl Scheduler {
     /// Remembers one batch's time per state.
@@ -46,14 +66,23 @@ impl Scheduler {
         self.samples.push_back(per_state_ns);
     }
 
-    fn p99(&self) -> Option<f64> {
-        if self.samples.is_empty() {
-            return None;
+    /// Remembers one batch's evolve time over its expected time by cost.
+    pub(super) fn record_ratio(&mut self, r: f64) {
+        if self.ratios.len() == SAMPLES {
+            self.ratios.pop_front();
         }
-        let mut v: Vec<f64> = self.samples.iter().copied().collect();
-        let k = ((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1;
-        let (_, x, _) = v.select_nth_unstable_by(k, f64::total_cmp);
-        Some(*x)
+        self.ratios.push_back(r);
+    }
+
+    fn p99(&self) -> Option<f64> {
+        percentile(&self.samples, 0.99)
+    }
+
+    /// The 90th percentile of recent batches' time over their expected
+    /// time by cost: on a loaded host the tail of that ratio is long, and
+    /// a batch is only started again where a worker would sit idle.
+    pub(super) fn ratio_p90(&self) -> Option<f64> {
+        percentile(&self.ratios, 0.90)
     }
 
     fn allowance(&self, req: &Req, p99: Option<f64>) -> Duration {
@@ -76,18 +105,96 @@ impl Scheduler {
         }
     }
 
+    /// How long a batch of `n` states of expected `cost` may run.
+    fn evolve_deadline(&self, n: usize, cost: f64, p99: Option<f64>) -> Duration {
+        let d = &self.cfg.deadlines;
+        if let Some(f) = d.fixed {
+            return f;
+        }
+        let Some(p) = p99 else {
+            return d.unmeasured;
+        };
+        let by_cost = self.ns_per_cost.map_or(0.0, |t| t * cost);
+        let ns = d.factor * (p * n.max(1) as f64).max(by_cost);
+        d.floor.max(Duration::from_nanos(ns.min(1e18) as u64))
+    }
+
+    /// The batch `w` is evolving, if it had run past its deadline at
+    /// `heard` (when the worker last spoke: a worker that beats after the
+    /// deadline is alive and still in that evolve, where a stopped one
+    /// would be silent): its states, its step, and the deadline.
+    fn hung_batch(
+        &self,
+        w: WorkerId,
+        heard: Instant,
+        p99: Option<f64>,
+    ) -> Option<(Vec<StateId>, u64, Duration)> {
+        let s = &self.slots[w];
+        let (ids, step, sent, cost) = s.in_flight.iter().find_map(|r| match r {
+            Req::Evolve {
+                ids,
+                step,
+                sent,
+                cost,
+                ..
+            } => Some((ids, *step, *sent, *cost)),
+            _ => None,
+        })?;
+        let started = sent.max(s.last_evolved);
+        let deadline = self.evolve_deadline(ids.len(), cost, p99);
+        // A heartbeat interval later still: bytes a stopped worker sent
+        // before it stopped may be read late by a busy master.
+        let margin = self.cfg.deadlines.heartbeat.unwrap_or_default();
+        (heard.saturating_duration_since(started) > deadline + margin)
+            .then(|| (ids.clone(), step, deadline))
+    }
+
+    /// Called for a worker about to be dropped: if `overdue` found it past
+    /// an evolve's deadline, counts that batch's states as hung once more.
+    /// Returns whether one of them has now hung on `HUNG_TRIES` workers
+    /// (the operation then fails naming it).
+    pub(super) fn note_hung(&mut self, w: WorkerId) -> bool {
+        let Some(at) = self.hung_workers.iter().position(|&h| h == w) else {
+            return false;
+        };
+        self.hung_workers.swap_remove(at);
+        let p99 = self.p99();
+        let Some((ids, step, deadline)) = self.hung_batch(w, Instant::now(), p99) else {
+            return false;
+        };
+        if !self.evolving || step != self.step {
+            return false;
+        }
+        for id in &ids {
+            let n = self.hung.entry(*id).or_default();
+            *n += 1;
+            if *n >= HUNG_TRIES && self.hung_fail.is_none() {
+                self.hung_fail = Some((*id, step, deadline));
+            }
+        }
+        tracing::warn!(
+            worker = w,
+            states = ids.len(),
+            step,
+            "an evolve ran past its deadline of {:.2} s; its states run again elsewhere, alone",
+            deadline.as_secs_f64()
+        );
+        self.hung_fail.is_some()
+    }
+
     /// Workers silent past their allowance, with the reason to drop them,
     /// and when the next heartbeat deadline falls. `io(w)` is when bytes
     /// last moved on `w`'s connection, either way and from the worker, if
     /// known. The caller drops each connection and calls
     /// [`Scheduler::on_disconnect`].
     pub(crate) fn overdue(
-        &self,
+        &mut self,
         now: Instant,
         io: &dyn Fn(WorkerId) -> Io,
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         let p99 = self.p99();
         let mut late = Vec::new();
+        let mut hung = Vec::new();
         let mut next: Option<Instant> = None;
         let silence = self.cfg.deadlines.silence();
         for (w, s) in self.slots.iter().enumerate() {
@@ -114,6 +221,18 @@ impl Scheduler {
                                 .unwrap_or_default()
                                 .as_secs_f64(),
                             silence.as_secs_f64()
+                        ),
+                    ));
+                } else if let Some((ids, step, deadline)) = self.hung_batch(w, heard, p99) {
+                    // Still beating, but its evolve has not returned.
+                    hung.push(w);
+                    late.push((
+                        w,
+                        format!(
+                            "an evolve of {} states at step {step} ran past its deadline of \
+                             {:.2} s while the worker kept beating",
+                            ids.len(),
+                            deadline.as_secs_f64()
                         ),
                     ));
                 } else {
@@ -152,6 +271,35 @@ impl Scheduler {
                 ));
             }
         }
+        // The drivers drop exactly the workers of their last call.
+        self.hung_workers = hung;
+        let mut slow = Vec::new();
+        let ratio = self.ratio_p90();
+        for w in 0..self.slots.len() {
+            if let Some(at) = self.straggles_at(w, p99, ratio) {
+                if now >= at {
+                    slow.push(w);
+                } else {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+            }
+        }
+        for w in slow {
+            if !late.iter().any(|l| l.0 == w) {
+                self.speculate(w);
+            }
+        }
         (late, next)
     }
+}
+
+/// The `q` quantile of `v`, if any.
+fn percentile(v: &VecDeque<f64>, q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut v: Vec<f64> = v.iter().copied().collect();
+    let k = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    let (_, x, _) = v.select_nth_unstable_by(k, f64::total_cmp);
+    Some(*x)
 }

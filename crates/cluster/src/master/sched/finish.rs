@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use super::deadline::HUNG_TRIES;
 use super::{RawResults, Req, Scheduler, WorkerId};
 use crate::error::{Error, WorkerLost};
 use crate::evolve::StateId;
@@ -14,10 +15,15 @@ impl Scheduler {
         if !self.slots[w].alive {
             return;
         }
+        if self.note_hung(w) {
+            self.give_up(w, reason);
+            return;
+        }
         if self.can_recover(w) {
             self.recover(w, reason);
             return;
         }
+        self.unfence_all();
         self.give_up(w, reason);
     }
 
@@ -86,6 +92,15 @@ impl Scheduler {
         self.evolving = false;
         self.inputs.clear();
         self.sent_inputs.clear();
+        if let Some((state, step, deadline)) = self.hung_fail.take() {
+            self.lost = None;
+            return Err(Error::EvolveHung {
+                state,
+                step,
+                workers: HUNG_TRIES,
+                deadline,
+            });
+        }
         if let Some(mut l) = self.lost.take() {
             l.completed = std::mem::take(&mut self.results)
                 .into_iter()

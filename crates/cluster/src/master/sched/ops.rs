@@ -71,7 +71,7 @@ impl Scheduler {
         self.copies.clear();
         self.decide_recovery(&states);
         self.buddy.changed();
-        let live = self.live();
+        let live = self.usable();
         let n = states.len();
         let ids: Vec<StateId> = (0..n as u64)
             .map(|i| root_id(self.seed, self.epoch, i))
@@ -122,7 +122,7 @@ impl Scheduler {
         self.buddy.changed();
         self.step = step;
         self.epoch = epoch;
-        let live = self.live();
+        let live = self.usable();
         let n = states.len();
         let mut start = 0;
         for (k, &w) in live.iter().enumerate() {

@@ -97,13 +97,27 @@ impl Scheduler {
 
     /// Sends batches to `w` until its pipeline is full, or steals for it.
     pub(super) fn refill(&mut self, w: WorkerId) {
-        if !self.evolving || self.failed_at.is_some() || !self.slots[w].alive || self.holding > 0 {
+        if !self.evolving
+            || self.failed_at.is_some()
+            || !self.slots[w].alive
+            || self.holding > 0
+            || self.slots[w].fenced > 0
+        {
             return;
         }
         let pipeline = self.cfg.pipeline.max(1);
         while self.slots[w].evolving < pipeline && !self.slots[w].pending.is_empty() {
             let b = self.batch_size(w);
-            let ids = self.take_tail(w, b);
+            let mut ids = self.take_tail(w, b);
+            if !self.hung.is_empty() && ids.len() > 1 {
+                // A state that ran past its deadline goes alone, so that a
+                // second time names it, and spares the states beside it.
+                if let Some(k) = ids.iter().position(|id| self.hung.contains_key(id)) {
+                    let one = ids.swap_remove(k);
+                    self.push_pending(w, ids);
+                    ids = vec![one];
+                }
+            }
             let s = &mut self.slots[w];
             let solo = s.evolving == 0;
             s.evolving += 1;
@@ -113,9 +127,12 @@ impl Scheduler {
             let mut cost = 0.0;
             let keep = self.recovering();
             for id in &ids {
+                // A state pending on two workers (started again beside a
+                // straggler, see `straggle.rs`) may have gone out already.
                 let (input, c) = self
                     .inputs
                     .remove(id)
+                    .or_else(|| self.sent_inputs.get(id).cloned())
                     .expect("every pending state has an input");
                 cost += c;
                 msg::put_u64(&mut f, id.0);
@@ -131,6 +148,7 @@ impl Scheduler {
                 sent: Instant::now(),
                 solo,
                 cost,
+                fenced: false,
             };
             self.send(w, f, req);
         }
@@ -205,7 +223,21 @@ impl Scheduler {
             taken += self.cost(id);
             k += 1;
         }
-        let ids = self.take_tail(victim, k);
+        let mut ids = self.take_tail(victim, k);
+        if self.buddies() {
+            // A state never moves onto a worker holding its replica (a
+            // state promoted or moved earlier may have one on `thief`).
+            let (keep, go): (Vec<StateId>, Vec<StateId>) = ids
+                .into_iter()
+                .partition(|id| self.holds_replica(thief, *id));
+            if !keep.is_empty() {
+                self.push_pending(victim, keep);
+            }
+            if go.is_empty() {
+                return false;
+            }
+            ids = go;
+        }
         self.move_states(victim, thief, ids, false);
         true
     }
@@ -228,7 +260,7 @@ impl Scheduler {
     /// Evens out expected work before the step's first batch (see above);
     /// returns the number of moves (`Remove` or `Give` requests) sent.
     pub(super) fn rebalance(&mut self) -> usize {
-        let live = self.live();
+        let live = self.usable();
         if live.len() < 2 {
             return 0;
         }
@@ -287,7 +319,9 @@ impl Scheduler {
             .fold(0.0, f64::max);
         let after = load.iter().copied().fold(0.0, f64::max);
         // A state never moves onto the worker holding its replica.
-        moves.retain(|&(owner, to, _)| !self.keeps_replicas_of(to, owner));
+        moves.retain(|&(owner, to, id)| {
+            !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id)
+        });
         if moves.is_empty() || after >= before - slack {
             return 0;
         }

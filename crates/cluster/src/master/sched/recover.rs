@@ -46,11 +46,10 @@ impl Scheduler {
     pub(super) fn can_recover(&self, w: WorkerId) -> bool {
         self.recovering()
             && !self.worker_failed
-            && self
-                .slots
-                .iter()
-                .enumerate()
-                .any(|(v, s)| v != w && s.alive)
+            // Another worker lives that is not behind on fenced evolves (a
+            // straggler's late children could meet the states placed on
+            // it: see `straggle.rs`).
+            && (0..self.slots.len()).any(|v| v != w && self.takes_states(v))
             && (self.buddies()
                 || self
                     .location
@@ -72,7 +71,11 @@ impl Scheduler {
             match r {
                 // A thief waiting for states `w` was to hand over: they
                 // come from the copies instead.
-                Req::Remove { thief, .. } => {
+                Req::Remove {
+                    thief,
+                    fenced: false,
+                    ..
+                } => {
                     let t = &mut self.slots[thief];
                     t.incoming = t.incoming.saturating_sub(1);
                 }
@@ -85,8 +88,14 @@ impl Scheduler {
                 _ => {}
             }
         }
-        let lost = self.held_by(w);
-        let live = self.live();
+        let mut lost = self.held_by(w);
+        if !self.dups.is_empty() {
+            self.copies_lost_with(w);
+            // A state started again beside `w` (a straggler) lives on
+            // where its copy went: that copy is the one now.
+            lost.retain(|id| !self.adopt_copy(*id));
+        }
+        let live = self.usable();
         tracing::warn!(
             worker = w,
             %addr,

@@ -36,6 +36,14 @@ struct Cluster {
     log: Vec<Vec<(Kind, Vec<StateId>)>>,
 }
 
+/// Where worker `i` says it takes replicas (nothing listens: `deliver`
+/// hands them over).
+fn peer_addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], PEER_PORT + i as u16))
+}
+
+const PEER_PORT: u16 = 9500;
+
 fn addrs(n: usize) -> Vec<SocketAddr> {
     (0..n)
         .map(|i| SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16)))
@@ -58,7 +66,9 @@ impl Cluster {
     fn new(n: usize, cfg: SchedConfig) -> Self {
         let mut c = Cluster {
             sched: Scheduler::new(&addrs(n), SEED, cfg),
-            cores: (0..n).map(|_| WorkerCore::new(registry())).collect(),
+            cores: (0..n)
+                .map(|i| WorkerCore::new(registry()).with_peer_addr(peer_addr(i)))
+                .collect(),
             queues: vec![VecDeque::new(); n],
             alive: vec![true; n],
             log: vec![Vec::new(); n],
@@ -85,6 +95,11 @@ impl Cluster {
     fn deliver(&mut self, w: usize) {
         let f = self.queues[w].pop_front().expect("a frame waits");
         let (kind, p, _) = protocol::decode(&f, u32::MAX).unwrap().unwrap();
+        if kind == Kind::Replicate {
+            self.replicate(w, p);
+            self.collect();
+            return;
+        }
         let mut out = Vec::new();
         self.cores[w].handle(kind, p, &mut out).unwrap();
         let mut pos = 0;
@@ -93,6 +108,38 @@ impl Cluster {
             pos += used;
         }
         self.collect();
+    }
+
+    /// What a worker's `Replicate` does over its peer connection: its
+    /// states go to the buddy (if that is alive), which says `Held` at
+    /// once; the worker answers `Shipped`.
+    fn replicate(&mut self, w: usize, p: &[u8]) {
+        let r = msg::replicate(p).unwrap();
+        let to: SocketAddr = r.to.parse().unwrap();
+        let b = usize::from(to.port() - PEER_PORT);
+        let states = self.cores[w].held_states();
+        let (n, bytes) = (
+            states.len() as u32,
+            states.iter().map(|s| s.1.len() as u64).sum::<u64>(),
+        );
+        let reached = self.alive[b];
+        let mut f = Vec::new();
+        let st = protocol::begin(&mut f, Kind::Shipped);
+        msg::put_u32(&mut f, if reached { n } else { u32::MAX });
+        msg::put_u64(&mut f, bytes);
+        protocol::finish(&mut f, st);
+        if reached && self.cores[b].hold_replica(r.round, r.origin, states) {
+            let mut h = Vec::new();
+            let st = protocol::begin(&mut h, Kind::Held);
+            msg::put_u64(&mut h, r.round);
+            msg::put_u32(&mut h, r.origin);
+            msg::put_u32(&mut h, n);
+            protocol::finish(&mut h, st);
+            let (k, payload, _) = protocol::decode(&h, u32::MAX).unwrap().unwrap();
+            self.sched.on_frame(b, k, payload).unwrap();
+        }
+        let (k, payload, _) = protocol::decode(&f, u32::MAX).unwrap().unwrap();
+        self.sched.on_frame(w, k, payload).unwrap();
     }
 
     /// Delivers frames, `pick` choosing whose, until nothing waits.
@@ -181,6 +228,8 @@ fn decoded(raw: super::RawResults) -> Decoded {
         })
         .collect()
 }
+
+mod chaos;
 
 #[test]
 fn spread_places_contiguous_equal_chunks_and_first_places_all_on_worker_0() {

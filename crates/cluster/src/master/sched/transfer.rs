@@ -79,6 +79,7 @@ impl Scheduler {
                     thief,
                     step,
                     sent,
+                    fenced: false,
                 };
                 self.send_ids(victim, Kind::Remove, &ids, req);
             }
@@ -86,7 +87,7 @@ impl Scheduler {
     }
 
     /// States now held by `dest` join its pending ones if their step still runs.
-    fn landed(&mut self, dest: WorkerId, ids: Vec<StateId>, step: u64, sent: Instant) {
+    pub(super) fn landed(&mut self, dest: WorkerId, ids: Vec<StateId>, step: u64, sent: Instant) {
         let t = nanos(sent.elapsed());
         self.move_ns = Some(self.move_ns.map_or(t, |o| 0.8 * o + 0.2 * t));
         let s = &mut self.slots[dest];
@@ -121,10 +122,13 @@ impl Scheduler {
         sent: Instant,
         p: &[u8],
     ) {
-        let dest = if self.slots[thief].alive {
+        let ok = |w: WorkerId| self.slots[w].alive && self.slots[w].fenced == 0;
+        let dest = if ok(thief) {
             thief
-        } else {
+        } else if ok(victim) {
             victim
+        } else {
+            self.usable()[0]
         };
         let t = &mut self.slots[thief];
         t.incoming = t.incoming.saturating_sub(1);

@@ -1,0 +1,419 @@
+//! Stragglers (`Recovery::MasterCopy`): a worker whose batch in progress
+//! runs far past its expected time (a stopped, swapping or preempted
+//! process) has its work started again on an idle worker, from the
+//! master's copies, and the first answer wins.
+//!
+//! When the batch a worker is evolving (the oldest evolve it owes, counted
+//! from when it was sent or the batch before it came back) has run for
+//! [`STRAGGLE_FACTOR`] × its expected time (its expected cost × the
+//! measured time per unit of cost × the p90 of recent batches' overrun of
+//! their cost; before costs are measured, the p99 per state × its
+//! states), at least [`STRAGGLE_FLOOR`], and a worker is idle, the master
+//! [`speculate`](Scheduler::speculate)s (over every idle worker):
+//! - the straggler's pending states move to the idle worker from the
+//!   copies (`Add` there, `Drop` at the straggler: no request names them);
+//! - the states of every evolve of this step it owes are placed there
+//!   too, from the copies, and queued with their inputs; those requests
+//!   are *fenced*, and the straggler becomes one: it gets no more work,
+//!   nothing moves to it, and no operation waits for it;
+//! - whichever evolve of a state answers first is booked (children, ids,
+//!   outputs, copies); a copy still queued elsewhere is dropped there, and
+//!   an answer that comes second has its children dropped where they were
+//!   made (`on_evolved`). Both answers are the same bits: an evolve depends
+//!   only on (seed, step, parent).
+//!
+//! A move out of a worker (`Remove`) not answered within [`STRAGGLE_FACTOR`]
+//! × a move's measured time, at least [`STRAGGLE_FLOOR`], lands at its
+//! thief from the copies instead ([`land_moves_from_copies`]); the
+//! victim's late answer is ignored and no operation waits for it. (A
+//! start-of-step rebalance holds every evolve until its moves land: a
+//! stopped victim would otherwise hold the whole step.)
+//!
+//! [`land_moves_from_copies`]: Scheduler::land_moves_from_copies
+//!
+//! A straggler that answers all its fenced evolves is an ordinary worker
+//! again (holding only what it held before). One that is still behind
+//! when the next operation starts has its states placed on the others
+//! from the copies (and dropped on it), so that no step waits for it; if
+//! it is stopped, the silence deadline finds it later, holding nothing.
+//! A speculative copy that is itself slow is a straggler in its turn.
+//! With `Recovery::Buddy` the master has no copies to start the work
+//! from: a stopped worker costs the silence deadline there.
+
+use std::time::{Duration, Instant};
+
+use super::{Req, Scheduler, WorkerId};
+use crate::evolve::StateId;
+use crate::protocol::{self, msg, Kind};
+
+/// A batch running this many times its expected time is started again.
+pub(super) const STRAGGLE_FACTOR: f64 = 3.0;
+
+/// ... but never before it has run this long.
+pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
+
+impl Scheduler {
+    /// Whether `w` may be sent states: it lives, does not straggle, and owes
+    /// no evolve whose parent another worker finished first (its late
+    /// children would have the ids of states placed on it meanwhile).
+    pub(super) fn takes_states(&self, w: WorkerId) -> bool {
+        let s = &self.slots[w];
+        s.alive
+            && s.fenced == 0
+            && !s.in_flight.iter().any(|r| {
+                matches!(r, Req::Evolve { ids, step, .. }
+                    if *step != self.step || ids.iter().any(|id| self.results.contains_key(id)))
+            })
+    }
+
+    /// Live workers that may be sent states (see `takes_states`), or if
+    /// none may, every live one.
+    pub(super) fn usable(&self) -> Vec<WorkerId> {
+        let u: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&w| self.takes_states(w))
+            .collect();
+        if u.is_empty() {
+            self.live()
+        } else {
+            u
+        }
+    }
+
+    /// When `w`'s batch in progress becomes a straggler's, if it is of this
+    /// step and speculation applies.
+    pub(super) fn straggles_at(
+        &self,
+        w: WorkerId,
+        p99: Option<f64>,
+        ratio_p90: Option<f64>,
+    ) -> Option<Instant> {
+        if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
+            return None;
+        }
+        let s = &self.slots[w];
+        if !s.alive || s.fenced > 0 {
+            return None;
+        }
+        // A move out of it that has not landed takes a round trip (a
+        // start-of-step rebalance holds every evolve until its moves land).
+        let copies = &self.copies;
+        let remove_at = s.in_flight.iter().find_map(|r| match r {
+            Req::Remove {
+                ids,
+                sent,
+                fenced: false,
+                ..
+            } if ids.iter().all(|id| copies.contains_key(id)) => Some(*sent),
+            _ => None,
+        });
+        let rt = STRAGGLE_FACTOR * self.move_ns.unwrap_or(0.0);
+        let remove_at =
+            remove_at.map(|t| t + STRAGGLE_FLOOR.max(Duration::from_nanos(rt.min(1e18) as u64)));
+        let evolve_at = self.evolve_straggles_at(w, p99, ratio_p90);
+        [remove_at, evolve_at].into_iter().flatten().min()
+    }
+
+    /// When `w`'s batch in progress becomes a straggler's, if it is of this
+    /// step.
+    fn evolve_straggles_at(
+        &self,
+        w: WorkerId,
+        p99: Option<f64>,
+        ratio_p90: Option<f64>,
+    ) -> Option<Instant> {
+        let s = &self.slots[w];
+        let (n, step, sent, cost) = s.in_flight.iter().find_map(|r| match r {
+            Req::Evolve {
+                ids,
+                step,
+                sent,
+                cost,
+                ..
+            } => Some((ids.len(), *step, *sent, *cost)),
+            _ => None,
+        })?;
+        if step != self.step {
+            return None;
+        }
+        // Its expected time: by its cost, stretched by how far batches
+        // overran their cost recently (p90); without cost measurements,
+        // the p99 per state.
+        let expected = match (self.ns_per_cost, ratio_p90) {
+            (Some(t), Some(r)) if cost > 0.0 => t * cost * r.max(1.0),
+            _ => p99? * n.max(1) as f64,
+        };
+        let ns = STRAGGLE_FACTOR * expected;
+        let bound = STRAGGLE_FLOOR.max(Duration::from_nanos(ns.min(1e18) as u64));
+        Some(sent.max(s.last_evolved) + bound)
+    }
+
+    /// Starts `w`'s work of this step again on an idle worker (see the
+    /// module's comment). Returns whether it did (no idle worker: not now).
+    pub(super) fn speculate(&mut self, w: WorkerId) -> bool {
+        let idle = |s: &super::Slot| {
+            s.alive && s.fenced == 0 && s.evolving == 0 && s.pending.is_empty() && s.incoming == 0
+        };
+        let idle: Vec<WorkerId> = (0..self.slots.len())
+            .filter(|&t| t != w && idle(&self.slots[t]))
+            .collect();
+        let landed = self.land_moves_from_copies(w, idle.first().copied());
+        if idle.is_empty() {
+            return landed;
+        }
+        let step = self.step;
+        let mut again = Vec::new();
+        let mut fenced = 0;
+        for r in &mut self.slots[w].in_flight {
+            if let Req::Evolve {
+                ids,
+                step: s,
+                fenced: f,
+                ..
+            } = r
+            {
+                if *s == step && !*f {
+                    *f = true;
+                    fenced += 1;
+                    again.extend(ids.iter().copied());
+                }
+            }
+        }
+        // Only states the master has the bytes and input of.
+        again.retain(|id| self.copies.contains_key(id) && self.sent_inputs.contains_key(id));
+        let s = &mut self.slots[w];
+        s.fenced += fenced;
+        let moved = std::mem::take(&mut s.pending);
+        s.pending_cost = 0.0;
+        if moved.is_empty() && again.is_empty() {
+            return fenced > 0;
+        }
+        // Dealt over the idle workers, most expensive first, so that the
+        // work runs again as wide as it can.
+        let mut all: Vec<(StateId, bool)> = moved
+            .iter()
+            .map(|id| (*id, true))
+            .chain(again.iter().map(|id| (*id, false)))
+            .collect();
+        all.sort_by(|a, b| {
+            let c = |id: &StateId| {
+                self.inputs
+                    .get(id)
+                    .or_else(|| self.sent_inputs.get(id))
+                    .map_or(1.0, |x| x.1)
+            };
+            c(&b.0).total_cmp(&c(&a.0)).then(a.0.cmp(&b.0))
+        });
+        let mut share: Vec<Vec<StateId>> = vec![Vec::new(); idle.len().min(all.len())];
+        let ways = share.len();
+        for (k, (id, is_moved)) in all.iter().enumerate() {
+            let dest = idle[k % ways];
+            share[k % ways].push(*id);
+            if *is_moved {
+                self.location.insert(*id, dest);
+            } else {
+                let x = self.sent_inputs[id].clone();
+                self.inputs.insert(*id, x);
+                self.dups.entry(*id).or_default().push(dest);
+            }
+        }
+        if !moved.is_empty() {
+            self.send_ids(w, Kind::Drop, &moved, Req::Drop);
+        }
+        tracing::info!(
+            straggler = w,
+            idle = share.len(),
+            again = again.len(),
+            moved = moved.len(),
+            "a batch ran far past its expected time; its step's work starts again on idle workers"
+        );
+        for (k, ids) in share.into_iter().enumerate() {
+            let dest = idle[k];
+            self.add_copies_to(dest, &ids);
+            self.slots[dest].stats.recovered_states += ids.len() as u64;
+            self.push_pending(dest, ids);
+            self.refill(dest);
+        }
+        true
+    }
+
+    /// If `id` (booked on a worker being lost) has a copy started on a
+    /// live worker, books it there and says so.
+    pub(super) fn adopt_copy(&mut self, id: StateId) -> bool {
+        let Some(at) = self.dups.get_mut(&id) else {
+            return false;
+        };
+        at.retain(|&x| self.slots[x].alive);
+        let Some(x) = at.pop() else {
+            return false;
+        };
+        if at.is_empty() {
+            self.dups.remove(&id);
+        }
+        self.location.insert(id, x);
+        true
+    }
+
+    /// The moves out of straggler `w` that have not landed go to their
+    /// thieves (or, if a thief cannot take them, to `fallback`) from the
+    /// copies; `w`'s answers to them will be ignored, and no operation
+    /// waits for them. Returns whether any did.
+    fn land_moves_from_copies(&mut self, w: WorkerId, fallback: Option<WorkerId>) -> bool {
+        let ok = |v: WorkerId| v != w && self.takes_states(v);
+        let mut moves = Vec::new();
+        for (k, r) in self.slots[w].in_flight.iter().enumerate() {
+            if let Req::Remove {
+                ids,
+                thief,
+                step,
+                sent,
+                fenced: false,
+            } = r
+            {
+                if !ids.iter().all(|id| self.copies.contains_key(id)) {
+                    continue;
+                }
+                let dest = if ok(*thief) { Some(*thief) } else { fallback };
+                if let Some(dest) = dest {
+                    moves.push((k, ids.clone(), *thief, dest, *step, *sent));
+                }
+            }
+        }
+        let any = !moves.is_empty();
+        for (k, ids, thief, dest, step, sent) in moves {
+            if let Some(Req::Remove { fenced, .. }) = self.slots[w].in_flight.get_mut(k) {
+                *fenced = true;
+            }
+            let th = &mut self.slots[thief];
+            th.incoming = th.incoming.saturating_sub(1);
+            self.add_copies_to(dest, &ids);
+            for id in &ids {
+                self.location.insert(*id, dest);
+            }
+            self.landed(dest, ids, step, sent);
+        }
+        any
+    }
+
+    /// Sends `ids` to `t` from the copies (`Add`).
+    fn add_copies_to(&mut self, t: WorkerId, ids: &[StateId]) {
+        let mut f = Vec::new();
+        let st = protocol::begin(&mut f, Kind::Add);
+        msg::put_states(
+            &mut f,
+            ids.iter().map(|id| (*id, self.copies[id].as_slice())),
+        );
+        protocol::finish(&mut f, st);
+        self.send(t, f, Req::Add(ids.len() as u32));
+    }
+
+    /// `parent` was evolved by `winner` (and booked at `was` before): its
+    /// copies still queued on other workers are dropped there. (A copy
+    /// whose evolve is in flight is dropped when it answers.)
+    pub(super) fn drop_other_copies(
+        &mut self,
+        parent: StateId,
+        winner: WorkerId,
+        was: Option<WorkerId>,
+    ) {
+        let mut at = self.dups.remove(&parent).unwrap_or_default();
+        at.extend(was);
+        for x in at {
+            if x == winner || !self.slots[x].alive {
+                continue;
+            }
+            let s = &mut self.slots[x];
+            if let Some(k) = s.pending.iter().position(|id| *id == parent) {
+                s.pending.remove(k);
+                let c = self.inputs.remove(&parent).map_or(0.0, |i| i.1);
+                let s = &mut self.slots[x];
+                s.pending_cost = if s.pending.is_empty() {
+                    0.0
+                } else {
+                    (s.pending_cost - c).max(0.0)
+                };
+                self.send_ids(x, Kind::Drop, &[parent], Req::Drop);
+            }
+        }
+    }
+
+    /// `w` is lost: a straggler whose fenced work had its only started
+    /// copy on `w` is waited for again (and, if it is stopped, found by the
+    /// silence deadline and recovered from like any lost worker).
+    pub(super) fn copies_lost_with(&mut self, w: WorkerId) {
+        let mut bare = std::collections::HashSet::new();
+        let slots = &self.slots;
+        self.dups.retain(|p, at| {
+            at.retain(|&x| x != w && slots[x].alive);
+            if at.is_empty() {
+                bare.insert(*p);
+            }
+            !at.is_empty()
+        });
+        if bare.is_empty() {
+            return;
+        }
+        for s in &mut self.slots {
+            if !s.alive || s.fenced == 0 {
+                continue;
+            }
+            let waits = s.in_flight.iter().any(|r| {
+                matches!(r, Req::Evolve { ids, fenced: true, .. } if ids.iter().any(|id| bare.contains(id)))
+            });
+            if waits {
+                s.fenced = 0;
+                for r in &mut s.in_flight {
+                    if let Req::Evolve { fenced, .. } = r {
+                        *fenced = false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Turns every straggler back into an ordinary worker, waited for.
+    pub(super) fn unfence_all(&mut self) {
+        for s in &mut self.slots {
+            s.fenced = 0;
+            for r in &mut s.in_flight {
+                if let Req::Evolve { fenced, .. } = r {
+                    *fenced = false;
+                }
+            }
+        }
+    }
+
+    /// At the start of an operation: the states of a worker still behind
+    /// on fenced evolves go to the others from the copies (and are dropped
+    /// on it), so that the operation does not wait for it.
+    pub(super) fn evacuate_stragglers(&mut self) {
+        if !self.master_copies() {
+            return;
+        }
+        for w in 0..self.slots.len() {
+            if !self.slots[w].alive || self.slots[w].fenced == 0 {
+                continue;
+            }
+            let ids: Vec<StateId> = self
+                .held_by(w)
+                .into_iter()
+                .filter(|id| self.copies.contains_key(id))
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let dest = self.usable();
+            if dest.contains(&w) {
+                // Every live worker straggles: wait for them as for any.
+                self.unfence_all();
+                return;
+            }
+            tracing::info!(
+                straggler = w,
+                states = ids.len(),
+                "a worker still behind from the last operation: its states go to the others"
+            );
+            self.add_from_copies(&ids, &dest);
+            self.send_ids(w, Kind::Drop, &ids, Req::Drop);
+        }
+    }
+}

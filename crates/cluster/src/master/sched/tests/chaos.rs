@@ -1,0 +1,357 @@
+//! Chaos schedules for `Recovery::Buddy`, without sockets: several workers
+//! lost at chosen deliveries of a whole run (the reset and its round, each
+//! step's evolves, moves, promotions, replication rounds and commits, the
+//! final fetch), each run checked against the single-process engine bit
+//! for bit. A run that loses at most `replicas` workers always leaves a
+//! copy of every state and must end identical; one that loses more either
+//! ends identical (the losses spared a copy) or fails with
+//! `WorkerLost`, never with anything else and never with other bits.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::{cfg, decoded, model, state, Cluster, SEED};
+use crate::engine::{Engine, Local};
+use crate::error::Error;
+use crate::evolve::{Evolve, StateId};
+use crate::master::sched::{Batch, Placement, Recovery, SchedConfig};
+use crate::registry::decode;
+
+/// Runs a reset, `steps` steps and a fetch on `c`, losing `kills[k].0`
+/// just before the `kills[k].1`-th delivery of the run (counted over every
+/// operation and round). Returns the first error, or `Ok` once every
+/// step and the fetch matched `local`.
+fn run(
+    c: &mut Cluster,
+    local: &mut Local<super::Branchy>,
+    n_states: u64,
+    steps: usize,
+    kills: &[(usize, usize)],
+    picks: &[usize],
+) -> Result<(), Error> {
+    let mut delivered = 0usize;
+    let mut k = 0usize;
+    // Delivers until nothing waits, losing workers on schedule; then the
+    // replication rounds the way `Master::settle` runs them.
+    let mut settle = |c: &mut Cluster| {
+        loop {
+            loop {
+                for &(w, at) in kills {
+                    if at <= delivered && c.alive[w] {
+                        c.alive[w] = false;
+                        c.queues[w].clear();
+                        c.sched.on_disconnect(w, "chaos: killed");
+                        c.collect();
+                    }
+                }
+                let ready: Vec<usize> = (0..c.queues.len())
+                    .filter(|&w| !c.queues[w].is_empty())
+                    .collect();
+                if ready.is_empty() {
+                    break;
+                }
+                k += 1;
+                c.deliver(ready[picks[k % picks.len()] % ready.len()]);
+                delivered += 1;
+            }
+            if !c.sched.begin_replicate() {
+                break;
+            }
+            c.collect();
+        }
+        if c.sched.failed_at().is_some() {
+            c.sched.abandon();
+        }
+    };
+    let states: Vec<Vec<u8>> = (0..n_states)
+        .map(|i| crate::registry::encode(&state(i)).unwrap())
+        .collect();
+    let mut ids = c.sched.begin_reset(states).unwrap();
+    c.collect();
+    settle(c);
+    c.sched.finish()?;
+    assert_eq!(
+        local
+            .reset_states((0..n_states).map(state).collect())
+            .unwrap(),
+        ids
+    );
+    for _ in 0..steps {
+        if ids.is_empty() {
+            break;
+        }
+        let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+        c.begin(&inputs);
+        settle(c);
+        let got = decoded(c.sched.finish_evolve()?);
+        let want = local
+            .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+            .unwrap();
+        assert_eq!(got, want, "other bits than the single-process engine");
+        ids = got.values().flatten().map(|x| x.0).collect();
+        ids.sort_unstable();
+        let held = c.held();
+        assert!(
+            held.values().all(|&w| c.alive[w]),
+            "a state on a lost worker"
+        );
+    }
+    let want = local.fetch_states(&ids).unwrap();
+    c.sched.begin_fetch(&ids).unwrap();
+    c.collect();
+    settle(c);
+    let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
+        .sched
+        .finish_fetch()?
+        .into_iter()
+        .map(|(id, b)| (id, decode(&b).unwrap()))
+        .collect();
+    assert_eq!(
+        got, want,
+        "fetched other bytes than the single-process engine"
+    );
+    Ok(())
+}
+
+fn buddy_cfg(replicas: usize, batch: usize, steal: bool, rebalance: bool) -> SchedConfig {
+    SchedConfig {
+        batch: Batch::Fixed(batch),
+        pipeline: 2,
+        recovery: Recovery::Buddy,
+        replicas,
+        ..cfg(Placement::Spread, rebalance, steal)
+    }
+}
+
+/// A schedule: which workers are lost, and at which delivery. `together`
+/// workers next to each other in index order (a worker and its buddies)
+/// are lost at one moment; `scattered` more each at a moment of its own.
+fn schedule(
+    n: usize,
+    first: usize,
+    together: usize,
+    at: usize,
+    scattered: &[(usize, usize)],
+) -> Vec<(usize, usize)> {
+    let mut kills: Vec<(usize, usize)> = (0..together).map(|j| ((first + j) % n, at)).collect();
+    for &(w, t) in scattered {
+        let w = w % n;
+        if !kills.iter().any(|k| k.0 == w) {
+            kills.push((w, t));
+        }
+    }
+    // One worker always lives.
+    kills.truncate(n - 1);
+    kills
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Several losses per run, clustered (a worker with its buddies) or
+    /// not, at any delivery of any phase: at most `replicas` of them
+    /// always end with the single-process engine's bits; more end either
+    /// so or with `WorkerLost`.
+    #[test]
+    fn clustered_losses_in_any_phase_end_identical_or_say_what_was_lost(
+        n in 3usize..7,
+        replicas in 1usize..4,
+        states in 1u64..20,
+        batch in 1usize..4,
+        steal in any::<bool>(),
+        rebalance in any::<bool>(),
+        first in 0usize..6,
+        together in 0usize..4,
+        at in 0usize..120,
+        scattered in prop::collection::vec((0usize..6, 0usize..200), 0..3),
+        picks in prop::collection::vec(any::<usize>(), 64),
+    ) {
+        let kills = schedule(n, first, together, at, &scattered);
+        let mut c = Cluster::new(n, buddy_cfg(replicas, batch, steal, rebalance));
+        let mut local = Local::new(model(), SEED);
+        let r = run(&mut c, &mut local, states, 3, &kills, &picks);
+        let effective = replicas.min(n - 2).max(1);
+        match r {
+            Ok(()) => {}
+            Err(Error::WorkerLost(l)) => {
+                prop_assert!(
+                    kills.len() > effective,
+                    "{} losses with {} replicas: {l:?}", kills.len(), effective
+                );
+            }
+            Err(e) => prop_assert!(false, "unexpected error: {e}"),
+        }
+    }
+}
+
+/// A worker lost together with both its buddies (three neighbours of
+/// five, in the middle of the second step) leaves no copy of its states
+/// when they held any: the step fails saying so, never with other bits.
+#[test]
+fn a_worker_lost_with_all_its_buddies_fails_saying_so() {
+    let mut c = Cluster::new(5, buddy_cfg(2, 1, true, true));
+    let mut local = Local::new(model(), SEED);
+    let picks: Vec<usize> = (0..64).collect();
+    // The reset and its round take well under 60 deliveries.
+    let kills = [(1, 60), (2, 60), (3, 60)];
+    match run(&mut c, &mut local, 15, 3, &kills, &picks) {
+        Err(Error::WorkerLost(l)) => assert!(!l.lost.is_empty() || !l.unfinished.is_empty()),
+        other => panic!("expected WorkerLost, got {other:?}"),
+    }
+}
+
+/// With two replicas, a worker lost with one of its buddies in the same
+/// moment, at every delivery of a run in turn (a run is 130 to 180
+/// deliveries: the reset, three steps, their rounds, the fetch), is
+/// recovered every time.
+#[test]
+fn a_worker_lost_with_one_buddy_is_recovered_in_every_phase() {
+    for at in 0..200 {
+        let mut c = Cluster::new(5, buddy_cfg(2, 1, true, true));
+        let mut local = Local::new(model(), SEED);
+        let picks: Vec<usize> = (0..64).map(|k| k * 7 + at).collect();
+        let kills = [(2, at), (3, at)];
+        run(&mut c, &mut local, 15, 3, &kills, &picks)
+            .unwrap_or_else(|e| panic!("lost at delivery {at}: {e}"));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Workers that stop (their frames wait) at any moment of a step (and
+    /// perhaps one more lost) have
+    /// their work started again on an idle worker, as the master does for
+    /// a batch far past its expected time; they wake a few deliveries into
+    /// the next operation, and their late answers lose. Every step gives
+    /// the single-process engine's bits, and in the end every worker holds
+    /// exactly the states the books place on it.
+    #[test]
+    fn stragglers_started_again_elsewhere_change_no_bit(
+        n in 2usize..6,
+        states in 1u64..24,
+        batch in 1usize..4,
+        steal in any::<bool>(),
+        stops in prop::collection::vec((0usize..6, 0usize..16, 0usize..3), 1..4),
+        wake_after in 0usize..12,
+        kill in prop::option::of((0usize..6, 0usize..16, 0usize..3)),
+        picks in prop::collection::vec(any::<usize>(), 64),
+    ) {
+        let cfg = SchedConfig {
+            batch: Batch::Fixed(batch),
+            pipeline: 2,
+            recovery: Recovery::MasterCopy,
+            ..cfg(Placement::Spread, true, steal)
+        };
+        let mut c = Cluster::new(n, cfg);
+        let mut local = Local::new(model(), SEED);
+        let mut ids = c.reset(states);
+        local.reset_states((0..states).map(state).collect()).unwrap();
+        let mut stopped = vec![false; n];
+        let mut k = 0usize;
+        let mut may_fail = false;
+        let mut pump = |c: &mut Cluster,
+                        stopped: &mut Vec<bool>,
+                        may_fail: &mut bool,
+                        step: usize,
+                        until_quiet: bool| {
+            let mut delivered = 0usize;
+            let mut applied = vec![false; stops.len()];
+            loop {
+                if delivered == wake_after {
+                    stopped.iter_mut().for_each(|s| *s = false);
+                }
+                if let Some((w, at, s)) = kill {
+                    if s == step && at == delivered && c.alive[w % n] {
+                        let w = w % n;
+                        // Only stragglers, or workers behind on evolves
+                        // finished elsewhere, left besides it: lost like
+                        // the last worker (see `can_recover`).
+                        *may_fail |= (0..n).all(|v| v == w || !c.sched.takes_states(v));
+                        c.alive[w] = false;
+                        c.queues[w].clear();
+                        stopped[w] = false;
+                        c.sched.on_disconnect(w, "chaos: killed");
+                        c.collect();
+                    }
+                }
+                for (j, &(w, at, s)) in stops.iter().enumerate() {
+                    if s == step && at == delivered && !applied[j] {
+                        applied[j] = true;
+                        stopped[w % n] = true;
+                    }
+                }
+                // What `overdue` does for a batch far past its time.
+                for (w, &stop) in stopped.iter().enumerate() {
+                    if stop
+                        && c.alive[w]
+                        && c.sched.slots[w].fenced == 0
+                        && c.sched.speculate(w)
+                    {
+                        c.collect();
+                    }
+                }
+                let ready: Vec<usize> = (0..n)
+                    .filter(|&w| !stopped[w] && !c.queues[w].is_empty())
+                    .collect();
+                if ready.is_empty() {
+                    if until_quiet && c.sched.is_quiet() {
+                        break;
+                    }
+                    if !stopped.iter().any(|s| *s) {
+                        break;
+                    }
+                    // Nothing else can move: wake them.
+                    stopped.iter_mut().for_each(|s| *s = false);
+                    continue;
+                }
+                k += 1;
+                c.deliver(ready[picks[k % picks.len()] % ready.len()]);
+                delivered += 1;
+            }
+        };
+        for step in 0..3 {
+            if ids.is_empty() {
+                break;
+            }
+            let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+            c.begin(&inputs);
+            pump(&mut c, &mut stopped, &mut may_fail, step, true);
+            let got = match c.sched.finish_evolve() {
+                Ok(r) => decoded(r),
+                Err(Error::WorkerLost(_)) if may_fail => return Ok(()),
+                Err(e) => panic!("{e}"),
+            };
+            let want = local
+                .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+                .unwrap();
+            prop_assert_eq!(&got, &want);
+            ids = got.values().flatten().map(|x| x.0).collect();
+            ids.sort_unstable();
+        }
+        let want = local.fetch_states(&ids).unwrap();
+        c.sched.begin_fetch(&ids).unwrap();
+        c.collect();
+        stopped.iter_mut().for_each(|s| *s = false);
+        pump(&mut c, &mut stopped, &mut may_fail, usize::MAX, false);
+        let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
+            .sched
+            .finish_fetch()
+            .unwrap()
+            .into_iter()
+            .map(|(id, b)| (id, decode(&b).unwrap()))
+            .collect();
+        prop_assert_eq!(got, want);
+        // No stale copy left anywhere.
+        let held = c.held();
+        for w in (0..n).filter(|&w| c.alive[w]) {
+            let mut on: Vec<StateId> = c.cores[w].held_states().into_iter().map(|s| s.0).collect();
+            on.sort_unstable();
+            let mut books: Vec<StateId> =
+                held.iter().filter(|e| *e.1 == w).map(|e| *e.0).collect();
+            books.sort_unstable();
+            prop_assert_eq!(on, books, "worker {}", w);
+        }
+    }
+}
