@@ -1,0 +1,217 @@
+//! Admission of writes by queueing delay: a write that would wait longer
+//! than the bound is refused (429) before it touches the ring.
+//!
+//! A write's expected wait is the larger of two estimates:
+//!
+//! * the age of the oldest write not yet answered: each I/O thread keeps
+//!   the publish times of its writes on the ring in order (answers come
+//!   back to it in the order it published) and shows the oldest in a cell
+//!   of its own;
+//! * the writes on the ring times the time per write, as `reply` measures
+//!   it while the pipeline is never idle (a batch whose first write was
+//!   published before the previous batch was answered): the drain rate
+//!   under load, group commit included.
+//!
+//! The first reacts to a pipeline that slowed down (a slow disk), the
+//! second to a burst that has not aged yet. Reads never go through here.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its expected wait was over the bound (429).
+    QueueDelay,
+    /// The ring was full (429).
+    RingFull,
+    /// Too many connections were open (503).
+    Connections,
+}
+
+impl Refusal {
+    /// Every cause, in the order of [`Refusal::label`]'s counters.
+    pub const ALL: [Refusal; 3] = [Refusal::QueueDelay, Refusal::RingFull, Refusal::Connections];
+
+    /// The `cause` label in the metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::QueueDelay => "queue_delay",
+            Refusal::RingFull => "ring_full",
+            Refusal::Connections => "connections",
+        }
+    }
+}
+
+/// The estimates, shared by the I/O threads (readers and writers of their
+/// own cells) and `reply` (the time per write).
+#[derive(Debug)]
+pub struct Admission {
+    /// The bound on a write's expected wait, in ns.
+    max_delay_ns: u64,
+    /// The time base of the cells.
+    epoch: Instant,
+    /// Per I/O thread: 1 + ns since `epoch` of its oldest unanswered
+    /// write's publish, or 0 for none.
+    ///
+    /// Relaxed throughout (here and in `per_write_ns`): the cells are
+    /// estimates, read to decide whether to admit; nothing else is handed
+    /// over through them.
+    oldest: Box<[CachePadded<AtomicU64>]>,
+    /// The time per write while the pipeline is busy (an average of recent
+    /// batches), in ns; 0 until measured.
+    per_write_ns: AtomicU64,
+}
+
+impl Admission {
+    /// For `io_threads` I/O threads, refusing writes expected to wait over
+    /// `max_delay`.
+    pub fn new(io_threads: usize, max_delay: Duration) -> Self {
+        Admission {
+            max_delay_ns: u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX),
+            epoch: Instant::now(),
+            oldest: (0..io_threads)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            per_write_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// How long a write arriving at `now` is expected to wait, with `depth`
+    /// writes on the ring.
+    pub fn expected_wait(&self, now: Instant, depth: u64) -> Duration {
+        let now_ns = self.ns(now);
+        let oldest = self
+            .oldest
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .filter(|&t| t != 0)
+            .min()
+            .map_or(0, |t| now_ns.saturating_sub(t - 1));
+        let drain = depth.saturating_mul(self.per_write_ns.load(Ordering::Relaxed));
+        Duration::from_nanos(oldest.max(drain))
+    }
+
+    /// Whether a write arriving at `now`, with `depth` writes on the ring,
+    /// may go on it.
+    pub fn admits(&self, now: Instant, depth: u64) -> bool {
+        self.expected_wait(now, depth).as_nanos() <= u128::from(self.max_delay_ns)
+    }
+
+    /// `reply` answered `writes` writes in a batch ending at `now`, the
+    /// previous one having ended at `previous`; the first of them was
+    /// published at `first_published`. Counted only if the pipeline had
+    /// that first write waiting all along.
+    pub fn observe_batch(
+        &self,
+        previous: Instant,
+        first_published: Instant,
+        now: Instant,
+        writes: u64,
+    ) {
+        if writes == 0 || first_published > previous {
+            return;
+        }
+        let sample = u64::try_from(now.saturating_duration_since(previous).as_nanos())
+            .unwrap_or(u64::MAX)
+            / writes;
+        let old = self.per_write_ns.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            // An average over about the last eight batches.
+            old - old / 8 + sample / 8
+        };
+        self.per_write_ns.store(new.max(1), Ordering::Relaxed);
+    }
+}
+
+/// One I/O thread's writes on the ring, oldest first.
+#[derive(Debug)]
+pub struct InFlight {
+    index: usize,
+    published: VecDeque<u64>,
+}
+
+impl InFlight {
+    /// For I/O thread `index`.
+    pub fn new(index: usize) -> Self {
+        InFlight {
+            index,
+            published: VecDeque::new(),
+        }
+    }
+
+    /// A write of this thread went on the ring at `at`.
+    pub fn published(&mut self, admission: &Admission, at: Instant) {
+        let t = admission.ns(at).saturating_add(1);
+        self.published.push_back(t);
+        if self.published.len() == 1 {
+            admission.oldest[self.index].store(t, Ordering::Relaxed);
+        }
+    }
+
+    /// The oldest write of this thread was answered.
+    pub fn answered(&mut self, admission: &Admission) {
+        self.published.pop_front();
+        let next = self.published.front().copied().unwrap_or(0);
+        admission.oldest[self.index].store(next, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_write_and_the_drain_time_bound_the_wait() {
+        let a = Admission::new(2, Duration::from_millis(10));
+        let t0 = Instant::now();
+        assert!(a.admits(t0, 0));
+        let mut io = [InFlight::new(0), InFlight::new(1)];
+        io[0].published(&a, t0);
+        io[1].published(&a, t0 + Duration::from_millis(5));
+        io[1].published(&a, t0 + Duration::from_millis(6));
+        // The oldest is io 0's, 12 ms old at t0 + 12 ms.
+        assert_eq!(
+            a.expected_wait(t0 + Duration::from_millis(12), 3),
+            Duration::from_millis(12)
+        );
+        assert!(!a.admits(t0 + Duration::from_millis(12), 3));
+        io[0].answered(&a);
+        assert_eq!(
+            a.expected_wait(t0 + Duration::from_millis(12), 2),
+            Duration::from_millis(7)
+        );
+        io[1].answered(&a);
+        io[1].answered(&a);
+        assert!(a.admits(t0 + Duration::from_secs(60), 0));
+        // A batch of 100 writes in 2 ms, the first waiting since before
+        // the previous batch: 20 µs per write; 1,000 on the ring wait 20 ms.
+        let prev = t0 + Duration::from_millis(100);
+        a.observe_batch(
+            prev,
+            t0 + Duration::from_millis(99),
+            prev + Duration::from_millis(2),
+            100,
+        );
+        assert_eq!(a.expected_wait(prev, 1000), Duration::from_millis(20));
+        assert!(!a.admits(prev, 1000));
+        assert!(a.admits(prev, 400));
+        // A batch after an idle spell says nothing about the drain rate.
+        a.observe_batch(
+            prev,
+            prev + Duration::from_millis(50),
+            prev + Duration::from_millis(52),
+            1,
+        );
+        assert_eq!(a.expected_wait(prev, 1000), Duration::from_millis(20));
+    }
+}
