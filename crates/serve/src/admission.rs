@@ -13,7 +13,12 @@
 //!   under load, group commit included.
 //!
 //! The first reacts to a pipeline that slowed down (a slow disk), the
-//! second to a burst that has not aged yet. Reads never go through here.
+//! second to a burst that has not aged yet. As in CoDel, a write is
+//! refused only once the expected wait has stayed over the bound for as
+//! long as the bound itself: a spike shorter than that (one slow fsync, a
+//! thread preempted) is absorbed instead of answered with a burst of 429s,
+//! and accepted writes wait at most about twice the bound. Reads never go
+//! through here.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,6 +69,10 @@ pub struct Admission {
     /// The time per write while the pipeline is busy (an average of recent
     /// batches), in ns; 0 until measured.
     per_write_ns: AtomicU64,
+    /// 1 + ns since `epoch` when the expected wait was first seen over the
+    /// bound, or 0 while it is not (Relaxed, as above: two I/O threads
+    /// racing here move the start by a few µs).
+    over_since: AtomicU64,
 }
 
 impl Admission {
@@ -77,6 +86,7 @@ impl Admission {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             per_write_ns: AtomicU64::new(0),
+            over_since: AtomicU64::new(0),
         }
     }
 
@@ -100,9 +110,23 @@ impl Admission {
     }
 
     /// Whether a write arriving at `now`, with `depth` writes on the ring,
-    /// may go on it.
+    /// may go on it: yes while its expected wait is within the bound, or
+    /// has been over it for less than the bound.
     pub fn admits(&self, now: Instant, depth: u64) -> bool {
-        self.expected_wait(now, depth).as_nanos() <= u128::from(self.max_delay_ns)
+        let wait = self.expected_wait(now, depth).as_nanos();
+        if wait <= u128::from(self.max_delay_ns) {
+            if self.over_since.load(Ordering::Relaxed) != 0 {
+                self.over_since.store(0, Ordering::Relaxed);
+            }
+            return true;
+        }
+        let now_ns = self.ns(now);
+        let mut since = self.over_since.load(Ordering::Relaxed);
+        if since == 0 {
+            since = now_ns.saturating_add(1);
+            self.over_since.store(since, Ordering::Relaxed);
+        }
+        now_ns.saturating_sub(since - 1) < self.max_delay_ns
     }
 
     /// `reply` answered `writes` writes in a batch ending at `now`, the
@@ -184,7 +208,10 @@ mod tests {
             a.expected_wait(t0 + Duration::from_millis(12), 3),
             Duration::from_millis(12)
         );
-        assert!(!a.admits(t0 + Duration::from_millis(12), 3));
+        // Over the bound: admitted for as long as the bound, then refused.
+        assert!(a.admits(t0 + Duration::from_millis(12), 3));
+        assert!(a.admits(t0 + Duration::from_millis(21), 3));
+        assert!(!a.admits(t0 + Duration::from_millis(22), 3));
         io[0].answered(&a);
         assert_eq!(
             a.expected_wait(t0 + Duration::from_millis(12), 2),
@@ -203,8 +230,12 @@ mod tests {
             100,
         );
         assert_eq!(a.expected_wait(prev, 1000), Duration::from_millis(20));
-        assert!(!a.admits(prev, 1000));
-        assert!(a.admits(prev, 400));
+        assert!(
+            a.admits(prev, 400),
+            "within the bound: the spell over it ends"
+        );
+        assert!(a.admits(prev, 1001), "a spell over the bound starts");
+        assert!(!a.admits(prev + Duration::from_millis(10), 1001));
         // A batch after an idle spell says nothing about the drain rate.
         a.observe_batch(
             prev,
