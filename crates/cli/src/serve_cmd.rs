@@ -29,10 +29,10 @@ pub struct ServeArgs {
     /// write that finds it full is answered 429 at once.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     ring_capacity: usize,
-    /// A write expected to wait longer than this (the age of the oldest
-    /// unanswered write, or the writes on the ring times the measured time
-    /// per write) is answered 429 with `Retry-After` at once: a number
-    /// with `us`, `ms` or `s` (`20ms`, `0.5s`). Reads are never refused.
+    /// Once the oldest unanswered write is older than this, and has been
+    /// for as long as this, writes are answered 429 with `Retry-After` at
+    /// once: a number with `us`, `ms` or `s` (`20ms`, `0.5s`). Reads are
+    /// never refused.
     #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
     max_queue_delay: Duration,
     /// I/O threads (each parses, answers reads, admits writes); by default

@@ -1,24 +1,20 @@
 //! Admission of writes by queueing delay: a write that would wait longer
 //! than the bound is refused (429) before it touches the ring.
 //!
-//! A write's expected wait is the larger of two estimates:
+//! A write's expected wait is the age of the oldest write not yet
+//! answered: each I/O thread keeps the publish times of its writes on the
+//! ring in order (answers come back to it in the order it published) and
+//! shows the oldest in a cell of its own. It grows with a backlog and with
+//! a pipeline that slowed down (a slow disk, a CPU quota) alike, and needs
+//! no model of the pipeline: an estimate of the writes on the ring times a
+//! time per write, measured from the gaps between batches, would count a
+//! CPU quota's throttled time as work.
 //!
-//! * the age of the oldest write not yet answered: each I/O thread keeps
-//!   the publish times of its writes on the ring in order (answers come
-//!   back to it in the order it published) and shows the oldest in a cell
-//!   of its own;
-//! * the writes on the ring times the time per write, as `reply` measures
-//!   it while the pipeline is never idle (a batch whose first write was
-//!   published before the previous batch was answered): the drain rate
-//!   under load, group commit included.
-//!
-//! The first reacts to a pipeline that slowed down (a slow disk), the
-//! second to a burst that has not aged yet. As in CoDel, a write is
-//! refused only once the expected wait has stayed over the bound for as
-//! long as the bound itself: a spike shorter than that (one slow fsync, a
-//! thread preempted) is absorbed instead of answered with a burst of 429s,
-//! and accepted writes wait at most about twice the bound. Reads never go
-//! through here.
+//! As in CoDel, a write is refused only once the expected wait has stayed
+//! over the bound for as long as the bound itself: a spike shorter than
+//! that (one slow fsync, a thread preempted) is absorbed instead of
+//! answered with a burst of 429s, and accepted writes wait at most about
+//! twice the bound. Reads never go through here.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,8 +47,8 @@ impl Refusal {
     }
 }
 
-/// The estimates, shared by the I/O threads (readers and writers of their
-/// own cells) and `reply` (the time per write).
+/// The estimate, shared by the I/O threads (each writes its own cell and
+/// reads all).
 #[derive(Debug)]
 pub struct Admission {
     /// The bound on a write's expected wait, in ns.
@@ -62,13 +58,10 @@ pub struct Admission {
     /// Per I/O thread: 1 + ns since `epoch` of its oldest unanswered
     /// write's publish, or 0 for none.
     ///
-    /// Relaxed throughout (here and in `per_write_ns`): the cells are
+    /// Relaxed throughout (here and in `over_since`): the cells are
     /// estimates, read to decide whether to admit; nothing else is handed
     /// over through them.
     oldest: Box<[CachePadded<AtomicU64>]>,
-    /// The time per write while the pipeline is busy (an average of recent
-    /// batches), in ns; 0 until measured.
-    per_write_ns: AtomicU64,
     /// 1 + ns since `epoch` when the expected wait was first seen over the
     /// bound, or 0 while it is not (Relaxed, as above: two I/O threads
     /// racing here move the start by a few µs).
@@ -85,7 +78,6 @@ impl Admission {
             oldest: (0..io_threads)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
-            per_write_ns: AtomicU64::new(0),
             over_since: AtomicU64::new(0),
         }
     }
@@ -94,9 +86,9 @@ impl Admission {
         u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// How long a write arriving at `now` is expected to wait, with `depth`
-    /// writes on the ring.
-    pub fn expected_wait(&self, now: Instant, depth: u64) -> Duration {
+    /// How long a write arriving at `now` is expected to wait: the age of
+    /// the oldest unanswered write.
+    pub fn expected_wait(&self, now: Instant) -> Duration {
         let now_ns = self.ns(now);
         let oldest = self
             .oldest
@@ -105,15 +97,14 @@ impl Admission {
             .filter(|&t| t != 0)
             .min()
             .map_or(0, |t| now_ns.saturating_sub(t - 1));
-        let drain = depth.saturating_mul(self.per_write_ns.load(Ordering::Relaxed));
-        Duration::from_nanos(oldest.max(drain))
+        Duration::from_nanos(oldest)
     }
 
-    /// Whether a write arriving at `now`, with `depth` writes on the ring,
-    /// may go on it: yes while its expected wait is within the bound, or
-    /// has been over it for less than the bound.
-    pub fn admits(&self, now: Instant, depth: u64) -> bool {
-        let wait = self.expected_wait(now, depth).as_nanos();
+    /// Whether a write arriving at `now` may go on the ring: yes while its
+    /// expected wait is within the bound, or has been over it for less than
+    /// the bound.
+    pub fn admits(&self, now: Instant) -> bool {
+        let wait = self.expected_wait(now).as_nanos();
         if wait <= u128::from(self.max_delay_ns) {
             if self.over_since.load(Ordering::Relaxed) != 0 {
                 self.over_since.store(0, Ordering::Relaxed);
@@ -127,33 +118,6 @@ impl Admission {
             self.over_since.store(since, Ordering::Relaxed);
         }
         now_ns.saturating_sub(since - 1) < self.max_delay_ns
-    }
-
-    /// `reply` answered `writes` writes in a batch ending at `now`, the
-    /// previous one having ended at `previous`; the first of them was
-    /// published at `first_published`. Counted only if the pipeline had
-    /// that first write waiting all along.
-    pub fn observe_batch(
-        &self,
-        previous: Instant,
-        first_published: Instant,
-        now: Instant,
-        writes: u64,
-    ) {
-        if writes == 0 || first_published > previous {
-            return;
-        }
-        let sample = u64::try_from(now.saturating_duration_since(previous).as_nanos())
-            .unwrap_or(u64::MAX)
-            / writes;
-        let old = self.per_write_ns.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            sample
-        } else {
-            // An average over about the last eight batches.
-            old - old / 8 + sample / 8
-        };
-        self.per_write_ns.store(new.max(1), Ordering::Relaxed);
     }
 }
 
@@ -195,54 +159,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_oldest_write_and_the_drain_time_bound_the_wait() {
+    fn the_oldest_unanswered_write_bounds_the_wait() {
         let a = Admission::new(2, Duration::from_millis(10));
         let t0 = Instant::now();
-        assert!(a.admits(t0, 0));
+        assert!(a.admits(t0));
         let mut io = [InFlight::new(0), InFlight::new(1)];
         io[0].published(&a, t0);
         io[1].published(&a, t0 + Duration::from_millis(5));
         io[1].published(&a, t0 + Duration::from_millis(6));
         // The oldest is io 0's, 12 ms old at t0 + 12 ms.
-        assert_eq!(
-            a.expected_wait(t0 + Duration::from_millis(12), 3),
-            Duration::from_millis(12)
-        );
+        let ms = |n| t0 + Duration::from_millis(n);
+        assert_eq!(a.expected_wait(ms(12)), Duration::from_millis(12));
         // Over the bound: admitted for as long as the bound, then refused.
-        assert!(a.admits(t0 + Duration::from_millis(12), 3));
-        assert!(a.admits(t0 + Duration::from_millis(21), 3));
-        assert!(!a.admits(t0 + Duration::from_millis(22), 3));
+        assert!(a.admits(ms(12)));
+        assert!(a.admits(ms(21)));
+        assert!(!a.admits(ms(22)));
         io[0].answered(&a);
-        assert_eq!(
-            a.expected_wait(t0 + Duration::from_millis(12), 2),
-            Duration::from_millis(7)
-        );
+        assert_eq!(a.expected_wait(ms(22)), Duration::from_millis(17));
+        assert!(!a.admits(ms(23)), "still over the bound");
         io[1].answered(&a);
+        assert_eq!(a.expected_wait(ms(14)), Duration::from_millis(8));
+        assert!(a.admits(ms(14)), "within the bound: the spell over it ends");
+        assert!(a.admits(ms(20)), "a new spell over it starts");
+        assert!(!a.admits(ms(30)));
         io[1].answered(&a);
-        assert!(a.admits(t0 + Duration::from_secs(60), 0));
-        // A batch of 100 writes in 2 ms, the first waiting since before
-        // the previous batch: 20 µs per write; 1,000 on the ring wait 20 ms.
-        let prev = t0 + Duration::from_millis(100);
-        a.observe_batch(
-            prev,
-            t0 + Duration::from_millis(99),
-            prev + Duration::from_millis(2),
-            100,
-        );
-        assert_eq!(a.expected_wait(prev, 1000), Duration::from_millis(20));
-        assert!(
-            a.admits(prev, 400),
-            "within the bound: the spell over it ends"
-        );
-        assert!(a.admits(prev, 1001), "a spell over the bound starts");
-        assert!(!a.admits(prev + Duration::from_millis(10), 1001));
-        // A batch after an idle spell says nothing about the drain rate.
-        a.observe_batch(
-            prev,
-            prev + Duration::from_millis(50),
-            prev + Duration::from_millis(52),
-            1,
-        );
-        assert_eq!(a.expected_wait(prev, 1000), Duration::from_millis(20));
+        assert!(a.admits(ms(60_000)));
     }
 }

@@ -14,8 +14,7 @@
 //!   fsync (so the ring never waits on that disk work); once it is durable,
 //!   `journal` drops the segments the snapshot covers.
 //! * `reply` hands each answer to the I/O thread that owns the connection
-//!   (a bounded queue per I/O thread plus its `mio::Waker`), and measures
-//!   the time per write under load for admission.
+//!   (a bounded queue per I/O thread plus its `mio::Waker`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,8 +50,6 @@ pub struct Event {
     pub origin: Origin,
     /// What; `None` only in slots never published.
     pub route: Option<Route>,
-    /// When the I/O thread published it.
-    published: Option<Instant>,
     /// Set by `journal` for a write: its lsn, or 0 if it was not journalled.
     /// Relaxed suffices: `apply` reads it after the ring's Acquire of
     /// `journal`'s sequence, which `journal` stores with Release after its
@@ -65,12 +62,11 @@ pub struct Event {
 }
 
 impl Event {
-    /// A write from `origin`, published at `at`.
-    pub fn new(origin: Origin, route: Route, at: Instant) -> Self {
+    /// A write from `origin`.
+    pub fn new(origin: Origin, route: Route) -> Self {
         Event {
             origin,
             route: Some(route),
-            published: Some(at),
             ..Event::default()
         }
     }
@@ -486,10 +482,6 @@ pub struct ReplyHandler {
     shared: Arc<Shared>,
     /// Events in the current batch (for the stage counter).
     batch: u64,
-    /// When the batch's first write was published.
-    batch_first: Option<Instant>,
-    /// When the previous batch ended.
-    previous_end: Option<Instant>,
     cpu: Option<usize>,
 }
 
@@ -508,8 +500,6 @@ impl ReplyHandler {
             to_wake: vec![false; n],
             shared,
             batch: 0,
-            batch_first: None,
-            previous_end: None,
             cpu,
         }
     }
@@ -527,9 +517,6 @@ impl EventHandlerMut<Event> for ReplyHandler {
             generation,
         } = event.origin;
         self.shared.metrics.ring_depth.dec();
-        if self.batch_first.is_none() {
-            self.batch_first = event.published;
-        }
         let mut reply = (slot, generation, response);
         // The queue holds one answer per connection the I/O thread may
         // have, and a connection has at most one request on the ring, so it
@@ -548,13 +535,6 @@ impl EventHandlerMut<Event> for ReplyHandler {
         self.to_wake[io] = true;
         self.batch += 1;
         if end_of_batch {
-            let now = Instant::now();
-            if let (Some(previous), Some(first)) = (self.previous_end, self.batch_first.take()) {
-                self.shared
-                    .admission
-                    .observe_batch(previous, first, now, self.batch);
-            }
-            self.previous_end = Some(now);
             self.shared.metrics.stage_events[3].inc_by(std::mem::take(&mut self.batch));
             for (io, wake) in self.to_wake.iter_mut().enumerate() {
                 if std::mem::take(wake) {

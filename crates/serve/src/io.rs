@@ -285,10 +285,7 @@ impl IoThread {
                         }
                         route => {
                             let now = Instant::now();
-                            // The gauge is an estimate here, read for admission.
-                            let depth =
-                                u64::try_from(self.shared.metrics.ring_depth.get()).unwrap_or(0);
-                            if !self.shared.admission.admits(now, depth) {
+                            if !self.shared.admission.admits(now) {
                                 self.shared.metrics.refused(Refusal::QueueDelay);
                                 self.respond(conn, label, Response::busy());
                             } else {
@@ -317,7 +314,7 @@ impl IoThread {
             slot,
             generation: conn.generation,
         };
-        match self.producer.try_publish(Event::new(origin, route, now)) {
+        match self.producer.try_publish(Event::new(origin, route)) {
             Ok(_) => {
                 self.shared.metrics.ring_depth.inc();
                 self.shared.metrics.published.inc();

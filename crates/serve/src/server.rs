@@ -33,9 +33,9 @@ pub struct Config {
     pub io_threads: Option<usize>,
     /// Slots on the ring (a power of two): writes in flight at most.
     pub ring_capacity: usize,
-    /// A write expected to wait longer than this before it is handled (the
-    /// age of the oldest unanswered write, or the writes on the ring times
-    /// the measured time per write) is refused with 429 at once.
+    /// Once the age of the oldest unanswered write has stayed over this for
+    /// as long as this, writes are refused with 429 at once (until it is
+    /// within again).
     pub max_queue_delay: Duration,
     /// Writes between snapshots (after each, the journal restarts).
     pub snapshot_every: u64,
