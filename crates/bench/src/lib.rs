@@ -33,6 +33,7 @@ pub mod cluster;
 mod error;
 pub mod harness;
 pub mod host;
+pub mod metric;
 pub mod pipeline;
 pub mod report;
 pub mod ring;

@@ -12,7 +12,7 @@ use statepipe_bench::report::{Report, ResultRow};
 use statepipe_bench::serve::load::{find_tool, RateGenerator, Wrk};
 use statepipe_bench::serve::{self, extras, ServeOptions};
 
-use crate::bench_cmd::CommonArgs;
+use crate::bench_common::{finish, measure_host, CommonArgs};
 
 /// Options of `statepipe bench serve`.
 #[derive(Args, Debug)]
@@ -153,7 +153,7 @@ fn find_or_build_peer(path: &Path) -> anyhow::Result<PathBuf> {
 /// Runs `statepipe bench serve`.
 pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let host = crate::bench_cmd::measure_host(&args.common);
+    let host = measure_host(&args.common);
     let cpus = statepipe_sys::cpus::usable_cpus();
     let ids = &cpus.ids;
     let (server_cpu, client_cpu) = match ids.len() {
@@ -212,7 +212,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     }
     let report = Report::new("serve", &host, rows);
     notes = targets(&report) + &notes;
-    crate::bench_cmd::finish(&report, &args.common, started, &notes)
+    finish(&report, &args.common, started, &notes)
 }
 
 fn ours<'a>(rows: &'a [ResultRow], case: &str) -> Option<&'a ResultRow> {

@@ -4,6 +4,7 @@
 
 mod apps_cmd;
 mod bench_cmd;
+mod bench_common;
 mod bench_pf;
 mod bench_serve;
 mod cluster_args;

@@ -2,13 +2,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use statepipe_serve::{Config, Server};
 
 /// `statepipe serve --listen ADDR --data DIR [--max-connections N] [--snapshot-every N]
-/// [--idle-timeout SECONDS]`.
+/// [--ring-capacity N] [--max-queue-delay DURATION] [--io-threads N] [--idle-timeout SECONDS]`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// The address to listen on (port 0: any free port; the bound address
@@ -24,10 +25,20 @@ pub struct ServeArgs {
     /// Writes between snapshots (each restarts the journal).
     #[arg(long, default_value_t = 100_000)]
     snapshot_every: u64,
-    /// Slots on the ring (a power of two): requests in flight at most; a
-    /// request that finds it full is answered 429 at once.
+    /// Slots on the ring (a power of two): writes in flight at most; a
+    /// write that finds it full is answered 429 at once.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     ring_capacity: usize,
+    /// Once the oldest unanswered write is older than this, and has been
+    /// for as long as this, writes are answered 429 with `Retry-After` at
+    /// once: a number with `us`, `ms` or `s` (`20ms`, `0.5s`). Reads are
+    /// never refused.
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
+    max_queue_delay: Duration,
+    /// I/O threads (each parses, answers reads, admits writes); by default
+    /// one per usable CPU.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    io_threads: Option<u16>,
     /// Seconds a keep-alive connection may sit idle before it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     idle_timeout: u64,
@@ -51,6 +62,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.ring_capacity = args.ring_capacity;
     config.idle_timeout = std::time::Duration::from_secs(args.idle_timeout);
     config.pipeline_nice = args.pipeline_nice;
+    config.max_queue_delay = args.max_queue_delay;
+    config.io_threads = args.io_threads.map(usize::from);
     let server = Server::bind(config).context("starting the service")?;
     let stop = server.shutdown_handle();
     ctrlc::set_handler(move || stop.shutdown()).context("installing the signal handler")?;
@@ -61,4 +74,42 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     server.run().context("serving")?;
     Ok(())
+}
+
+/// `20ms`, `500us`, `0.5s`: a non-negative number and its unit.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(format!(
+            "`{text}` has no unit: write it as 500us, 20ms or 0.5s"
+        ));
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number followed by us, ms or s"))?;
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("`{text}` is not a duration from 0 up"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_their_unit() {
+        assert_eq!(parse_duration("20ms"), Ok(Duration::from_millis(20)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_duration("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(parse_duration("20").is_err());
+        assert!(parse_duration("-1ms").is_err());
+        assert!(parse_duration("fast ms").is_err());
+    }
 }

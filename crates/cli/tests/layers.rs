@@ -286,9 +286,11 @@ fn name(p: &ModPath) -> String {
     }
 }
 
-/// The cycles among `lib`'s modules, each as its modules and the edges'
-/// evidence.
-fn cycles(lib: &Path) -> Vec<String> {
+/// Module A → module B → the evidence (file and path) that A names B.
+type Edges = BTreeMap<ModPath, BTreeMap<ModPath, String>>;
+
+/// The modules of the crate whose root is `lib`, and its import edges.
+fn graph(lib: &Path) -> (BTreeMap<ModPath, Module>, Edges) {
     let mods = load(lib);
     let root: ModPath = Vec::new();
     // Names the root re-exports → their defining module.
@@ -300,7 +302,7 @@ fn cycles(lib: &Path) -> Vec<String> {
             }
         }
     }
-    let mut edges: BTreeMap<ModPath, BTreeMap<ModPath, String>> = BTreeMap::new();
+    let mut edges: Edges = BTreeMap::new();
     for (path, m) in &mods {
         for (segs, public) in refs_of(m) {
             if path.is_empty() && public {
@@ -318,6 +320,13 @@ fn cycles(lib: &Path) -> Vec<String> {
             }
         }
     }
+    (mods, edges)
+}
+
+/// The cycles among `lib`'s modules, each as its modules and the edges'
+/// evidence.
+fn cycles(lib: &Path) -> Vec<String> {
+    let (mods, edges) = graph(lib);
     // Modules that reach each other are in one cycle (small graphs: a
     // reachability set per module is enough).
     let reach = |from: &ModPath| {
@@ -367,5 +376,54 @@ fn no_library_has_an_import_cycle_between_its_modules() {
             all.push(format!("statepipe-{lib}: {c}"));
         }
     }
+    assert!(all.is_empty(), "\n{}", all.join("\n"));
+}
+
+/// Pairs of modules that name each other directly, neither inside the other
+/// (a module and its own child are one unit: the parent declares the child,
+/// which may use `super::`).
+fn mutual_imports(root: &Path) -> Vec<String> {
+    let (_, edges) = graph(root);
+    let mut found = Vec::new();
+    for (a, outs) in &edges {
+        for (b, why) in outs {
+            if a >= b || b.starts_with(a) || a.starts_with(b) {
+                continue;
+            }
+            if let Some(back) = edges.get(b).and_then(|e| e.get(a)) {
+                found.push(format!(
+                    "{} and {} import each other:\n    {why}\n    {back}",
+                    name(a),
+                    name(b)
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// No two files import each other, in any crate of the workspace (the
+/// libraries above are held to no cycle at all; the bench library and the
+/// binary to this): what both need belongs in a module below both.
+#[test]
+fn no_two_modules_import_each_other_anywhere() {
+    let mut all = Vec::new();
+    let mut roots = 0;
+    for entry in std::fs::read_dir(crates_dir()).expect("crates/") {
+        let dir = entry.expect("an entry").path();
+        for root in ["src/lib.rs", "src/main.rs"] {
+            let root = dir.join(root);
+            if root.exists() {
+                roots += 1;
+                for pair in mutual_imports(&root) {
+                    all.push(format!("{}: {pair}", root.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        roots >= LIBRARIES.len() + 2,
+        "found only {roots} crate roots"
+    );
     assert!(all.is_empty(), "\n{}", all.join("\n"));
 }

@@ -1,4 +1,6 @@
 //! The ring's event and its handlers: `journal ∥ decode → apply → reply`.
+//! Only writes (`POST /item`, `DELETE /item/{id}`) go on the ring; the
+//! I/O threads answer reads from the view `apply` publishes.
 //!
 //! * `journal` appends a record for each write and, at the end of each
 //!   batch, writes and fsyncs them at once (group commit). The ring makes
@@ -6,10 +8,11 @@
 //!   write before it is durable.
 //! * `decode` parses `POST /item` bodies, in parallel with `journal`.
 //! * `apply` owns the items (`&mut`, alone in its stage, no lock), answers
-//!   each request, and now and then copies the items into a snapshot's bytes
-//!   for the snapshot thread to write and fsync (so the ring never waits on
-//!   that disk work); once it is durable, `journal` drops the segments the
-//!   snapshot covers.
+//!   each write, publishes the read view at the end of each batch (before
+//!   the ring shows the batch to `reply`), and now and then copies the
+//!   items into a snapshot's bytes for the snapshot thread to write and
+//!   fsync (so the ring never waits on that disk work); once it is durable,
+//!   `journal` drops the segments the snapshot covers.
 //! * `reply` hands each answer to the I/O thread that owns the connection
 //!   (a bounded queue per I/O thread plus its `mio::Waker`).
 
@@ -19,13 +22,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::{Sender, TrySendError};
-use serde::Serialize;
 use statepipe_ring::{EventHandler, EventHandlerMut};
 
+use crate::admission::Admission;
 use crate::http::{Response, Route};
 use crate::journal::{Op, Writer};
 use crate::metrics::Metrics;
 use crate::store::{decode_item, encode_snapshot, write_snapshot_bytes, BadItem, Item, Store};
+use crate::view::{Change, Publisher};
 
 /// Where an answer goes: I/O thread, connection slot, and the connection's
 /// generation (a slot reused by a newer connection never gets an old answer).
@@ -58,7 +62,7 @@ pub struct Event {
 }
 
 impl Event {
-    /// A request from `origin`.
+    /// A write from `origin`.
     pub fn new(origin: Origin, route: Route) -> Self {
         Event {
             origin,
@@ -84,17 +88,15 @@ pub struct Shared {
     /// The nice value of the ring's handlers and the snapshot thread (0:
     /// as the I/O threads).
     handler_nice: i32,
+    /// Admission of writes by queueing delay.
+    pub admission: Admission,
 }
 
 impl Shared {
-    /// With fresh metrics; handlers at the I/O threads' priority.
-    pub fn new() -> Self {
-        Self::with_handler_nice(0)
-    }
-
     /// With fresh metrics; handlers at nice value `nice`.
-    pub fn with_handler_nice(nice: i32) -> Self {
+    pub fn new(admission: Admission, nice: i32) -> Self {
         Shared {
+            admission,
             metrics: Metrics::new(),
             failed: Mutex::new(Vec::new()),
             any_failed: AtomicBool::new(false),
@@ -112,12 +114,6 @@ impl Shared {
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
                 .any(|&(a, b)| (a..=b).contains(&lsn))
-    }
-}
-
-impl Default for Shared {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -278,6 +274,7 @@ impl EventHandler<Event> for Decode {
 /// The `apply` handler: owns the items.
 pub struct Apply {
     store: Store,
+    view: Publisher,
     shared: Arc<Shared>,
     snapshots: Snapshots,
     snapshot_every: u64,
@@ -355,10 +352,11 @@ impl Snapshots {
 }
 
 impl Apply {
-    /// Over the recovered `store`; snapshots to `dir` every
-    /// `snapshot_every` writes.
+    /// Over the recovered `store`, publishing to `view`; snapshots to
+    /// `dir` every `snapshot_every` writes.
     pub fn new(
         store: Store,
+        view: Publisher,
         shared: Arc<Shared>,
         dir: PathBuf,
         snapshot_every: u64,
@@ -366,6 +364,7 @@ impl Apply {
     ) -> Self {
         Apply {
             store,
+            view,
             shared,
             snapshots: Snapshots {
                 dir,
@@ -397,6 +396,9 @@ impl Apply {
                 match event.decoded.take() {
                     Some(Ok(item)) => {
                         let id = self.store.create(lsn, item);
+                        if let Some(item) = self.store.items.get(&id) {
+                            self.view.change(Change::Put(id, Arc::clone(item)));
+                        }
                         Response::json(201, format!("{{\"id\":{id}}}").into_bytes())
                     }
                     Some(Err(bad)) => {
@@ -417,29 +419,14 @@ impl Apply {
                 }
                 self.writes_since_snapshot += 1;
                 if self.store.delete(lsn, id) {
+                    self.view.change(Change::Remove(id));
                     Response::json(204, Vec::new())
                 } else {
                     Response::error(404, "no such item")
                 }
             }
-            Some(Route::Get(id)) => match self.store.items.get(&id) {
-                Some(item) => Response::json(200, to_json(&ItemOut::new(id, item))),
-                None => Response::error(404, "no such item"),
-            },
-            Some(Route::List { after, limit }) => {
-                let items: Vec<_> = self
-                    .store
-                    .items
-                    .range(after.saturating_add(1)..)
-                    .take(limit)
-                    .map(|(id, item)| ItemOut::new(*id, item))
-                    .collect();
-                let next_after = if items.len() == limit {
-                    items.last().map(|i| i.id)
-                } else {
-                    None
-                };
-                Response::json(200, to_json(&Page { items, next_after }))
+            Some(Route::Get(_) | Route::List { .. }) => {
+                Response::error(500, "reads are answered by the I/O threads")
             }
             Some(Route::Health) | Some(Route::Metrics) | None => {
                 Response::error(500, "not a ring request")
@@ -460,40 +447,15 @@ impl Apply {
     }
 }
 
-/// An item as `GET` shows it: `{"id":…,"name":…,"price":…}`.
-#[derive(Serialize)]
-struct ItemOut<'a> {
-    id: u64,
-    name: &'a str,
-    price: f64,
-}
-
-impl<'a> ItemOut<'a> {
-    fn new(id: u64, item: &'a Item) -> Self {
-        ItemOut {
-            id,
-            name: &item.name,
-            price: item.price,
-        }
-    }
-}
-
-/// A page of `GET /item`.
-#[derive(Serialize)]
-struct Page<'a> {
-    items: Vec<ItemOut<'a>>,
-    next_after: Option<u64>,
-}
-
-fn to_json(value: &impl Serialize) -> Vec<u8> {
-    serde_json::to_vec(value).expect("items serialize")
-}
-
 impl EventHandlerMut<Event> for Apply {
     fn on_event(&mut self, event: &mut Event, _seq: u64, end_of_batch: bool) {
         event.response = Some(self.answer(event));
         self.batch += 1;
         if end_of_batch {
+            // Before this returns, so before the ring shows the batch to
+            // `reply` (its sequence store, Release, comes after): every
+            // answer of the batch leaves after the view holds its write.
+            self.view.publish();
             self.shared.metrics.stage_events[2].inc_by(std::mem::take(&mut self.batch));
             self.maybe_snapshot();
         }

@@ -257,7 +257,8 @@ impl Response {
         }
     }
 
-    /// 429 with `Retry-After: 1`: the ring is full.
+    /// 429 with `Retry-After: 1`: a write refused for load (expected to
+    /// wait too long, or the ring is full).
     pub fn busy() -> Self {
         Response {
             retry_after: true,

@@ -1,6 +1,8 @@
 //! An I/O thread: one `mio::Poll` over the listener, its connections and a
-//! waker; parses requests, publishes them on the ring (never waiting: a
-//! full ring is a 429), and writes the answers `reply` queues for it.
+//! waker; parses requests, answers reads from the read view, admits writes
+//! by their expected queueing delay and publishes them on the ring (never
+//! waiting: a write expected to wait too long, or a full ring, is a 429),
+//! and writes the answers `reply` queues for it.
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,8 +15,10 @@ use mio::{Events, Interest, Poll, Token};
 use statepipe_ring::wait::Blocking;
 use statepipe_ring::{Multi, Producer, TryPublishError};
 
+use crate::admission::{InFlight, Refusal};
 use crate::business::{Event, Origin, Reply, Shared};
 use crate::http::{self, Parsed, Response, Route};
+use crate::view::Reader;
 
 const LISTENER: Token = Token(0);
 /// The token of each I/O thread's waker.
@@ -49,7 +53,11 @@ pub struct IoThread {
     pub producer: Producer<Event, Blocking, Multi>,
     /// Answers for its connections.
     pub replies: Receiver<Reply>,
-    /// Handlers and metrics.
+    /// Its handle on the read view.
+    pub view: Reader,
+    /// Its writes on the ring, oldest first (for admission).
+    pub in_flight: InFlight,
+    /// Handlers, admission and metrics.
     pub shared: Arc<Shared>,
     /// Open connections, over all I/O threads.
     pub open: Arc<AtomicUsize>,
@@ -119,6 +127,7 @@ impl IoThread {
                 }
             }
             while let Ok((slot, generation, response)) = self.replies.try_recv() {
+                self.in_flight.answered(&self.shared.admission);
                 let Some(conn) = conns.get_mut(slot).and_then(Option::as_mut) else {
                     continue;
                 };
@@ -193,6 +202,7 @@ impl IoThread {
                 r.write_to(&mut out);
                 let _ = stream.write(&out);
                 self.shared.metrics.answered("other", 503);
+                self.shared.metrics.refused(Refusal::Connections);
                 continue;
             }
             let _ = stream.set_nodelay(true);
@@ -265,27 +275,21 @@ impl IoThread {
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8";
                             self.respond(conn, label, r);
                         }
+                        Route::Get(id) => {
+                            let r = self.view.get(id);
+                            self.respond(conn, label, r);
+                        }
+                        Route::List { after, limit } => {
+                            let r = self.view.list(after, limit);
+                            self.respond(conn, label, r);
+                        }
                         route => {
-                            let origin = Origin {
-                                io: self.index,
-                                slot,
-                                generation: conn.generation,
-                            };
-                            match self.producer.try_publish(Event::new(origin, route)) {
-                                Ok(_) => {
-                                    self.shared.metrics.ring_depth.inc();
-                                    self.shared.metrics.published.inc();
-                                    conn.in_flight = Some(label);
-                                }
-                                Err(TryPublishError::Full(_)) => {
-                                    self.shared.metrics.busy.inc();
-                                    self.respond(conn, label, Response::busy());
-                                }
-                                Err(TryPublishError::Halted(_)) => {
-                                    let mut r = Response::unavailable("the service is stopping");
-                                    r.close = true;
-                                    self.respond(conn, label, r);
-                                }
+                            let now = Instant::now();
+                            if !self.shared.admission.admits(now) {
+                                self.shared.metrics.refused(Refusal::QueueDelay);
+                                self.respond(conn, label, Response::busy());
+                            } else {
+                                self.publish(slot, conn, route, now);
                             }
                         }
                     }
@@ -299,6 +303,34 @@ impl IoThread {
             }
         }
         flush(conn);
+    }
+
+    /// Puts an admitted write on the ring, or answers it at once if the
+    /// ring is full or stopping.
+    fn publish(&mut self, slot: usize, conn: &mut Conn, route: Route, now: Instant) {
+        let label = route.label();
+        let origin = Origin {
+            io: self.index,
+            slot,
+            generation: conn.generation,
+        };
+        match self.producer.try_publish(Event::new(origin, route)) {
+            Ok(_) => {
+                self.shared.metrics.ring_depth.inc();
+                self.shared.metrics.published.inc();
+                self.in_flight.published(&self.shared.admission, now);
+                conn.in_flight = Some(label);
+            }
+            Err(TryPublishError::Full(_)) => {
+                self.shared.metrics.refused(Refusal::RingFull);
+                self.respond(conn, label, Response::busy());
+            }
+            Err(TryPublishError::Halted(_)) => {
+                let mut r = Response::unavailable("the service is stopping");
+                r.close = true;
+                self.respond(conn, label, r);
+            }
+        }
     }
 
     fn respond(&self, conn: &mut Conn, label: &'static str, mut response: Response) {

@@ -1,10 +1,14 @@
 //! `statepipe-serve`: a durable HTTP item service on the statepipe ring.
 //!
-//! Requests are parsed on a few `mio` I/O threads and published on one
-//! multi-producer ring, where `journal ∥ decode → apply → reply` handle
-//! them: every write is journalled and fsynced (one fsync per batch) before
-//! its answer leaves; `apply` owns the items without locks; answers go back
-//! to the I/O thread that owns the connection. See the crate README.
+//! Requests are parsed on `mio` I/O threads, one per usable CPU. Reads are
+//! answered there, from a read view `apply` publishes after each batch (a
+//! read sent after the answer to a write arrived sees that write). Writes
+//! are admitted by their expected queueing delay (429 at once otherwise)
+//! and published on one multi-producer ring, where
+//! `journal ∥ decode → apply → reply` handle them: every write is
+//! journalled and fsynced (one fsync per batch) before its answer leaves;
+//! `apply` owns the items without locks; answers go back to the I/O thread
+//! that owns the connection. See the crate README.
 //!
 //! ```no_run
 //! use statepipe_serve::{Config, Server};
@@ -18,6 +22,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod admission;
 mod business;
 mod error;
 pub mod http;
@@ -26,6 +31,7 @@ pub mod journal;
 mod metrics;
 mod server;
 pub mod store;
+mod view;
 
 pub use error::ServeError;
-pub use server::{run, Config, Server, ShutdownHandle, SHARED_CPU_NICE};
+pub use server::{run, Config, Server, ShutdownHandle, DEFAULT_MAX_QUEUE_DELAY, SHARED_CPU_NICE};

@@ -7,6 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::admission::Refusal;
+
 /// A request's route and status.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -24,6 +26,14 @@ pub struct StageLabels {
     pub stage: &'static str,
 }
 
+/// Why a request was refused.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// `queue_delay` (429: a write expected to wait too long), `ring_full`
+    /// (429) or `connections` (503: too many open).
+    pub cause: &'static str,
+}
+
 /// The ring's stages, in the order their counters sit in
 /// [`Metrics::stage_events`].
 pub const STAGES: [&str; 4] = ["journal", "decode", "apply", "reply"];
@@ -34,8 +44,8 @@ pub struct Metrics {
     registry: Registry,
     /// Requests answered, by route and status.
     pub requests: Family<RequestLabels, Counter>,
-    /// Requests refused with 429 because the ring was full.
-    pub busy: Counter,
+    /// Requests refused, by cause, in [`Refusal::ALL`] order.
+    pub refusals: [Counter; 3],
     /// Requests on the ring: published, not yet replied to.
     pub ring_depth: Gauge,
     /// Seconds per journal write + fsync.
@@ -62,12 +72,19 @@ impl Metrics {
             "Requests answered, by route and status",
             requests.clone(),
         );
-        let busy = Counter::default();
+        let refused = Family::<RefusalLabels, Counter>::default();
         registry.register(
-            "busy_rejections",
-            "Requests answered 429 (ring full)",
-            busy.clone(),
+            "refusals",
+            "Requests refused at once: 429 (queue_delay, ring_full) or 503 (connections)",
+            refused.clone(),
         );
+        let refusals = Refusal::ALL.map(|cause| {
+            refused
+                .get_or_create(&RefusalLabels {
+                    cause: cause.label(),
+                })
+                .clone()
+        });
         let ring_depth = Gauge::default();
         registry.register(
             "ring_depth",
@@ -111,11 +128,20 @@ impl Metrics {
             stage_events,
             stage_depth,
             requests,
-            busy,
+            refusals,
             ring_depth,
             fsync_seconds,
             batch_size,
         }
+    }
+
+    /// Counts one refusal.
+    pub fn refused(&self, cause: Refusal) {
+        let i = Refusal::ALL
+            .iter()
+            .position(|&c| c == cause)
+            .expect("every cause is listed");
+        self.refusals[i].inc();
     }
 
     /// Counts one answered request.

@@ -12,11 +12,13 @@ use mio::{Poll, Waker};
 use statepipe_ring::wait::Blocking;
 use statepipe_ring::RingBuilder;
 
+use crate::admission::{Admission, InFlight};
 use crate::business::{Apply, Decode, Event, Journal, ReplyHandler, Shared};
 use crate::error::ServeError;
 use crate::io::{IoThread, Limits, WAKER};
 use crate::journal::Writer;
 use crate::store::{recover, Recovered};
+use crate::view::Publisher;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -27,11 +29,14 @@ pub struct Config {
     pub data: PathBuf,
     /// Open connections at most; newcomers get 503.
     pub max_connections: usize,
-    /// I/O threads; `None`: the usable CPUs minus one (the ring's), at
-    /// least 1.
+    /// I/O threads; `None`: one per usable CPU.
     pub io_threads: Option<usize>,
-    /// Slots on the ring (a power of two): requests in flight at most.
+    /// Slots on the ring (a power of two): writes in flight at most.
     pub ring_capacity: usize,
+    /// Once the age of the oldest unanswered write has stayed over this for
+    /// as long as this, writes are refused with 429 at once (until it is
+    /// within again).
+    pub max_queue_delay: Duration,
     /// Writes between snapshots (after each, the journal restarts).
     pub snapshot_every: u64,
     /// A request's headers must arrive within this, or the connection closes.
@@ -53,8 +58,14 @@ pub struct Config {
 /// the I/O threads.
 pub const SHARED_CPU_NICE: i32 = 10;
 
+/// The default bound on a write's expected queueing delay: a few times an
+/// fsync on an ordinary SSD, so accepted writes stay within a few times
+/// their unloaded latency.
+pub const DEFAULT_MAX_QUEUE_DELAY: Duration = Duration::from_millis(20);
+
 impl Config {
-    /// Defaults: 10,000 connections, 4,096 ring slots, a snapshot every
+    /// Defaults: 10,000 connections, 4,096 ring slots, writes refused when
+    /// expected to wait over [`DEFAULT_MAX_QUEUE_DELAY`], a snapshot every
     /// 100,000 writes, a 10 s header timeout, a 120 s idle timeout, pinned
     /// threads.
     pub fn new(listen: SocketAddr, data: impl Into<PathBuf>) -> Self {
@@ -64,6 +75,7 @@ impl Config {
             max_connections: 10_000,
             io_threads: None,
             ring_capacity: 4096,
+            max_queue_delay: DEFAULT_MAX_QUEUE_DELAY,
             snapshot_every: 100_000,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
@@ -168,26 +180,17 @@ impl Server {
         } = self;
         let cpus = statepipe_sys::cpus::usable_cpus();
         let usable = &cpus.ids[..cpus.count.min(cpus.ids.len()).max(1)];
-        let n_io = config
-            .io_threads
-            .unwrap_or(usable.len().saturating_sub(1))
-            .max(1);
+        let n_io = config.io_threads.unwrap_or(usable.len()).max(1);
         let nice = config.pipeline_nice.unwrap_or(if usable.len() == 1 {
             SHARED_CPU_NICE
         } else {
             0
         });
         tracing::info!(%cpus, io_threads = n_io, pipeline_nice = nice, "serving");
+        // The handlers share the first usable CPU with the first I/O thread;
+        // the I/O threads take one usable CPU each, in turn.
         let ring_cpu = config.pin.then(|| usable[0]);
-        let io_cpu = |i: usize| {
-            config.pin.then(|| {
-                if usable.len() > 1 {
-                    usable[1 + i % (usable.len() - 1)]
-                } else {
-                    usable[0]
-                }
-            })
-        };
+        let io_cpu = |i: usize| config.pin.then(|| usable[i % usable.len()]);
 
         let writer = Writer::open(
             &config.data,
@@ -196,7 +199,11 @@ impl Server {
             recovered.next_lsn,
         )
         .map_err(|e| ServeError::io("opening the journal", e))?;
-        let shared = Arc::new(Shared::with_handler_nice(nice));
+        let shared = Arc::new(Shared::new(
+            Admission::new(n_io, config.max_queue_delay),
+            nice,
+        ));
+        let (view, readers) = Publisher::new(&recovered.store.items);
         let mut polls = Vec::new();
         let mut wakers = Vec::new();
         let mut senders = Vec::new();
@@ -225,6 +232,7 @@ impl Server {
                 "apply",
                 Apply::new(
                     recovered.store,
+                    view,
                     Arc::clone(&shared),
                     config.data.clone(),
                     config.snapshot_every,
@@ -259,6 +267,8 @@ impl Server {
                 listener,
                 producer: producer.clone(),
                 replies,
+                view: readers.reader(),
+                in_flight: InFlight::new(index),
                 shared: Arc::clone(&shared),
                 open: Arc::clone(&open),
                 stop: Arc::clone(&handle.stop),

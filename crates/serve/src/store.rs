@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -88,8 +89,9 @@ fn bad(field: &'static str, what: &str) -> BadItem {
 /// The items by id, and where the journal stands.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Store {
-    /// The items.
-    pub items: BTreeMap<u64, Item>,
+    /// The items (shared, immutable once created: the read view holds the
+    /// same `Arc`s).
+    pub items: BTreeMap<u64, Arc<Item>>,
     /// The id the next created item gets.
     pub next_id: u64,
     /// The lsn of the last write applied.
@@ -110,7 +112,7 @@ impl Store {
     pub fn create(&mut self, lsn: u64, item: Item) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.items.insert(id, item);
+        self.items.insert(id, Arc::new(item));
         self.last_lsn = lsn;
         id
     }
@@ -226,7 +228,7 @@ pub fn read_snapshot(dir: &Path) -> Result<Option<Store>, ServeError> {
         let len = r.u64().ok_or_else(|| corrupt("short item"))?;
         let name = r.bytes(len).ok_or_else(|| corrupt("short name"))?;
         let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt("name not UTF-8"))?;
-        items.insert(id, Item { name, price });
+        items.insert(id, Arc::new(Item { name, price }));
     }
     Ok(Some(Store {
         items,

@@ -20,8 +20,8 @@ pub mod table;
 
 use serde::{Deserialize, Serialize};
 
-use crate::harness::Metric;
 use crate::host::Host;
+use crate::metric::Metric;
 use crate::stats::Summary;
 
 /// The implementation name that marks our rows.
