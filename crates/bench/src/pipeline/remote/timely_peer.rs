@@ -8,8 +8,10 @@
 //!   closed with `advance_to(round)`; the input may run [`ROUNDS_IN_FLIGHT`] rounds
 //!   ahead of the probe (the example waits for every round: one round in flight) and
 //!   the worker steps while it is further ahead.
-//! - Paced: as timely's `examples/openloop.rs`, the worker loops: send the items now
-//!   due, `advance_to(elapsed ns)` when it sent any, `step()`.
+//! - Paced: as timely's `examples/openloop.rs` (its "technique 3"), the worker loops:
+//!   read the probe, round the elapsed ns down to a power of two that grows with the
+//!   time not yet acknowledged, send the items due before it (each stamped when sent)
+//!   and `advance_to` it, `step()`.
 //!
 //! Items are `Item`, eight `u64` (bincode: 64 bytes).
 
@@ -110,7 +112,7 @@ fn run_worker(worker: &mut Worker, load: Load) -> ChildReport {
         let items = load.items();
         match load {
             Load::Flood { .. } => flood(worker, &mut input, &probe, items),
-            Load::Paced { rate, .. } => paced(worker, &mut input, items, rate),
+            Load::Paced { rate, .. } => paced(worker, &mut input, &probe, items, rate),
         }
         input.close();
         while !probe.done() {
@@ -152,22 +154,28 @@ fn flood(
 fn paced(
     worker: &mut Worker,
     input: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<Item>>>,
+    probe: &ProbeHandle<u64>,
     items: u64,
     rate: f64,
 ) {
     let pacer = Pacer::start(rate);
-    let mut seq = 0;
+    let (mut seq, mut inserted_ns) = (0, 0u64);
     while seq < items {
-        let mut now = now_ns();
-        let mut sent = false;
-        while seq < items && pacer.due_ns(seq) <= now {
-            input.send(Item::new(seq, now));
-            seq += 1;
-            sent = true;
-            now = now_ns();
-        }
-        if sent {
-            input.advance_to(pacer.elapsed_ns(now).max(*input.time()));
+        let elapsed = pacer.elapsed_ns(now_ns());
+        // openloop's "technique 3": times rounded down to a power of two that grows
+        // with the time inserted but not yet acknowledged (at least 1024 ns).
+        let acknowledged = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+        let behind = inserted_ns.saturating_sub(acknowledged);
+        let bits = u64::BITS - behind.leading_zeros();
+        let scale = ((1u64 << bits) / 4).max(1024);
+        let target_ns = elapsed & !(scale - 1);
+        if inserted_ns < target_ns {
+            while seq < items && pacer.due_ns(seq) - pacer.due_ns(0) < target_ns {
+                input.send(Item::new(seq, now_ns()));
+                seq += 1;
+            }
+            input.advance_to(target_ns);
+            inserted_ns = target_ns;
         }
         worker.step();
     }
