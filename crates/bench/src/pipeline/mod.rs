@@ -344,14 +344,10 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
     ) {
         lines.push(checkpoint::describe(&s.checkpoint));
     }
-    if setup.wants(
-        &remote::case_names()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    ) {
-        lines.push(remote::describe(&s.remote, setup.children().as_ref()));
-    }
+    let children = setup.children();
+    lines.extend(remote::describe(&s.remote, children.as_ref(), |c| {
+        setup.wants(c)
+    }));
     if let Some(f) = &o.filter {
         lines.push(format!(
             "pipeline: --case {f}: only the groups of matching cases"

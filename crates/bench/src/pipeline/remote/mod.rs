@@ -115,8 +115,15 @@ impl RemoteSizes {
     };
 }
 
-/// Lines describing the remote cases, for the run's header.
-pub fn describe(s: &RemoteSizes, children: Option<&Children>) -> String {
+/// Lines describing the remote cases, for the run's header, if one is wanted.
+pub fn describe(
+    s: &RemoteSizes,
+    children: Option<&Children>,
+    wants: impl Fn(&[&str]) -> bool,
+) -> Option<String> {
+    if !wants(&case_names().iter().map(String::as_str).collect::<Vec<_>>()) {
+        return None;
+    }
     let mut lines = vec![format!(
         "pipeline: remote: one edge between two processes on this host, 64-byte items over \
          TCP loopback; {EDGE}: {} items, first to last arrival at the receiver; {}/p50|p99: \
@@ -149,7 +156,7 @@ pub fn describe(s: &RemoteSizes, children: Option<&Children>) -> String {
             lines.push(format!("pipeline: remote: {} skipped: {why}", peer.name()));
         }
     }
-    lines.join("\n")
+    Some(lines.join("\n"))
 }
 
 /// The throughput and latency groups, when a remote case is wanted and children can
