@@ -12,6 +12,11 @@
 
 FROM rust:1.95.0-slim-bookworm AS build
 WORKDIR /src
+# g++: the zmq crate builds libzmq from its bundled C++ source (ZeroMQ is a peer
+# of `statepipe bench pipeline --case remote`); the slim image has only gcc.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends g++=4:12.2.0-3 \
+    && rm -rf /var/lib/apt/lists/*
 COPY Cargo.toml Cargo.lock ./
 COPY crates crates
 COPY data data

@@ -46,6 +46,13 @@ pub enum BenchWhich {
         /// The request, as JSON.
         request: String,
     },
+    /// Plays one end of a `bench pipeline` remote sample and prints its result as
+    /// JSON (the child processes of the `remote/*` cases).
+    #[command(hide = true)]
+    RemoteChild {
+        /// The request, as JSON.
+        request: String,
+    },
     /// The distributed evolve engine's two masters: efficiency against workers (workers
     /// that sleep, so hundreds fit on two cores), steal routes, batch round trips.
     Cluster(ClusterArgs),
@@ -187,6 +194,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             println!("{}", sizing::child_main(&request)?);
             Ok(())
         }
+        BenchWhich::RemoteChild { request } => {
+            println!("{}", pipeline::remote::child::child_main(&request)?);
+            Ok(())
+        }
         BenchWhich::Cluster(args) => run_cluster(&args),
         BenchWhich::Apps(args) => run_apps(&args),
         BenchWhich::Python(args) => run_python(&args),
@@ -292,6 +303,13 @@ fn run_pipeline(args: PipelineArgs) -> anyhow::Result<()> {
         samples: args.common.samples.into(),
         pin: args.pin,
         filter: args.case,
+        remote_child: Some(vec![
+            std::env::current_exe()
+                .context("finding this executable")?
+                .into(),
+            "bench".into(),
+            "remote-child".into(),
+        ]),
     };
     let started = Instant::now();
     let setup = Setup::new(&options);

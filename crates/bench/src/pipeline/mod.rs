@@ -21,6 +21,7 @@
 //! | `logger/{3p,10p}` | M lines/s | a multi-producer ring, one write per batch | `tracing-appender`, `Mutex<BufWriter<File>>` |
 //! | `sizing/{auto,forced4,ratio}` | M items/s, x | scaling confined to one CPU, auto vs 4 workers | - |
 //! | `checkpoint/...` | M items/s, µs, s | see [`checkpoint`]: checkpoints every 1 s and 100 ms against none, stalls, an upgrade's latency, a restore | - |
+//! | `remote/edge...` | M items/s, µs | see [`remote`]: one edge between two processes (placeholder, skipped) | ZeroMQ PUSH/PULL, timely's exchange |
 //!
 //! Every run checks its answer and fails with a [`crate::BenchError`] when it is wrong;
 //! every sample deploys (or spawns) afresh. No contender is pinned unless `--pin`
@@ -31,10 +32,12 @@
 mod cases;
 pub mod checkpoint;
 pub mod peers;
+pub mod remote;
 pub mod statepipe;
 pub mod targets;
 pub mod workload;
 
+use std::ffi::OsString;
 use std::time::Duration;
 
 use crate::harness::{self, Group, SampleDone};
@@ -68,6 +71,9 @@ pub struct PipelineOptions {
     pub pin: bool,
     /// Run only the groups with a case whose name contains this.
     pub filter: Option<String>,
+    /// The command that runs [`remote::child::child_main`] on its last argument (the
+    /// `statepipe` binary and `bench remote-child`); without one the remote cases skip.
+    pub remote_child: Option<Vec<OsString>>,
 }
 
 impl Default for PipelineOptions {
@@ -77,6 +83,7 @@ impl Default for PipelineOptions {
             samples: 5,
             pin: false,
             filter: None,
+            remote_child: None,
         }
     }
 }
@@ -100,6 +107,8 @@ pub struct Sizes {
     pub log_lines: u64,
     /// The checkpoint cases.
     pub checkpoint: checkpoint::CheckpointSizes,
+    /// The remote cases.
+    pub remote: remote::RemoteSizes,
 }
 
 impl Sizes {
@@ -113,6 +122,7 @@ impl Sizes {
         scaling_items: 200_000,
         log_lines: 2_000_000,
         checkpoint: checkpoint::CheckpointSizes::FULL,
+        remote: remote::RemoteSizes::FULL,
     };
 
     /// The sizes of `--quick`.
@@ -125,6 +135,7 @@ impl Sizes {
         scaling_items: 40_000,
         log_lines: 300_000,
         checkpoint: checkpoint::CheckpointSizes::QUICK,
+        remote: remote::RemoteSizes::QUICK,
     };
 
     /// Sizes small enough for a debug-build test.
@@ -138,6 +149,7 @@ impl Sizes {
         scaling_items: 200,
         log_lines: 600,
         checkpoint: checkpoint::CheckpointSizes::TINY,
+        remote: remote::RemoteSizes::TINY,
     };
 }
 
@@ -198,6 +210,14 @@ impl Setup {
         }
     }
 
+    /// How the remote cases start their child processes, if they can.
+    fn children(&self) -> Option<remote::child::Children> {
+        self.options
+            .remote_child
+            .clone()
+            .map(remote::child::Children::new)
+    }
+
     /// Whether any of `cases` passes the filter.
     fn wants(&self, cases: &[&str]) -> bool {
         match &self.options.filter {
@@ -230,6 +250,7 @@ pub fn case_names() -> Vec<String> {
     names.extend(LOGGER_PRODUCERS.map(|p| format!("logger/{p}p")));
     names.extend(SIZING_CASES.map(String::from));
     names.extend(checkpoint::case_names());
+    names.extend(remote::case_names());
     names
 }
 
@@ -323,6 +344,10 @@ pub fn describe(setup: &Setup, host: &Host) -> String {
     ) {
         lines.push(checkpoint::describe(&s.checkpoint));
     }
+    let children = setup.children();
+    lines.extend(remote::describe(&s.remote, children.as_ref(), |c| {
+        setup.wants(c)
+    }));
     if let Some(f) = &o.filter {
         lines.push(format!(
             "pipeline: --case {f}: only the groups of matching cases"
@@ -367,6 +392,10 @@ pub fn groups(setup: &Setup) -> Vec<Group<'static>> {
         groups.push(cases::sizing_group(case, setup.sizing_auto_workers, pin));
     }
     groups.extend(checkpoint::groups(&s.checkpoint, pin, |c| setup.wants(c)));
+    let children = setup.children();
+    groups.extend(remote::groups(&s.remote, children.as_ref(), |c| {
+        setup.wants(c)
+    }));
     groups
 }
 
@@ -405,6 +434,7 @@ mod tests {
             samples: 1,
             pin: true,
             filter: None,
+            remote_child: None,
         };
         let setup = Setup::with_sizes(&options, Sizes::TINY);
         assert!(describe(&setup, &host).contains("thread-ring"));
@@ -419,7 +449,12 @@ mod tests {
         }
         let report = run(&setup, &host, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
         let cases = report.cases();
-        assert_eq!(cases, case_names(), "every case, in order");
+        let mut want = case_names();
+        want.retain(|c| !c.starts_with("remote/"));
+        assert_eq!(
+            cases, want,
+            "every case but the remote ones (no child command), in order"
+        );
         assert!(
             report
                 .results

@@ -116,7 +116,8 @@ pub fn summary(report: &Report) -> String {
             );
         }
     }
-    for (what, figure, bound, met) in super::checkpoint::targets(report) {
+    let remote = super::remote::targets(report);
+    for (what, figure, bound, met) in super::checkpoint::targets(report).into_iter().chain(remote) {
         target(what, figure, &bound, met);
     }
     let mut out = String::new();
