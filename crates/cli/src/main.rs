@@ -69,7 +69,10 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
-        Command::Run(args) => pipeline_cmd::run(args),
+        Command::Run(args) => match args.coordinator.clone() {
+            Some(addr) => remote_cmd::coordinate(&args, &addr),
+            None => pipeline_cmd::run(args),
+        },
         Command::Plan(args) => pipeline_cmd::plan(args),
         Command::Member(args) => remote_cmd::member(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),

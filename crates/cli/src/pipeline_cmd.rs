@@ -146,9 +146,6 @@ fn print_cpus(workers: Option<usize>, thread_per_stage: bool) {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
-    if let Some(addr) = &args.coordinator {
-        return crate::remote_cmd::coordinate(&args, addr);
-    }
     print_cpus(args.workers, args.thread_per_stage);
     let iters = calibrate_iters_for(1000);
     let p = build(&args.pipeline, iters)?;

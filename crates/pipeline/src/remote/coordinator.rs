@@ -22,8 +22,8 @@ use super::part::{Parts, Wire};
 use super::routes::{self, Routes};
 use super::run::{RemoteConfig, RemoteFailure, RemoteRun, Restore};
 use super::split::In;
+use super::wire::CONNECT_TIMEOUT;
 use super::wire::{self, Assign, EncodedState, Msg, Target, WireError, WireFailure};
-use super::CONNECT_TIMEOUT;
 
 /// The coordinating process of a distributed run.
 pub struct Coordinator {

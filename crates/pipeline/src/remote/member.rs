@@ -16,7 +16,7 @@ use super::part::{Part, PartCtx, Parts, Reporter, Wire};
 use super::routes::{self, Routes};
 use super::split::Router;
 use super::wire::{self, Assign, Msg};
-use super::{CONNECT_TIMEOUT, HEARTBEAT};
+use super::wire::{CONNECT_TIMEOUT, HEARTBEAT};
 use crate::checkpoint::Checkpoint;
 use crate::runtime::config::Config;
 

@@ -85,8 +85,6 @@ mod run;
 mod split;
 mod wire;
 
-use std::time::Duration;
-
 pub use coordinator::Coordinator;
 pub use edge::EdgeMetrics;
 pub use error::RemoteError;
@@ -94,13 +92,6 @@ pub use member::Member;
 pub use metrics::RemoteMetrics;
 pub use part::{Parts, Wire};
 pub use run::{RemoteConfig, RemoteFailure, RemoteRun, Restore};
-
-/// How often a member tells its coordinator it is alive.
-pub(crate) const HEARTBEAT: Duration = Duration::from_millis(200);
-
-/// How long a connection between the processes of a run may take to
-/// come up (a peer still starting).
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Every decoder over bytes from a peer; nothing may panic (the fuzz
 /// target's entry point).

@@ -25,6 +25,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use statepipe_sys::auth::Secret;
 
+/// How often a member tells its coordinator it is alive.
+pub(crate) const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// How long a connection between the processes of a run may take to
+/// come up (a peer still starting).
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The largest frame accepted (kind and body).
 pub(crate) const MAX_FRAME: usize = 4 << 20;
 /// A batch is sent once its body reaches this many bytes.
@@ -151,7 +158,7 @@ pub(crate) enum Msg {
     Aborted { epoch: u64 },
     /// Coordinator → member: the run is over; leave.
     Finish,
-    /// Either way, every [`HEARTBEAT`](super::HEARTBEAT).
+    /// Either way, every [`HEARTBEAT`].
     Heartbeat,
     /// The joining side of a data connection, after `AUTH`: the part
     /// it feeds and which of its incoming edges it is.
