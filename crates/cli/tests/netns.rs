@@ -19,35 +19,50 @@ use std::process::Command;
 mod skip;
 use skip::Lack;
 
-#[test]
-fn a_cluster_across_namespaces_matches_the_local_run_bit_for_bit() {
+/// Runs `deploy/netns/run.sh ARGS` with `env` and this build's binary,
+/// after its `--check`; `None` (a skip recorded, saying why) where it
+/// cannot run here. Its stdout, printed; a failure fails the test.
+fn run_script(args: &[&str], env: &[(&str, &str)]) -> Option<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/netns/run.sh");
     let check = Command::new("bash")
         .arg(&script)
+        .args(args)
         .arg("--check")
         .output()
         .expect("bash runs");
     let reason = String::from_utf8_lossy(&check.stderr);
     if check.status.code() == Some(3) {
         skip::skip(Lack::Privilege, reason.trim());
-        return;
+        return None;
     }
     assert!(check.status.success(), "{}: {reason}", check.status);
     // `timeout` bounds the whole run; each process in it has its own bound.
     let out = Command::new("timeout")
         .args(["300", "bash"])
         .arg(&script)
+        .args(args)
         .env("STATEPIPE", env!("CARGO_BIN_EXE_statepipe"))
-        .env("WORKERS", "4")
-        .env("STEPS", "6")
-        .env("PARTICLES", "500")
-        .env("ISLANDS", "5")
+        .envs(env.iter().copied())
         .output()
         .expect("timeout and bash run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    Some(stdout)
+}
+
+#[test]
+fn a_cluster_across_namespaces_matches_the_local_run_bit_for_bit() {
+    let env = [
+        ("WORKERS", "4"),
+        ("STEPS", "6"),
+        ("PARTICLES", "500"),
+        ("ISLANDS", "5"),
+    ];
+    let Some(stdout) = run_script(&[], &env) else {
+        return;
+    };
     for run in ["bridge", "delay", "delay-loss"] {
         let nile = format!("nile {run}: identical to the local reference");
         assert!(stdout.contains(&nile), "{nile}:\n{stdout}");
@@ -65,29 +80,9 @@ fn a_cluster_across_namespaces_matches_the_local_run_bit_for_bit() {
 /// 2 ms ± 1 ms link and with loss, equals the one-process run's.
 #[test]
 fn a_pipeline_across_namespaces_ends_with_the_one_process_digest() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/netns/run.sh");
-    let check = Command::new("bash")
-        .args([script.to_str().unwrap(), "--pipeline", "--check"])
-        .output()
-        .expect("bash runs");
-    let reason = String::from_utf8_lossy(&check.stderr);
-    if check.status.code() == Some(3) {
-        skip::skip(Lack::Privilege, reason.trim());
+    let Some(stdout) = run_script(&["--pipeline"], &[("ITEMS", "100000")]) else {
         return;
-    }
-    assert!(check.status.success(), "{}: {reason}", check.status);
-    let out = Command::new("timeout")
-        .args(["300", "bash"])
-        .arg(&script)
-        .arg("--pipeline")
-        .env("STATEPIPE", env!("CARGO_BIN_EXE_statepipe"))
-        .env("ITEMS", "100000")
-        .output()
-        .expect("timeout and bash run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    };
     for run in ["bridge", "delay", "delay-loss"] {
         let line = stdout
             .lines()

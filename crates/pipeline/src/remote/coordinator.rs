@@ -3,7 +3,6 @@
 //! every part from the last committed one when a member is lost.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufReader;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -14,16 +13,17 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde::{Deserialize, Serialize};
 use statepipe_sys::auth::Secret;
 
-use super::edge::{Arrival, EdgeTx};
+use super::edge::EdgeTx;
+use super::ends::{feed, receive, Dedup, Positions};
 use super::error::RemoteError;
+use super::join::{admit, Ev, Known};
 use super::member::part_dir;
 use super::metrics::RemoteMetrics;
 use super::part::{Parts, Wire};
 use super::routes::{self, Routes};
 use super::run::{RemoteConfig, RemoteFailure, RemoteRun, Restore};
-use super::split::In;
-use super::wire::CONNECT_TIMEOUT;
-use super::wire::{self, Assign, EncodedState, Msg, Target, WireError, WireFailure};
+use super::wire::{self, Assign, EncodedState, Msg, Target, WireFailure, CONNECT_TIMEOUT};
+use super::wiring::{parts_on, wiring};
 
 /// The coordinating process of a distributed run.
 pub struct Coordinator {
@@ -32,36 +32,6 @@ pub struct Coordinator {
     secret: Secret,
     app: String,
     metrics: RemoteMetrics,
-}
-
-/// A member as the coordinator knows it.
-struct Known {
-    addr: String,
-    data: String,
-    writer: Arc<Mutex<TcpStream>>,
-    last_seen: Instant,
-    alive: bool,
-}
-
-impl Known {
-    fn send(&self, m: &Msg) -> bool {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        wire::write_msg(&mut *w, m).is_ok()
-    }
-
-    fn drop_connection(&mut self) {
-        self.alive = false;
-        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = w.shutdown(Shutdown::Both);
-    }
-}
-
-enum Ev {
-    Joined(u32, Known),
-    Msg(u32, Msg),
-    Lost(u32, String),
-    Source(u64, Result<(), String>),
-    Sink(u64, Result<(), String>),
 }
 
 /// What was committed: a checkpoint every part has, and the input
@@ -227,92 +197,6 @@ impl Coordinator {
     }
 }
 
-/// Authenticates a member, checks its build, then reads its messages.
-fn admit(
-    mut s: TcpStream,
-    secret: &Secret,
-    app: &str,
-    build: &str,
-    tx: &Sender<Ev>,
-    numbers: &AtomicU32,
-) {
-    let addr = s.peer_addr().map_or("?".into(), |a| a.to_string());
-    let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut buf = Vec::new();
-    if wire::challenge(&mut s, secret, &mut buf).is_err() {
-        return;
-    }
-    let number = numbers.fetch_add(1, Ordering::Relaxed);
-    if wire::write_msg(
-        &mut s,
-        &Msg::Welcome {
-            app: app.to_string(),
-            member: number,
-        },
-    )
-    .is_err()
-    {
-        return;
-    }
-    let data = match wire::read_msg(&mut s, &mut buf) {
-        Ok(Msg::Ready { build: b, data }) if b == build => data,
-        Ok(Msg::Ready { build: b, .. }) => {
-            let _ = wire::write_msg(
-                &mut s,
-                &Msg::Refused {
-                    reason: format!(
-                        "this member's build of `{app}` has shape {b}, the coordinator's {build}: \
-                         run the same build (and the same application arguments) everywhere"
-                    ),
-                },
-            );
-            return;
-        }
-        _ => return,
-    };
-    // A member listening on every interface is reached where it joined from.
-    let data = match (data.parse::<SocketAddr>(), s.peer_addr()) {
-        (Ok(d), Ok(p)) if d.ip().is_unspecified() => SocketAddr::new(p.ip(), d.port()).to_string(),
-        _ => data,
-    };
-    let _ = s.set_read_timeout(None);
-    let Ok(writer) = s.try_clone() else { return };
-    let known = Known {
-        addr: addr.clone(),
-        data,
-        writer: Arc::new(Mutex::new(writer)),
-        last_seen: Instant::now(),
-        alive: true,
-    };
-    if tx.send(Ev::Joined(number, known)).is_err() {
-        return;
-    }
-    let mut r = BufReader::new(s);
-    loop {
-        match wire::read_msg(&mut r, &mut buf) {
-            Ok(m) => {
-                if tx.send(Ev::Msg(number, m)).is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                let _ = tx.send(Ev::Lost(number, e.to_string()));
-                return;
-            }
-        }
-    }
-}
-
-/// The sink's side of exactly-once: outputs replayed after a restore
-/// were delivered already, and are recognised by their number and their
-/// place among the outputs of the same input.
-struct Dedup<O> {
-    delivered: Option<(u64, u64)>,
-    count: u64,
-    sink: Box<dyn FnMut(u64, O) + Send>,
-}
-
 type Inputs<I> = Arc<dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync>;
 
 struct Driver<'a, I, O> {
@@ -331,15 +215,6 @@ struct Driver<'a, I, O> {
     restores: Vec<Restore>,
     /// Each barrier's input position and when it went, by checkpoint.
     positions: Positions,
-}
-
-type Positions = Arc<Mutex<HashMap<u64, (u64, Instant)>>>;
-
-/// The parts `place` puts on member `n`.
-fn parts_on(place: &[u32], n: u32) -> Vec<u32> {
-    (0..place.len() as u32)
-        .filter(|&k| place[k as usize] == n)
-        .collect()
 }
 
 /// Why an attempt ended early.
@@ -885,203 +760,4 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             Err(e) => Err(RemoteError::Io(format!("{}: {e}", path.display()))),
         }
     }
-}
-
-/// Sends the inputs from `position`, a barrier every `every`. With
-/// barriers, the end goes only once a barrier sent after the last input
-/// reached the output (`seen`): the parts still draining go on taking
-/// checkpoints until then.
-#[allow(clippy::too_many_arguments)]
-fn feed<I: Wire>(
-    mut tx: EdgeTx,
-    inputs: &(dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync),
-    position: u64,
-    mut next_id: u64,
-    every: Option<Duration>,
-    positions: &Mutex<HashMap<u64, (u64, Instant)>>,
-    stop: &AtomicBool,
-    seen: &AtomicU64,
-) -> Result<(), String> {
-    // The inputs come through a bounded channel from a thread of their
-    // own, so that when they are slow to come the batch goes at once.
-    let (items, from) = crossbeam_channel::bounded::<I>(4096);
-    std::thread::scope(|scope| {
-        scope.spawn(move || {
-            for x in inputs(position) {
-                if items.send(x).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut seq = position;
-        let mut due = every.map(|e| Instant::now() + e);
-        let mut n = 0u32;
-        loop {
-            let mut idle = false;
-            let x = match from.try_recv() {
-                Ok(x) => x,
-                Err(crossbeam_channel::TryRecvError::Empty) => {
-                    tx.flush().map_err(|e| e.to_string())?;
-                    idle = true;
-                    match from.recv() {
-                        Ok(x) => x,
-                        Err(_) => break,
-                    }
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
-            };
-            n = n.wrapping_add(1);
-            // The clock is read every 64 items, and after every wait.
-            if idle || n % 64 == 0 {
-                if stop.load(Ordering::Relaxed) {
-                    return Err("stopped".to_string());
-                }
-                if let (Some(d), Some(e)) = (due, every) {
-                    if Instant::now() >= d {
-                        positions
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(next_id, (seq, Instant::now()));
-                        tx.barrier(next_id).map_err(|e| e.to_string())?;
-                        next_id += 1;
-                        due = Some(Instant::now() + e);
-                    }
-                }
-            }
-            tx.send(seq, &x).map_err(|e| e.to_string())?;
-            seq += 1;
-        }
-        drop(from);
-        if let Some(e) = every {
-            let barrier = |id: u64, tx: &mut EdgeTx| {
-                positions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id, (seq, Instant::now()));
-                tx.barrier(id).map_err(|e| e.to_string())
-            };
-            let last = next_id;
-            barrier(last, &mut tx)?;
-            next_id += 1;
-            let mut due = Instant::now() + e;
-            // Relaxed: only the number matters; the output's edge is what
-            // carries the items.
-            while seen.load(Ordering::Relaxed) < last {
-                if stop.load(Ordering::Relaxed) {
-                    return Err("stopped".to_string());
-                }
-                if Instant::now() >= due {
-                    barrier(next_id, &mut tx)?;
-                    next_id += 1;
-                    due = Instant::now() + e;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        tx.end().map_err(|e| e.to_string())
-    })
-}
-
-/// Receives the last part's outputs (or merges the last keyed stage's
-/// copies) into the sink, once each.
-#[allow(clippy::too_many_arguments)]
-fn receive<O: Wire>(
-    routes: &Routes,
-    epoch: u64,
-    last: u32,
-    inputs: u32,
-    stop: &AtomicBool,
-    streams: &Mutex<Vec<TcpStream>>,
-    stats: Arc<super::edge::EdgeStats>,
-    sink: &Mutex<Dedup<O>>,
-    seen: &AtomicU64,
-) -> Result<(), String> {
-    let mut ss = Vec::new();
-    for slot in 0..inputs {
-        let s = routes
-            .take(epoch, last, slot, CONNECT_TIMEOUT, stop)
-            .ok_or("the last part did not connect")?;
-        if let Ok(c) = s.try_clone() {
-            streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
-        }
-        ss.push(s);
-    }
-    let edges = In::<O>::new(ss, 1 << 16, &stats).map_err(|e| e.to_string())?;
-    let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
-    let mut current: Option<(u64, u64)> = None;
-    edges
-        .run(|a| {
-            match a {
-                Arrival::Barrier(id) => {
-                    seen.fetch_max(id, Ordering::Relaxed);
-                }
-                Arrival::Item(seq, x) => {
-                    let idx = match current {
-                        Some((s, i)) if s == seq => i + 1,
-                        _ => 0,
-                    };
-                    current = Some((seq, idx));
-                    let fresh = match sink.delivered {
-                        None => true,
-                        Some((s, count)) => seq > s || (seq == s && idx >= count),
-                    };
-                    if fresh {
-                        (sink.sink)(seq, x);
-                        sink.delivered = Some((seq, idx + 1));
-                        sink.count += 1;
-                    }
-                }
-                Arrival::Group(..) | Arrival::Route(_) => {
-                    return Err(WireError::Malformed(
-                        "a keyed copy's record where outputs belong".into(),
-                    ))
-                }
-            }
-            Ok(())
-        })
-        .map_err(|e| e.to_string())
-}
-
-/// Where each part's edges go, `(part, slot)` per output (one past the
-/// last part: the coordinator's output), and how many come in; and how
-/// many come into the coordinator's output.
-#[allow(clippy::type_complexity)]
-fn wiring<I, O>(parts: &Parts<I, O>) -> (Vec<(Vec<(u32, u32)>, u32)>, u32) {
-    let starts = parts.starts();
-    let stages = parts.stages.len();
-    let end = starts[stages] as u32;
-    let keyed = |s: usize| parts.stages[s].router.is_some();
-    let copies = |s: usize| parts.stages[s].copies.len() as u32;
-    // The first part after stage `s` (the coordinator's output at the end).
-    let after = |s: usize| {
-        if s + 1 < stages {
-            starts[s + 1] as u32
-        } else {
-            end
-        }
-    };
-    let mut out = Vec::new();
-    for s in 0..stages {
-        for c in 0..copies(s) {
-            let outputs = if keyed(s) {
-                vec![(after(s), c)]
-            } else if s + 1 < stages && keyed(s + 1) {
-                let mut v: Vec<_> = (0..copies(s + 1))
-                    .map(|k| (starts[s + 1] as u32 + k, 0))
-                    .collect();
-                v.push((after(s + 1), copies(s + 1)));
-                v
-            } else {
-                vec![(after(s), 0)]
-            };
-            let inputs = if s > 0 && keyed(s - 1) {
-                copies(s - 1) + 1
-            } else {
-                1
-            };
-            out.push((outputs, inputs));
-        }
-    }
-    let last = stages - 1;
-    (out, if keyed(last) { copies(last) + 1 } else { 1 })
 }

@@ -76,7 +76,9 @@
 
 mod coordinator;
 mod edge;
+mod ends;
 mod error;
+mod join;
 mod member;
 mod metrics;
 mod part;
@@ -84,6 +86,7 @@ mod routes;
 mod run;
 mod split;
 mod wire;
+mod wiring;
 
 pub use coordinator::Coordinator;
 pub use edge::EdgeMetrics;

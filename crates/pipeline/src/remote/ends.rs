@@ -1,0 +1,181 @@
+//! The coordinator's own edges: the input, fed from the caller's
+//! iterator with the checkpoints' barriers, and the output, which merges
+//! the last keyed stage's copies if there is one and delivers each output
+//! to the sink once.
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::edge::{Arrival, EdgeTx};
+use super::part::Wire;
+use super::routes::Routes;
+use super::split::In;
+use super::wire::{WireError, CONNECT_TIMEOUT};
+
+/// The sink's side of exactly-once: outputs replayed after a restore
+/// were delivered already, and are recognised by their number and their
+/// place among the outputs of the same input.
+pub(crate) struct Dedup<O> {
+    pub(crate) delivered: Option<(u64, u64)>,
+    pub(crate) count: u64,
+    pub(crate) sink: Box<dyn FnMut(u64, O) + Send>,
+}
+
+pub(crate) type Positions = Arc<Mutex<HashMap<u64, (u64, Instant)>>>;
+/// Sends the inputs from `position`, a barrier every `every`. With
+/// barriers, the end goes only once a barrier sent after the last input
+/// reached the output (`seen`): the parts still draining go on taking
+/// checkpoints until then.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn feed<I: Wire>(
+    mut tx: EdgeTx,
+    inputs: &(dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync),
+    position: u64,
+    mut next_id: u64,
+    every: Option<Duration>,
+    positions: &Mutex<HashMap<u64, (u64, Instant)>>,
+    stop: &AtomicBool,
+    seen: &AtomicU64,
+) -> Result<(), String> {
+    // The inputs come through a bounded channel from a thread of their
+    // own, so that when they are slow to come the batch goes at once.
+    let (items, from) = crossbeam_channel::bounded::<I>(4096);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for x in inputs(position) {
+                if items.send(x).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut seq = position;
+        let mut due = every.map(|e| Instant::now() + e);
+        let mut n = 0u32;
+        loop {
+            let mut idle = false;
+            let x = match from.try_recv() {
+                Ok(x) => x,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    tx.flush().map_err(|e| e.to_string())?;
+                    idle = true;
+                    match from.recv() {
+                        Ok(x) => x,
+                        Err(_) => break,
+                    }
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+            };
+            n = n.wrapping_add(1);
+            // The clock is read every 64 items, and after every wait.
+            if idle || n % 64 == 0 {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("stopped".to_string());
+                }
+                if let (Some(d), Some(e)) = (due, every) {
+                    if Instant::now() >= d {
+                        positions
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(next_id, (seq, Instant::now()));
+                        tx.barrier(next_id).map_err(|e| e.to_string())?;
+                        next_id += 1;
+                        due = Some(Instant::now() + e);
+                    }
+                }
+            }
+            tx.send(seq, &x).map_err(|e| e.to_string())?;
+            seq += 1;
+        }
+        drop(from);
+        if let Some(e) = every {
+            let barrier = |id: u64, tx: &mut EdgeTx| {
+                positions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id, (seq, Instant::now()));
+                tx.barrier(id).map_err(|e| e.to_string())
+            };
+            let last = next_id;
+            barrier(last, &mut tx)?;
+            next_id += 1;
+            let mut due = Instant::now() + e;
+            // Relaxed: only the number matters; the output's edge is what
+            // carries the items.
+            while seen.load(Ordering::Relaxed) < last {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("stopped".to_string());
+                }
+                if Instant::now() >= due {
+                    barrier(next_id, &mut tx)?;
+                    next_id += 1;
+                    due = Instant::now() + e;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        tx.end().map_err(|e| e.to_string())
+    })
+}
+
+/// Receives the last part's outputs (or merges the last keyed stage's
+/// copies) into the sink, once each.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn receive<O: Wire>(
+    routes: &Routes,
+    epoch: u64,
+    last: u32,
+    inputs: u32,
+    stop: &AtomicBool,
+    streams: &Mutex<Vec<TcpStream>>,
+    stats: Arc<super::edge::EdgeStats>,
+    sink: &Mutex<Dedup<O>>,
+    seen: &AtomicU64,
+) -> Result<(), String> {
+    let mut ss = Vec::new();
+    for slot in 0..inputs {
+        let s = routes
+            .take(epoch, last, slot, CONNECT_TIMEOUT, stop)
+            .ok_or("the last part did not connect")?;
+        if let Ok(c) = s.try_clone() {
+            streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+        }
+        ss.push(s);
+    }
+    let edges = In::<O>::new(ss, 1 << 16, &stats).map_err(|e| e.to_string())?;
+    let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+    let mut current: Option<(u64, u64)> = None;
+    edges
+        .run(|a| {
+            match a {
+                Arrival::Barrier(id) => {
+                    seen.fetch_max(id, Ordering::Relaxed);
+                }
+                Arrival::Item(seq, x) => {
+                    let idx = match current {
+                        Some((s, i)) if s == seq => i + 1,
+                        _ => 0,
+                    };
+                    current = Some((seq, idx));
+                    let fresh = match sink.delivered {
+                        None => true,
+                        Some((s, count)) => seq > s || (seq == s && idx >= count),
+                    };
+                    if fresh {
+                        (sink.sink)(seq, x);
+                        sink.delivered = Some((seq, idx + 1));
+                        sink.count += 1;
+                    }
+                }
+                Arrival::Group(..) | Arrival::Route(_) => {
+                    return Err(WireError::Malformed(
+                        "a keyed copy's record where outputs belong".into(),
+                    ))
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())
+}
