@@ -71,6 +71,12 @@ impl EdgeStats {
     }
 }
 
+/// The receiving end's read buffer: small frames (a lone item, a credit)
+/// come through it in one `read`, while most of a full batch's body,
+/// being longer, is read straight into the frame's buffer, not copied
+/// twice.
+const READ_BUFFER: usize = 16 << 10;
+
 /// Set when an edge must give up (its attempt was aborted).
 pub(crate) type StopFlag = Arc<AtomicBool>;
 
@@ -122,6 +128,15 @@ impl EdgeTx {
         })
     }
 
+    /// Counts credits read before this end took over the stream (a
+    /// link's first grant, which answers its handshake).
+    pub(crate) fn granted_before(&self, n: u64) {
+        // Release: pairs with the Acquire loads in `wait_credit`, as the
+        // credit reader's grants do.
+        self.granted.fetch_add(n, Ordering::Release);
+        self.stats.granted.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Whether one more record may go without waiting.
     pub(crate) fn has_credit(&self) -> bool {
         // Acquire: pairs with the Release `fetch_add` in `read_credits`.
@@ -153,6 +168,18 @@ impl EdgeTx {
     pub(crate) fn send<T: Serialize>(&mut self, seq: u64, item: &T) -> Result<(), WireError> {
         self.wait_credit()?;
         self.batch.push(seq, item)?;
+        self.sent += 1;
+        if self.batch.full() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Queues one `bytemuck::Pod` item as its bytes (a `RAW` batch).
+    #[inline]
+    pub(crate) fn send_raw<T: bytemuck::Pod>(&mut self, item: &T) -> Result<(), WireError> {
+        self.wait_credit()?;
+        self.batch.raw(bytemuck::bytes_of(item));
         self.sent += 1;
         if self.batch.full() {
             self.flush()?;
@@ -291,7 +318,7 @@ impl EdgeRx {
         wire::write_frame(&mut writer, wire::CREDIT, &window.to_le_bytes())?;
         stats.granted.fetch_add(window, Ordering::Relaxed);
         Ok(EdgeRx {
-            reader: BufReader::with_capacity(256 << 10, stream),
+            reader: BufReader::with_capacity(READ_BUFFER, stream),
             writer,
             buf: Vec::new(),
             last: None,
@@ -303,15 +330,15 @@ impl EdgeRx {
 
     /// Reads the next frame and hands each item (or the barrier) to
     /// `f`; `Ok(false)` at the end. Items handed on are granted back
-    /// once a quarter of the window is owed, and before waiting for the
-    /// next frame whenever anything is owed and nothing is buffered.
+    /// once a quarter of the window is owed: a sender waiting for credit
+    /// has all `window` items outstanding, so once they have arrived at
+    /// least a quarter is owed and granted, and it never waits for a
+    /// grant that does not come. Granting in quarters, not per frame,
+    /// keeps the credit frames (and the sender's wake-ups) rare.
     pub(crate) fn next<T: DeserializeOwned>(
         &mut self,
         mut f: impl FnMut(Arrival<T>) -> Result<(), WireError>,
     ) -> Result<bool, WireError> {
-        if self.owed > 0 && self.reader.buffer().is_empty() {
-            self.grant()?;
-        }
         match wire::read_frame(&mut self.reader, &mut self.buf)? {
             wire::BATCH => {
                 let mut n = 0u64;
@@ -356,6 +383,29 @@ impl EdgeRx {
             wire::END => Ok(false),
             k => Err(WireError::Malformed(format!(
                 "frame kind {k} on a data edge"
+            ))),
+        }
+    }
+
+    /// Reads the next frame of a raw link and hands each item to `f`;
+    /// `Ok(false)` at the end.
+    pub(crate) fn next_raw<T: bytemuck::Pod>(
+        &mut self,
+        mut f: impl FnMut(T),
+    ) -> Result<bool, WireError> {
+        match wire::read_frame(&mut self.reader, &mut self.buf)? {
+            wire::RAW => {
+                let bytes = self.buf.len() as u64;
+                let n = wire::decode_raw::<T>(&self.buf, |x| {
+                    f(x);
+                    Ok(())
+                })?;
+                self.received(n, bytes)?;
+                Ok(true)
+            }
+            wire::END => Ok(false),
+            k => Err(WireError::Malformed(format!(
+                "frame kind {k} on a raw link"
             ))),
         }
     }

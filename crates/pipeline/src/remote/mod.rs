@@ -11,6 +11,11 @@
 //! bounded memory. See `edge.rs` for batching and credits and `wire.rs`
 //! for the frames.
 //!
+//! A [`Link`] is one such edge on its own, without a coordinator: a
+//! typed, authenticated stream of items from one process to another
+//! ([`LinkListener`] and [`LinkReceiver`] at the other end); a [`RawLink`]
+//! carries plain-old-data items as their bytes.
+//!
 //! Items keep the number of the input they came from across every part,
 //! so outputs and failures are numbered as
 //! [`run_sequential`](crate::Pipeline::run_sequential) numbers them, and
@@ -79,6 +84,7 @@ mod edge;
 mod ends;
 mod error;
 mod join;
+mod link;
 mod member;
 mod metrics;
 mod part;
@@ -91,6 +97,7 @@ mod wiring;
 pub use coordinator::Coordinator;
 pub use edge::EdgeMetrics;
 pub use error::RemoteError;
+pub use link::{Link, LinkListener, LinkReceiver, RawLink, RawLinkReceiver};
 pub use member::Member;
 pub use metrics::RemoteMetrics;
 pub use part::{Parts, Wire};

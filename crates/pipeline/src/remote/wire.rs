@@ -18,6 +18,7 @@
 //! | `AUTH` (7) | HMAC-SHA256(secret, context ‖ challenge) | the joining side |
 //! | `GROUPS` (8) | `count: u32 LE`, then `count` × postcard `(seq: u64, last: bool, Option<item>)` | a keyed copy's outputs, downstream |
 //! | `ROUTE` (9) | `count: u32 LE`, then `count` × postcard `copy: u32` | a split's route log, to its merge |
+//! | `RAW` (10) | `count: u32 LE`, then `count` × an item's bytes (`bytemuck::Pod`) | a [`RawLink`](super::RawLink), downstream |
 
 use std::io::{self, Read, Write};
 
@@ -46,6 +47,7 @@ pub(crate) const CHALLENGE: u8 = 6;
 pub(crate) const AUTH: u8 = 7;
 pub(crate) const GROUPS: u8 = 8;
 pub(crate) const ROUTE: u8 = 9;
+pub(crate) const RAW: u8 = 10;
 
 /// What a peer sent that this side cannot take.
 #[derive(Debug)]
@@ -163,6 +165,9 @@ pub(crate) enum Msg {
     /// The joining side of a data connection, after `AUTH`: the part
     /// it feeds and which of its incoming edges it is.
     Hello { epoch: u64, part: u32, slot: u32 },
+    /// The sending side of a [`Link`](super::Link), after `AUTH`: the
+    /// type name of its items, which the receiving side must share.
+    Link { item: String },
 }
 
 /// Writes one frame.
@@ -307,6 +312,64 @@ pub(crate) fn decode_batch<T: DeserializeOwned>(
 }
 
 /// A batch being built: the frame header's room first, records after.
+/// Decodes a `RAW` batch of `T`s, handing each to `f`; returns how many.
+///
+/// # Errors
+/// [`WireError::Malformed`] unless the body is its count and exactly that
+/// many `T`s.
+pub(crate) fn decode_raw<T: bytemuck::Pod>(
+    body: &[u8],
+    mut f: impl FnMut(T) -> Result<(), WireError>,
+) -> Result<u64, WireError> {
+    let (count, rest) = body
+        .split_first_chunk::<4>()
+        .map(|(c, r)| (u32::from_le_bytes(*c), r))
+        .ok_or_else(|| malformed("a raw batch without its count"))?;
+    let size = std::mem::size_of::<T>();
+    if size == 0 || rest.len() != count as usize * size {
+        return Err(malformed(format!(
+            "a raw batch of {count} items of {size} bytes in {} bytes",
+            rest.len()
+        )));
+    }
+    for chunk in rest.chunks_exact(size) {
+        f(bytemuck::pod_read_unaligned(chunk))?;
+    }
+    Ok(u64::from(count))
+}
+
+/// A postcard flavor that appends to a `Vec`, pushing short runs (a
+/// varint is at most 10 bytes) byte by byte: `postcard::to_extend` copies
+/// each through `extend_from_slice`, a `memcpy` call per integer, which
+/// cost a batch of 64-byte items more than the rest of the encoding.
+struct Tail<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Tail<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        if data.len() <= 16 {
+            for &b in data {
+                self.0.push(b);
+            }
+        } else {
+            self.0.extend_from_slice(data);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
 pub(crate) struct BatchBuf {
     pub(crate) bytes: Vec<u8>,
     pub(crate) count: u32,
@@ -339,8 +402,7 @@ impl BatchBuf {
     /// Appends one record.
     pub(crate) fn record<R: Serialize>(&mut self, seq: u64, rec: &R) -> Result<(), WireError> {
         let before = self.bytes.len();
-        let bytes = std::mem::take(&mut self.bytes);
-        self.bytes = postcard::to_extend(rec, bytes)
+        postcard::serialize_with_flavor(rec, Tail(&mut self.bytes))
             .map_err(|e| malformed(format!("item {seq} does not encode: {e}")))?;
         if self.bytes.len() - before + 10 > MAX_FRAME {
             return Err(malformed(format!(
@@ -352,6 +414,13 @@ impl BatchBuf {
     }
 
     /// Whether the batch should go now.
+    /// Appends one item's bytes (a `RAW` batch).
+    #[inline]
+    pub(crate) fn raw(&mut self, item: &[u8]) {
+        self.bytes.extend_from_slice(item);
+        self.count += 1;
+    }
+
     pub(crate) fn full(&self) -> bool {
         self.bytes.len() >= BATCH_BYTES
     }
@@ -458,6 +527,8 @@ pub(crate) fn decode_all(bytes: &[u8]) {
         let _ = decode_u64(&buf);
         let _ = decode_records::<(u64, bool, Option<String>)>(&buf, |_| Ok(()));
         let _ = decode_records::<u32>(&buf, |_| Ok(()));
+        let _ = decode_raw::<[u64; 8]>(&buf, |_| Ok(()));
+        let _ = decode_raw::<u8>(&buf, |_| Ok(()));
     }
 }
 
@@ -465,6 +536,30 @@ pub(crate) fn decode_all(bytes: &[u8]) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_raw_batch_round_trips_and_a_wrong_length_is_refused() {
+        let mut b = BatchBuf::new(RAW);
+        for i in 0..100u64 {
+            b.raw(bytemuck::bytes_of(&[i, !i]));
+        }
+        let mut out = Vec::new();
+        b.write_to(&mut out).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(read_frame(&mut out.as_slice(), &mut buf).unwrap(), RAW);
+        let mut got = Vec::new();
+        let n = decode_raw::<[u64; 2]>(&buf, |x| {
+            got.push(x);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 100);
+        assert_eq!(got[37], [37, !37]);
+        // Items of another size, a short body, a missing count.
+        assert!(decode_raw::<[u64; 3]>(&buf, |_| Ok(())).is_err());
+        assert!(decode_raw::<[u64; 2]>(&buf[..buf.len() - 1], |_| Ok(())).is_err());
+        assert!(decode_raw::<u8>(&buf[..3], |_| Ok(())).is_err());
+    }
 
     #[test]
     fn a_batch_round_trips_in_order() {

@@ -8,7 +8,7 @@
 //! | `remote/edge/load` | k items/s | the rate those items were paced at |
 //!
 //! Contenders, each a [`Peer`]: statepipe's cut edge ([`statepipe_peer`], a
-//! placeholder skipped until the distributed pipeline plugs in), ZeroMQ PUSH/PULL
+//! distributed pipeline's edge on its own), ZeroMQ PUSH/PULL
 //! ([`zmq_peer`]), timely's exchange between two processes ([`timely_peer`]). Every
 //! sample starts two fresh child processes ([`child`]): the receiver, then (once it
 //! listens) the sender; each pins itself, with all of its threads, to its own CPU
@@ -77,8 +77,9 @@ pub trait Peer: Sync {
 }
 
 /// Every contender, ours first.
-pub static PEERS: [&dyn Peer; 3] = [
-    &statepipe_peer::StatepipeEdge,
+pub static PEERS: [&dyn Peer; 4] = [
+    &statepipe_peer::StatepipeEdge::RAW,
+    &statepipe_peer::StatepipeEdge::SERDE,
     &zmq_peer::ZmqPushPull,
     &timely_peer::TimelyExchange,
 ];

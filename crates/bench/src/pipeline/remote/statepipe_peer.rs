@@ -1,49 +1,163 @@
-//! PLACEHOLDER: statepipe's own contender of the remote cases, one cut edge of a
-//! distributed `statepipe-pipeline` (crates/pipeline/src/remote/), is not written yet.
-//! [`StatepipeEdge::available`] says so, and the groups skip it (the run's header
-//! names it as skipped); its rows, ratios and targets appear once it is.
+//! statepipe's contenders: one cut edge of a distributed pipeline on its own
+//! (`statepipe_pipeline::remote`: the same batching, credits and handshake as
+//! the edges between a pipeline's parts), in its two encodings:
 //!
-//! To fill it: make `available` return `Ok(())` and `child` play both ends, as the
-//! peers beside this file do: on `Role::Recv`, listen on `req.addresses[1]` (or deploy
-//! the receiving half of a two-process plan there), call `ready()` once the sender may
-//! connect, feed every arriving [`super::wire::Item`] to a [`super::wire::Tally`] until
-//! `done()`, and return `ChildReport::Received(tally.report())`; on `Role::Send`,
-//! connect, send `req.load.items()` items `Item::new(seq, 0)` (flood) or
-//! `Item::new(seq, now_ns())` after `Pacer::wait(seq)` (paced), flush, and return
-//! `ChildReport::Sent { items }`. The parent side ([`super::child::Children`]) is
-//! shared and needs no change.
+//! - [`StatepipeEdge::RAW`] (`statepipe`, the row the targets read): a
+//!   [`RawLink`] of [`Item`]s, which are `bytemuck::Pod`, so each crosses as
+//!   its 64 bytes (as the pipeline README recommends for fixed-size items);
+//! - [`StatepipeEdge::SERDE`] (`statepipe-serde`): a [`Link`], postcard, the
+//!   encoding of any serde type on a pipeline's edge (varint integers: the
+//!   items' large check and time words cost up to 10 bytes and a loop each).
+//!
+//! The receiver listens with a [`LinkListener`] and grants a pipeline's default
+//! window ([`WINDOW`] items); the sender calls `send` per item, and in a paced
+//! sample `flush` whenever the next item is not due yet (it has nothing more to
+//! send, as a pipeline's edge flushes when its sender runs out of items).
 
-use super::child::{ChildReport, ChildRequest};
+use statepipe_pipeline::remote::{Link, LinkListener, RawLink, RemoteError};
+use statepipe_sys::auth::Secret;
+
+use super::child::{ChildReport, ChildRequest, Role};
+use super::wire::{now_ns, Item, Load, Pacer, Tally};
 use super::Peer;
 use crate::report::OURS;
 use crate::BenchError;
 
-/// Why the contender is skipped.
-pub const NOT_AVAILABLE: &str = "not available: the distributed pipeline's cut edge \
-     (crates/pipeline/src/remote/) is not plugged into this benchmark yet";
+/// Credits the receiver grants: a distributed pipeline's default
+/// (`RemoteConfig::credits`).
+pub const WINDOW: u64 = 1 << 16;
 
-/// statepipe: one cut edge between two processes (placeholder, skipped).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StatepipeEdge;
+/// The secret both children prove (any will do: they are started together).
+const SECRET: &str = "statepipe bench remote";
+
+/// statepipe: one cut edge over TCP, credit-based flow control.
+#[derive(Debug, Clone, Copy)]
+pub struct StatepipeEdge {
+    raw: bool,
+}
+
+impl StatepipeEdge {
+    /// Items as their bytes ([`RawLink`]).
+    pub const RAW: StatepipeEdge = StatepipeEdge { raw: true };
+    /// Items through serde and postcard ([`Link`]).
+    pub const SERDE: StatepipeEdge = StatepipeEdge { raw: false };
+}
+
+/// The `impl` of the serde rows.
+pub const SERDE_NAME: &str = "statepipe-serde";
+
+fn failed(who: &str, e: RemoteError) -> BenchError {
+    BenchError::failed(who, e.to_string())
+}
+
+/// Either sending end, as the sender's loop needs it.
+enum Tx {
+    Raw(RawLink<Item>),
+    Serde(Link<Item>),
+}
+
+impl Tx {
+    #[inline]
+    fn send(&mut self, item: &Item) -> Result<(), RemoteError> {
+        match self {
+            Tx::Raw(l) => l.send(item),
+            Tx::Serde(l) => l.send(item),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), RemoteError> {
+        match self {
+            Tx::Raw(l) => l.flush(),
+            Tx::Serde(l) => l.flush(),
+        }
+    }
+
+    fn finish(self) -> Result<u64, RemoteError> {
+        match self {
+            Tx::Raw(l) => l.finish(),
+            Tx::Serde(l) => l.finish(),
+        }
+    }
+}
+
+impl StatepipeEdge {
+    fn receive(&self, req: &ChildRequest, ready: &mut dyn FnMut()) -> Result<Tally, RemoteError> {
+        let listener = LinkListener::bind(req.addresses[1].as_str(), Secret::new(SECRET))?;
+        ready();
+        let mut tally = Tally::new(req.load);
+        // Reads to the end (past the last item), so that the sender's `finish` returns.
+        if self.raw {
+            let mut rx = listener.accept_raw::<Item>(WINDOW)?;
+            while rx.recv_batch(|item| tally.add(&item))? {}
+        } else {
+            let mut rx = listener.accept::<Item>(WINDOW)?;
+            while rx.recv_batch(|item| tally.add(&item))? {}
+        }
+        Ok(tally)
+    }
+
+    fn send(&self, req: &ChildRequest) -> Result<u64, RemoteError> {
+        let (addr, secret) = (req.addresses[1].as_str(), Secret::new(SECRET));
+        let mut tx = if self.raw {
+            Tx::Raw(RawLink::connect(addr, &secret)?)
+        } else {
+            Tx::Serde(Link::connect(addr, &secret)?)
+        };
+        let items = req.load.items();
+        match req.load {
+            Load::Flood { .. } => {
+                for seq in 0..items {
+                    tx.send(&Item::new(seq, 0))?;
+                }
+            }
+            Load::Paced { rate, .. } => {
+                let pacer = Pacer::start(rate);
+                for seq in 0..items {
+                    pacer.wait(seq);
+                    tx.send(&Item::new(seq, now_ns()))?;
+                    if now_ns() < pacer.due_ns(seq + 1) {
+                        tx.flush()?;
+                    }
+                }
+            }
+        }
+        tx.finish()
+    }
+}
 
 impl Peer for StatepipeEdge {
     fn name(&self) -> &'static str {
-        OURS
+        if self.raw {
+            OURS
+        } else {
+            SERDE_NAME
+        }
     }
 
     fn config(&self) -> String {
-        "one cut edge over TCP, credit-based flow control".into()
-    }
-
-    fn available(&self) -> Result<(), String> {
-        Err(NOT_AVAILABLE.into())
+        let how = if self.raw {
+            "RawLink: 64 raw bytes per item"
+        } else {
+            "Link: postcard"
+        };
+        format!("{how}, one cut edge over TCP, {WINDOW} credits")
     }
 
     fn child(
         &self,
-        _req: &ChildRequest,
-        _ready: &mut dyn FnMut(),
+        req: &ChildRequest,
+        ready: &mut dyn FnMut(),
     ) -> Result<ChildReport, BenchError> {
-        Err(BenchError::failed(OURS, NOT_AVAILABLE))
+        let who = format!("{} {:?}", self.name(), req.role);
+        match req.role {
+            Role::Recv => Ok(ChildReport::Received(
+                self.receive(req, ready)
+                    .map_err(|e| failed(&who, e))?
+                    .report(),
+            )),
+            Role::Send => Ok(ChildReport::Sent {
+                items: self.send(req).map_err(|e| failed(&who, e))?,
+            }),
+        }
     }
 }

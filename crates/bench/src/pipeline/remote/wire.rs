@@ -21,7 +21,9 @@ const CHECK: u64 = 0x9E37_79B9_7F4A_7C15;
 ///
 /// `sent_ns` is [`now_ns`] when the sender handed the item over, in a paced sample; 0 in
 /// a flood (nothing reads it there, and reading the clock per item would slow the sender).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bytemuck::Pod, bytemuck::Zeroable,
+)]
 #[repr(C)]
 pub struct Item {
     /// 0, 1, 2, ... in send order.
