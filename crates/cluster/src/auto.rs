@@ -212,6 +212,20 @@ where
         }
     }
 
+    /// Goes back to `to`, a snapshot of this run (see [`Master::rollback`];
+    /// in process, the states and counters are replaced).
+    ///
+    /// # Errors
+    /// As [`Master::rollback`]; [`Error::Codec`] if a state does not
+    /// deserialise.
+    pub fn rollback(&mut self, to: &Snapshot) -> Result<(), Error> {
+        match &mut self.place {
+            Place::Here(l) => l.restore(to),
+            Place::Workers(m) => m.rollback(to),
+            Place::Moving => unreachable!("a rollback during a move"),
+        }
+    }
+
     /// The decision, once the first step is done.
     pub fn decision(&self) -> Option<&Decision> {
         self.decision.as_ref()
