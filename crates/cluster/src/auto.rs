@@ -294,12 +294,23 @@ where
         let Place::Here(local) = std::mem::replace(&mut self.place, Place::Moving) else {
             unreachable!("moves once, from process")
         };
-        let snapshot = local.snapshot()?;
         let start = self.start.take().expect("moves once");
-        let joined = start()?;
-        let master = Master::resume(&self.model, joined, self.cfg.master.clone(), snapshot)?;
-        self.place = Place::Workers(Box::new(master));
-        Ok(())
+        let moved = local.snapshot().and_then(|snapshot| {
+            let joined = start()?;
+            Master::resume(&self.model, joined, self.cfg.master.clone(), snapshot)
+        });
+        match moved {
+            Ok(master) => {
+                self.place = Place::Workers(Box::new(master));
+                Ok(())
+            }
+            Err(e) => {
+                // The states are still here: a caller that rolls back
+                // (`Auto::rollback`) goes on in process.
+                self.place = Place::Here(local);
+                Err(e)
+            }
+        }
     }
 
     /// Takes decision `d`: moves to workers, or sets the threads here.

@@ -19,7 +19,7 @@ use crate::config::Recovery;
 use crate::engine::Local;
 use crate::listen::Listener;
 use crate::pf::{self, Bootstrap, Checkpoints, PfConfig, PfResult, Progress};
-use crate::{worker, Error, Master, MasterConfig, Registry};
+use crate::{worker, Error, Master, MasterConfig, MasterImpl, Registry};
 
 /// Relayed connections: the relay's address at the master (what the
 /// master's `Joined::addr` says), and both sockets.
@@ -38,9 +38,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
 }
 
 /// `n` workers on threads, each connected to the master through a relay,
-/// and a master over them (`Recovery::Buddy` with two replicas, seed 5).
-/// Returns the master and, per worker index, a way to cut it off.
-fn relayed(n: usize) -> (Master<Bootstrap<Walk>>, Vec<SocketAddr>, Links) {
+/// and a master `imp` over them (`Recovery::Buddy` with two replicas, seed
+/// 5). Returns the master and, per worker index, a way to cut it off.
+fn relayed(n: usize, imp: MasterImpl) -> (Master<Bootstrap<Walk>>, Vec<SocketAddr>, Links) {
     let secret = Secret::random();
     let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
     let master = l.local_addr().unwrap();
@@ -71,6 +71,7 @@ fn relayed(n: usize) -> (Master<Bootstrap<Walk>>, Vec<SocketAddr>, Links) {
     let joined = l.accept(n, Duration::from_secs(30)).unwrap();
     let order = joined.iter().map(|j| j.addr).collect();
     let mut cfg = MasterConfig {
+        imp,
         seed: 5,
         ..MasterConfig::default()
     };
@@ -112,8 +113,12 @@ fn reference() -> PfResult {
 
 /// Runs the filter with a checkpoint every 4 steps, cutting off workers
 /// `which` after step `at`; returns the result and the steps rolled back to.
-fn with_checkpoints(at: usize, which: &[usize]) -> (Result<PfResult, Error>, Vec<usize>, u64) {
-    let (mut m, order, links) = relayed(5);
+fn with_checkpoints(
+    imp: MasterImpl,
+    at: usize,
+    which: &[usize],
+) -> (Result<PfResult, Error>, Vec<usize>, u64) {
+    let (mut m, order, links) = relayed(5, imp);
     let mut rolled = Vec::new();
     let mut done = false;
     let every = Checkpoints {
@@ -144,17 +149,21 @@ fn a_worker_lost_with_all_its_buddies_rolls_back_to_the_last_checkpoint() {
     // Worker 1's replicas are on 2 and 3: all three lost at once leave no
     // copy of its states. After step 6 the last checkpoint is step 4's;
     // after step 2 there is none yet, and the run goes back to its start.
-    for (at, to) in [(6, 4), (2, 0)] {
-        let (got, rolled, n) = with_checkpoints(at, &[1, 2, 3]);
-        assert_eq!(got.unwrap(), want, "cut after step {at}");
-        assert_eq!(rolled, vec![to], "cut after step {at}");
+    for (imp, at, to) in [
+        (MasterImpl::EventLoop, 6, 4),
+        (MasterImpl::EventLoop, 2, 0),
+        (MasterImpl::Threaded, 6, 4),
+    ] {
+        let (got, rolled, n) = with_checkpoints(imp, at, &[1, 2, 3]);
+        assert_eq!(got.unwrap(), want, "cut after step {at} ({imp:?})");
+        assert_eq!(rolled, vec![to], "cut after step {at} ({imp:?})");
         assert_eq!(n, 1, "the master's count");
     }
 }
 
 #[test]
 fn without_checkpoints_the_loss_fails_the_step_naming_the_states() {
-    let (mut m, order, links) = relayed(5);
+    let (mut m, order, links) = relayed(5, MasterImpl::EventLoop);
     let err = pf::run_from(&mut m, &walk(), CFG, None, |_, st| {
         if st.t == 6 {
             cut(&order, &links, &[1, 2, 3]);
@@ -170,7 +179,7 @@ fn without_checkpoints_the_loss_fails_the_step_naming_the_states() {
 
 #[test]
 fn with_no_worker_left_a_rollback_fails_at_once() {
-    let (got, rolled, _) = with_checkpoints(6, &[0, 1, 2, 3, 4]);
+    let (got, rolled, _) = with_checkpoints(MasterImpl::EventLoop, 6, &[0, 1, 2, 3, 4]);
     assert!(matches!(got, Err(Error::NoWorkers)), "{got:?}");
     assert!(rolled.is_empty());
 }
