@@ -564,6 +564,7 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
                             cause.lost.len() + cause.unfinished.len(),
                         );
                     }),
+                    _ => {}
                 }
                 Ok(())
             })

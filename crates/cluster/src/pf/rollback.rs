@@ -50,6 +50,7 @@ impl Default for Checkpoints {
 
 /// What a run with checkpoints tells its caller as it goes.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Progress<'a> {
     /// A step is done.
     Step {
@@ -60,10 +61,11 @@ pub enum Progress<'a> {
         /// ([`Master::resume`](crate::Master::resume) and [`run_from`]).
         checkpoint: Option<&'a Snapshot>,
     },
-    /// The run went back to the checkpoint after step `to` (0: its start)
-    /// and goes on from there.
+    /// The run went back to the checkpoint after step `to` and goes on
+    /// from there.
     RolledBack {
-        /// The step of the checkpoint.
+        /// The step of the checkpoint: before the first, where the run
+        /// started (0, or the step of the state it resumed from).
         to: usize,
         /// What was lost.
         cause: &'a WorkerLost,
@@ -152,7 +154,11 @@ pub fn run_checkpointed<M: SsModel, G: Restore<Bootstrap<M>>>(
                 Err(Error::WorkerLost(l))
                     if !l.reported_failure() && tries < checkpoints.max_rollbacks =>
                 {
-                    tracing::warn!("a worker lost while rolling back: {l:?}");
+                    tracing::warn!(
+                        worker = l.worker,
+                        reason = %l.reason,
+                        "a worker lost while rolling back; rolling back again"
+                    );
                 }
                 Err(e) => return Err(e),
             }
