@@ -13,11 +13,12 @@ use statepipe_cluster::pf::{self, Bootstrap, Checkpoints, PfConfig, PfState, Pro
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
     Auto, AutoConfig, Decision, Joined, Listener, LocalCluster, Master, MasterConfig, Registry,
-    Restore, Secret, ShipCost, Snapshot, Stats, WorkerCommand,
+    Restore, Secret, ShipCost, Stats, WorkerCommand,
 };
 use statepipe_models::{Nile, Pk};
 
 pub use crate::cluster_args::{MasterArg, RecoveryArg, StealViaArg};
+use crate::cluster_ckpt::{self, Checkpoint};
 
 /// Every model a `statepipe worker` can run: the particle filters and the
 /// cluster benchmark's.
@@ -381,15 +382,6 @@ where
     }
 }
 
-/// What `--checkpoint` writes: the run's identity, the master's snapshot
-/// and the filter's state after the same step.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Checkpoint {
-    run: String,
-    snapshot: Snapshot,
-    filter: PfState,
-}
-
 /// What must match for a checkpoint to be resumed by this run.
 fn run_key(a: &FilterArgs) -> String {
     format!(
@@ -401,29 +393,7 @@ fn run_key(a: &FilterArgs) -> String {
 /// Whether `--resume` names a checkpoint of this run and `--checkpoint` a
 /// file that can be written.
 fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<()> {
-    if let Some(path) = &a.resume {
-        read_checkpoint(path, a)?;
-    }
-    if let Some(path) = &a.checkpoint {
-        statepipe_sys::durable::check_writable(path)
-            .with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
-    }
-    Ok(())
-}
-
-fn read_checkpoint(path: &Path, a: &FilterArgs) -> anyhow::Result<Checkpoint> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("reading the checkpoint {}", path.display()))?;
-    let c: Checkpoint = postcard::from_bytes(&bytes)
-        .with_context(|| format!("{} is not a statepipe checkpoint", path.display()))?;
-    anyhow::ensure!(
-        c.run == run_key(a),
-        "the checkpoint {} is of another run: {}; this run: {} (give the same options)",
-        path.display(),
-        c.run,
-        run_key(a)
-    );
-    Ok(c)
+    cluster_ckpt::check(a.resume.as_deref(), a.checkpoint.as_deref(), &run_key(a))
 }
 
 fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {
@@ -434,7 +404,7 @@ fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow:
     let model = Bootstrap(m.clone());
     let resume = match &a.resume {
         Some(path) => {
-            let c = read_checkpoint(path, a)?;
+            let c = cluster_ckpt::read(path, &run_key(a))?;
             eprintln!("resuming after step {} from {}", c.filter.t, path.display());
             Some(c)
         }
@@ -555,14 +525,7 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
                         cause,
                         rollbacks,
                     } => bar.suspend(|| {
-                        eprintln!(
-                            "statepipe: {} lost ({}), and no copy of {} states survived; \
-                             rolled back to the checkpoint after step {to} (rollback {rollbacks} \
-                             to it), going on with the workers left",
-                            lost_workers(cause),
-                            cause.reason,
-                            cause.lost.len() + cause.unfinished.len(),
-                        );
+                        eprintln!("{}", cluster_ckpt::rolled_back(to, cause, rollbacks));
                     }),
                     _ => {}
                 }
@@ -590,19 +553,6 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
         decision: engine.decision(),
         wall,
     })
-}
-
-/// "worker 2 (addr)", or "workers 1, 2, 3".
-fn lost_workers(l: &statepipe_cluster::WorkerLost) -> String {
-    if l.others.is_empty() {
-        format!("worker {} ({})", l.worker, l.addr)
-    } else {
-        let all: Vec<String> = std::iter::once(l.worker)
-            .chain(l.others.iter().map(|o| o.0))
-            .map(|w| w.to_string())
-            .collect();
-        format!("workers {}", all.join(", "))
-    }
 }
 
 fn report(

@@ -126,7 +126,12 @@ pub enum Error {
 /// How the reason of a worker dropped for a `Failed` frame starts (its
 /// evolve panicked, it lacks the model): a failure that would happen again
 /// anywhere, so nothing is recovered or rolled back for it.
-pub(crate) const REPORTED: &str = "worker reported: ";
+const REPORTED: &str = "worker reported: ";
+
+/// The reason for dropping a worker that sent a `Failed` frame with `msg`.
+pub(crate) fn reported(msg: &[u8]) -> String {
+    format!("{REPORTED}{}", String::from_utf8_lossy(msg))
+}
 
 impl WorkerLost {
     /// Whether a worker lost in the operation said it failed a request

@@ -320,11 +320,6 @@ impl Scheduler {
         self.slots.iter().map(|s| s.stats.clone()).collect()
     }
 
-    /// The run seed.
-    pub(crate) fn seed(&self) -> u64 {
-        self.seed
-    }
-
     /// Whether the master recovers lost workers (from its copies or from
     /// replicas).
     pub(crate) fn recovering(&self) -> bool {
@@ -492,13 +487,7 @@ impl Scheduler {
         }
         s.last_heard = Instant::now();
         let at = match kind {
-            Kind::Failed => {
-                return Err(format!(
-                    "{}{}",
-                    crate::error::REPORTED,
-                    String::from_utf8_lossy(p)
-                ))
-            }
+            Kind::Failed => return Err(crate::error::reported(p)),
             Kind::Evolved => s
                 .in_flight
                 .iter()

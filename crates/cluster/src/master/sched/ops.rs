@@ -217,6 +217,11 @@ impl Scheduler {
         }
     }
 
+    /// The run seed.
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Every live state's id, in order.
     pub(crate) fn live_ids(&self) -> Vec<StateId> {
         let mut ids: Vec<StateId> = self.location.keys().copied().collect();
