@@ -34,7 +34,8 @@ pub struct Checkpoints {
     /// start.
     pub every: u64,
     /// Rollbacks to one checkpoint, in a row, before the run gives up and
-    /// returns the loss that caused the last one.
+    /// returns the loss that caused the last one (0: checkpoints are
+    /// recorded, never rolled back to).
     pub max_rollbacks: u32,
 }
 
