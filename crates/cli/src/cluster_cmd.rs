@@ -9,15 +9,16 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use statepipe_cluster::config::{Batch, Deadlines, SchedConfig, HEARTBEAT};
-use statepipe_cluster::pf::{self, Bootstrap, PfConfig, PfState, SsModel};
+use statepipe_cluster::pf::{self, Bootstrap, Checkpoints, PfConfig, PfState, Progress, SsModel};
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    Auto, AutoConfig, Decision, Engine, Joined, Listener, LocalCluster, Master, MasterConfig,
-    Registry, Secret, ShipCost, Snapshot, Stats, WorkerCommand,
+    Auto, AutoConfig, Decision, Joined, Listener, LocalCluster, Master, MasterConfig, Registry,
+    Restore, Secret, ShipCost, Stats, WorkerCommand,
 };
 use statepipe_models::{Nile, Pk};
 
 pub use crate::cluster_args::{MasterArg, RecoveryArg, StealViaArg};
+use crate::cluster_ckpt::{self, Checkpoint};
 
 /// Every model a `statepipe worker` can run: the particle filters and the
 /// cluster benchmark's.
@@ -109,7 +110,10 @@ pub struct FilterArgs {
     /// resume from if the master dies. Written on a thread of its own: a
     /// step pays for the snapshot only, a newer checkpoint replaces one
     /// still waiting for the write before it, the last one is on disk
-    /// before the command ends, and a failed write fails the run.
+    /// before the command ends, and a failed write fails the run. The last
+    /// checkpoint is also kept in memory: when workers are lost with every
+    /// copy of some states, the run rolls back to it on the workers left
+    /// and goes on, with the same result (said on stderr).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Steps between checkpoints.
@@ -349,17 +353,13 @@ struct Run {
     wall: Duration,
 }
 
-/// What a filter run needs of its engine besides [`Engine`].
-trait RunEngine<E: statepipe_cluster::Evolve>: Engine<E> {
-    fn snap(&mut self) -> Result<Snapshot, statepipe_cluster::Error>;
+/// What a filter run needs of its engine besides [`Restore`].
+trait RunEngine<E: statepipe_cluster::Evolve>: Restore<E> {
     fn stats(&self) -> Option<Stats>;
     fn decision(&self) -> Option<Decision>;
 }
 
 impl<E: statepipe_cluster::Evolve> RunEngine<E> for Master<E> {
-    fn snap(&mut self) -> Result<Snapshot, statepipe_cluster::Error> {
-        self.snapshot()
-    }
     fn stats(&self) -> Option<Stats> {
         Some(Master::stats(self))
     }
@@ -374,24 +374,12 @@ where
     E::State: Clone,
     S: FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error>,
 {
-    fn snap(&mut self) -> Result<Snapshot, statepipe_cluster::Error> {
-        self.snapshot()
-    }
     fn stats(&self) -> Option<Stats> {
         self.master().map(Master::stats)
     }
     fn decision(&self) -> Option<Decision> {
         Auto::decision(self).cloned()
     }
-}
-
-/// What `--checkpoint` writes: the run's identity, the master's snapshot
-/// and the filter's state after the same step.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Checkpoint {
-    run: String,
-    snapshot: Snapshot,
-    filter: PfState,
 }
 
 /// What must match for a checkpoint to be resumed by this run.
@@ -405,29 +393,7 @@ fn run_key(a: &FilterArgs) -> String {
 /// Whether `--resume` names a checkpoint of this run and `--checkpoint` a
 /// file that can be written.
 fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<()> {
-    if let Some(path) = &a.resume {
-        read_checkpoint(path, a)?;
-    }
-    if let Some(path) = &a.checkpoint {
-        statepipe_sys::durable::check_writable(path)
-            .with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
-    }
-    Ok(())
-}
-
-fn read_checkpoint(path: &Path, a: &FilterArgs) -> anyhow::Result<Checkpoint> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("reading the checkpoint {}", path.display()))?;
-    let c: Checkpoint = postcard::from_bytes(&bytes)
-        .with_context(|| format!("{} is not a statepipe checkpoint", path.display()))?;
-    anyhow::ensure!(
-        c.run == run_key(a),
-        "the checkpoint {} is of another run: {}; this run: {} (give the same options)",
-        path.display(),
-        c.run,
-        run_key(a)
-    );
-    Ok(c)
+    cluster_ckpt::check(a.resume.as_deref(), a.checkpoint.as_deref(), &run_key(a))
 }
 
 fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {
@@ -438,7 +404,7 @@ fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow:
     let model = Bootstrap(m.clone());
     let resume = match &a.resume {
         Some(path) => {
-            let c = read_checkpoint(path, a)?;
+            let c = cluster_ckpt::read(path, &run_key(a))?;
             eprintln!("resuming after step {} from {}", c.filter.t, path.display());
             Some(c)
         }
@@ -518,8 +484,7 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
     };
     let mut failed = None;
     let mut said = false;
-    let t0 = Instant::now();
-    let result = pf::run_from(engine, m, cfg, start, |engine, st| {
+    let mut step = |engine: &mut G, st: &PfState| {
         bar.set_position(st.t as u64);
         if !said {
             if let Some(d) = engine.decision() {
@@ -527,21 +492,51 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
                 bar.suspend(|| eprintln!("statepipe pf: evolving {d}"));
             }
         }
-        if let Some(w) = &writer {
-            if st.t as u64 % a.every == 0 || st.t == m.steps() {
-                let c = Checkpoint {
-                    run: run_key(a),
-                    snapshot: engine.snap()?,
-                    filter: st.clone(),
-                };
-                if let Err(e) = w.submit(c) {
-                    failed = Some(e);
-                    return Err(statepipe_cluster::Error::Config("checkpoint failed".into()));
+    };
+    let t0 = Instant::now();
+    let result = match &writer {
+        // With checkpoints: each one is written as the library records it,
+        // and a loss of every copy of some states rolls back to the last.
+        Some(w) => {
+            let every = Checkpoints {
+                every: a.every,
+                ..Checkpoints::default()
+            };
+            pf::run_checkpointed(engine, m, cfg, start, every, |engine, p| {
+                match p {
+                    Progress::Step { state, checkpoint } => {
+                        step(engine, state);
+                        if let Some(snapshot) = checkpoint {
+                            let c = Checkpoint {
+                                run: run_key(a),
+                                snapshot: snapshot.clone(),
+                                filter: state.clone(),
+                            };
+                            if let Err(e) = w.submit(c) {
+                                failed = Some(e);
+                                return Err(statepipe_cluster::Error::Config(
+                                    "checkpoint failed".into(),
+                                ));
+                            }
+                        }
+                    }
+                    Progress::RolledBack {
+                        to,
+                        cause,
+                        rollbacks,
+                    } => bar.suspend(|| {
+                        eprintln!("{}", cluster_ckpt::rolled_back(to, cause, rollbacks));
+                    }),
+                    _ => {}
                 }
-            }
+                Ok(())
+            })
         }
-        Ok(())
-    });
+        None => pf::run_from(engine, m, cfg, start, |engine, st| {
+            step(engine, st);
+            Ok(())
+        }),
+    };
     let written = writer.map(statepipe_sys::durable::Writer::finish);
     let path = a.checkpoint.as_deref().unwrap_or(Path::new(""));
     if let Some(e) = failed.or_else(|| written.and_then(Result::err)) {
@@ -628,6 +623,13 @@ fn report(
             "{lost} worker(s) lost and recovered from; the result is what a run without the loss gives"
         );
     }
+    let rollbacks = run.stats.as_ref().map_or(0, |s| s.rollbacks);
+    if rollbacks > 0 {
+        println!(
+            "{rollbacks} rollback(s) to a checkpoint after losing every copy of some states; \
+             the result is what a run without the loss gives"
+        );
+    }
     match &run.stats {
         Some(stats) => println!(
             "wall {:.3} s, efficiency {:.1}%",
@@ -650,6 +652,7 @@ fn report(
             "wall_s": run.wall.as_secs_f64(),
             "efficiency": run.stats.as_ref().map(Stats::efficiency),
             "lost_workers": lost,
+            "rollbacks": rollbacks,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

@@ -8,6 +8,7 @@ mod bench_common;
 mod bench_pf;
 mod bench_serve;
 mod cluster_args;
+mod cluster_ckpt;
 mod cluster_cmd;
 mod demos;
 mod netns_cmd;

@@ -212,6 +212,20 @@ where
         }
     }
 
+    /// Goes back to `to`, a snapshot of this run (see [`Master::rollback`];
+    /// in process, the states and counters are replaced).
+    ///
+    /// # Errors
+    /// As [`Master::rollback`]; [`Error::Codec`] if a state does not
+    /// deserialise.
+    pub fn rollback(&mut self, to: &Snapshot) -> Result<(), Error> {
+        match &mut self.place {
+            Place::Here(l) => l.restore(to),
+            Place::Workers(m) => m.rollback(to),
+            Place::Moving => unreachable!("a rollback during a move"),
+        }
+    }
+
     /// The decision, once the first step is done.
     pub fn decision(&self) -> Option<&Decision> {
         self.decision.as_ref()
@@ -280,12 +294,23 @@ where
         let Place::Here(local) = std::mem::replace(&mut self.place, Place::Moving) else {
             unreachable!("moves once, from process")
         };
-        let snapshot = local.snapshot()?;
         let start = self.start.take().expect("moves once");
-        let joined = start()?;
-        let master = Master::resume(&self.model, joined, self.cfg.master.clone(), snapshot)?;
-        self.place = Place::Workers(Box::new(master));
-        Ok(())
+        let moved = local.snapshot().and_then(|snapshot| {
+            let joined = start()?;
+            Master::resume(&self.model, joined, self.cfg.master.clone(), snapshot)
+        });
+        match moved {
+            Ok(master) => {
+                self.place = Place::Workers(Box::new(master));
+                Ok(())
+            }
+            Err(e) => {
+                // The states are still here: a caller that rolls back
+                // (`Auto::rollback`) goes on in process.
+                self.place = Place::Here(local);
+                Err(e)
+            }
+        }
     }
 
     /// Takes decision `d`: moves to workers, or sets the threads here.

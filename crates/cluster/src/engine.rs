@@ -446,17 +446,30 @@ impl<E: Evolve> Local<E> {
     /// [`Master::snapshot`]: crate::Master::snapshot
     pub fn resume(model: E, snapshot: Snapshot) -> Result<Self, Error> {
         let mut local = Local::new(model, snapshot.seed);
-        local.step = snapshot.step;
-        local.epoch = snapshot.epoch;
-        let mut seg = Seg::default();
-        for (id, bytes) in snapshot.states {
-            seg.ids.push(id);
-            seg.states.push(decode(&bytes)?);
-        }
-        local.held = vec![seg];
-        local.index = None;
-        local.index()?;
+        local.restore(&snapshot)?;
         Ok(local)
+    }
+
+    /// Goes back to `snapshot` of this run (its seed): its states and
+    /// counters.
+    pub(crate) fn restore(&mut self, snapshot: &Snapshot) -> Result<(), Error> {
+        if snapshot.seed != self.seed {
+            return Err(Error::Config(format!(
+                "the snapshot was taken with seed {}, the run has seed {}",
+                snapshot.seed, self.seed
+            )));
+        }
+        let mut seg = Seg::default();
+        for (id, bytes) in &snapshot.states {
+            seg.ids.push(*id);
+            seg.states.push(decode(bytes)?);
+        }
+        self.step = snapshot.step;
+        self.epoch = snapshot.epoch;
+        self.held = vec![seg];
+        self.index = None;
+        self.index()?;
+        Ok(())
     }
 
     /// Time spent inside [`Evolve::evolve`] during the last

@@ -123,6 +123,26 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+/// How the reason of a worker dropped for a `Failed` frame starts (its
+/// evolve panicked, it lacks the model): a failure that would happen again
+/// anywhere, so nothing is recovered or rolled back for it.
+const REPORTED: &str = "worker reported: ";
+
+/// The reason for dropping a worker that sent a `Failed` frame with `msg`.
+pub(crate) fn reported(msg: &[u8]) -> String {
+    format!("{REPORTED}{}", String::from_utf8_lossy(msg))
+}
+
+impl WorkerLost {
+    /// Whether a worker lost in the operation said it failed a request
+    /// (rather than disconnecting or falling silent).
+    pub(crate) fn reported_failure(&self) -> bool {
+        std::iter::once(&self.reason)
+            .chain(self.others.iter().map(|o| &o.2))
+            .any(|r| r.starts_with(REPORTED))
+    }
+}
+
 fn preview(ids: &[StateId]) -> String {
     let mut s: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();
     if ids.len() > 8 {

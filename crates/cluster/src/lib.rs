@@ -66,6 +66,7 @@ pub mod pf;
 mod philox;
 mod protocol;
 mod registry;
+mod restore;
 mod snapshot;
 mod spawn;
 mod stats;
@@ -86,6 +87,7 @@ pub use evolve::{call_rng, Batch, Evolve, IdHash, IdHasher, IdMap, Offspring, Rn
 pub use listen::{Joined, Listener};
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use registry::Registry;
+pub use restore::Restore;
 pub use snapshot::Snapshot;
 pub use spawn::{kill_spawned_workers, LocalCluster, WorkerCommand};
 pub use stats::{Stats, WorkerStats};

@@ -55,6 +55,9 @@ pub struct Stats {
     /// When each lost worker was recovered from (the master noticed the
     /// loss and placed its states on the others), in order.
     pub recovered_at: Vec<std::time::Instant>,
+    /// Rollbacks to a snapshot (`Master::rollback`): runs that went back to
+    /// a checkpoint because no copy of some state survived.
+    pub rollbacks: u64,
 }
 
 impl Stats {

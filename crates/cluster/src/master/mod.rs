@@ -222,6 +222,60 @@ impl<E: Evolve> Master<E> {
         Ok(m)
     }
 
+    /// Goes back to `to`, a snapshot of this run ([`Master::snapshot`]),
+    /// on the workers this master still has: every state it holds now is
+    /// dropped, the snapshot's are placed under their ids, and the step and
+    /// reset counters are the snapshot's again, so the run goes on from
+    /// there with the bits it gave the first time. This is what a driver
+    /// does when an operation failed with [`Error::WorkerLost`] (no copy of
+    /// some state survived), together with going back to its own state of
+    /// that moment (`pf::run_checkpointed` does both). Counted in
+    /// [`Stats::rollbacks`].
+    ///
+    /// Answers still owed from the failed operation are waited for first
+    /// (a silent worker is lost after its deadline, as in any operation),
+    /// so none can meet the restored states. A worker lost while dropping
+    /// is no matter (its states were being dropped); one lost while placing
+    /// is recovered like any loss, or fails the rollback.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a snapshot of another seed;
+    /// [`Error::NoWorkers`] when no worker is left; [`Error::WorkerLost`]
+    /// when workers are lost while the snapshot's states are placed and
+    /// recovery cannot help (rolling back again may).
+    pub fn rollback(&mut self, to: &Snapshot) -> Result<(), Error> {
+        if to.seed != self.sched.seed() {
+            return Err(Error::Config(format!(
+                "the snapshot was taken with seed {}, the master has seed {}",
+                to.seed,
+                self.sched.seed()
+            )));
+        }
+        // Until an operation dropping everything ends without a loss: a
+        // failed one may have stopped waiting for some answers.
+        loop {
+            self.sched.begin_clear()?;
+            self.settle();
+            match self.sched.finish() {
+                Err(Error::WorkerLost(_)) => continue,
+                r => r?,
+            }
+            break;
+        }
+        self.sched
+            .begin_restore(to.step, to.epoch, to.states.clone())?;
+        self.settle();
+        self.sched.finish()?;
+        self.stats.rollbacks += 1;
+        tracing::warn!(
+            step = to.step,
+            states = to.states.len(),
+            "rolled back to the snapshot after step {}",
+            to.step
+        );
+        Ok(())
+    }
+
     /// Admits more workers between operations: they get the model now and
     /// work from the next step on (the rebalance at a step's start and
     /// steals give it to them). Results do not change: they never depend

@@ -487,7 +487,7 @@ impl Scheduler {
         }
         s.last_heard = Instant::now();
         let at = match kind {
-            Kind::Failed => return Err(format!("worker reported: {}", String::from_utf8_lossy(p))),
+            Kind::Failed => return Err(crate::error::reported(p)),
             Kind::Evolved => s
                 .in_flight
                 .iter()

@@ -130,3 +130,40 @@ fn workers_that_cannot_start_fail_the_step_with_their_error() {
     let e = pf::run(&mut auto, &walk(), CFG, |_| {}).unwrap_err();
     assert!(matches!(e, Error::NoWorkers), "{e}");
 }
+
+#[test]
+fn workers_lost_during_the_move_roll_back_and_the_run_goes_on_in_process() {
+    // The move fails as if every worker was lost while the states were
+    // placed: the states are still here, so a run with checkpoints rolls
+    // back to its start and ends in process with the same bits.
+    let lost = || {
+        Err(Error::WorkerLost(Box::new(crate::WorkerLost {
+            worker: 0,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            reason: "lost while the states were placed".into(),
+            lost: Vec::new(),
+            unfinished: Vec::new(),
+            completed: Default::default(),
+            others: Vec::new(),
+        })))
+    };
+    let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(free(), 1), lost);
+    let mut rolled = Vec::new();
+    let got = pf::run_checkpointed(
+        &mut auto,
+        &walk(),
+        CFG,
+        None,
+        pf::Checkpoints::default(),
+        |_, p| {
+            if let pf::Progress::RolledBack { to, .. } = p {
+                rolled.push(to);
+            }
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(got, reference());
+    assert_eq!(rolled, vec![0]);
+    assert!(auto.master().is_none());
+}

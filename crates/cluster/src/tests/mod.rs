@@ -17,3 +17,4 @@ mod heartbeat;
 mod hung;
 mod protocol;
 mod resume;
+mod rollback;

@@ -104,6 +104,52 @@ impl Scheduler {
         Ok(ids)
     }
 
+    /// Drops every live state on its worker and forgets it: the first half
+    /// of a rollback (`Master::rollback`), whose second is
+    /// [`Scheduler::begin_restore`]. Answers still owed from a failed
+    /// operation are waited for in this one (a straggler is waited for like
+    /// any worker), and what they bring is dropped: a move's states never
+    /// land (its answer is discarded), a late evolve's children are
+    /// dropped where they were made. So when this operation is quiet, no
+    /// worker holds a state or will make one, and the restore that follows
+    /// cannot meet a late answer.
+    pub(crate) fn begin_clear(&mut self) -> Result<(), Error> {
+        self.begin_op()?;
+        self.unfence_all();
+        for s in &mut self.slots {
+            s.pending.clear();
+            s.pending_cost = 0.0;
+            for r in &mut s.in_flight {
+                if let Req::Remove { fenced, .. } = r {
+                    *fenced = true;
+                }
+            }
+        }
+        for t in self.transfers.values_mut() {
+            t.cancelled = true;
+        }
+        let mut held: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
+        for (&id, &w) in &self.location {
+            held[w].push(id);
+        }
+        self.location.clear();
+        for (w, mut ids) in held.into_iter().enumerate() {
+            if !ids.is_empty() && self.slots[w].alive {
+                ids.sort_unstable();
+                self.send_ids(w, Kind::Drop, &ids, Req::Drop);
+            }
+        }
+        self.copies.clear();
+        self.inputs.clear();
+        self.sent_inputs.clear();
+        self.results.clear();
+        self.remaining = 0;
+        self.buddy.replica_at.clear();
+        // Nothing to replicate until the restore places states.
+        self.buddy.dirty = false;
+        Ok(())
+    }
+
     /// Places `states` under their own ids, as a snapshot of a run at `step`
     /// and `epoch` recorded them (spread over the live workers), and takes
     /// up that run's counters, so its next evolve is the snapshot's next.
@@ -169,6 +215,11 @@ impl Scheduler {
             epoch: self.epoch,
             states,
         }
+    }
+
+    /// The run seed.
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// Every live state's id, in order.

@@ -159,6 +159,12 @@ impl Scheduler {
             self.forget_arrival(thief, ticket);
             self.slots[thief].peer = None;
             tracing::warn!(thief, "peer handoff failed; stealing through the master");
+            if t.cancelled {
+                // A rollback forgot these states (`begin_clear`).
+                self.send_ids(victim, Kind::Drop, &t.ids, Req::Drop);
+                self.refill(thief);
+                return Ok(());
+            }
             self.landed(victim, t.ids, t.step, t.sent);
             self.refill(thief);
             return Ok(());

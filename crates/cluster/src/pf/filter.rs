@@ -1,16 +1,4 @@
-//! A bootstrap particle filter on any [`Engine`]: the flagship job.
-//!
-//! Particles are states on workers. Each step the master draws every
-//! particle's number of children by systematic resampling from the last
-//! weights and sends it as the input; the evolve propagates each child
-//! through the transition and returns its log-weight and a summary. A
-//! particle with no children dies.
-//!
-//! The particles are split into `islands` independent filters run in the
-//! same `evolve_many` calls; each gives an unbiased likelihood estimate
-//! Ẑ_r, the estimate is log(mean Ẑ_r), and its Monte-Carlo standard error
-//! comes from the spread of the Ẑ_r (delta method):
-//! se ≈ sd(Ẑ_r) / (√R · mean Ẑ_r).
+//! The filter itself: its model trait, its step and its run.
 
 use rand::Rng as _;
 use serde::de::DeserializeOwned;
