@@ -310,7 +310,12 @@ fn connect_edge(
                 "{addr}: frame kind {k} where a link's first grant belongs"
             )))
         }
-        Err(e) => return Err(io(&format!("{addr}: waiting for the link's first grant"), e)),
+        Err(e) => {
+            return Err(io(
+                &format!("{addr}: waiting for the link's first grant"),
+                e,
+            ))
+        }
     };
     s.set_read_timeout(None).map_err(|e| io(addr, e))?;
     let stop = Arc::new(AtomicBool::new(false));

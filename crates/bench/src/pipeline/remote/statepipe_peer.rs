@@ -12,7 +12,8 @@
 //! The receiver listens with a [`LinkListener`] and grants a pipeline's default
 //! window ([`WINDOW`] items); the sender calls `send` per item, and in a paced
 //! sample `flush` whenever the next item is not due yet (it has nothing more to
-//! send, as a pipeline's edge flushes when its sender runs out of items).
+//! send, as a pipeline's edge flushes when its sender runs out of items), at most
+//! once per [`COALESCE_NS`] while the next item is due sooner than that.
 
 use statepipe_pipeline::remote::{Link, LinkListener, RawLink, RemoteError};
 use statepipe_sys::auth::Secret;
@@ -26,6 +27,13 @@ use crate::BenchError;
 /// Credits the receiver grants: a distributed pipeline's default
 /// (`RemoteConfig::credits`).
 pub const WINDOW: u64 = 1 << 16;
+
+/// In a paced sample, the sender writes what it has queued once it is idle (the
+/// next item is not due yet), but at most once per this many ns while items keep
+/// coming sooner than that: a `write` per 64-byte item costs more than the item
+/// (here 1–3 µs), and a stream of one-item TCP segments fills the receiver's socket
+/// buffer with per-segment overhead until the kernel drops and retransmits.
+pub const COALESCE_NS: u64 = 10_000;
 
 /// The secret both children prove (any will do: they are started together).
 const SECRET: &str = "statepipe bench remote";
@@ -112,11 +120,14 @@ impl StatepipeEdge {
             }
             Load::Paced { rate, .. } => {
                 let pacer = Pacer::start(rate);
+                let mut flushed = 0;
                 for seq in 0..items {
                     pacer.wait(seq);
                     tx.send(&Item::new(seq, now_ns()))?;
-                    if now_ns() < pacer.due_ns(seq + 1) {
+                    let (now, next) = (now_ns(), pacer.due_ns(seq + 1));
+                    if now < next && (next - now >= COALESCE_NS || now - flushed >= COALESCE_NS) {
                         tx.flush()?;
+                        flushed = now;
                     }
                 }
             }
