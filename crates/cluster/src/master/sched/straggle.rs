@@ -339,11 +339,20 @@ impl Scheduler {
     /// `w` is lost: a straggler whose fenced work had its only started
     /// copy on `w` is waited for again (and, if it is stopped, found by the
     /// silence deadline and recovered from like any lost worker).
+    ///
+    /// Only a copy the operation waits for counts: one on a live worker
+    /// other than `w` that is not a straggler itself. A worker given a copy
+    /// and then found straggling had it fenced with the rest of its work
+    /// (`speculate`) and stays in `dups`; counting it would leave a state
+    /// whose every evolve is fenced, which no operation waits for (it
+    /// would end quiet with the state never evolved). Such copies leave
+    /// `dups` here, so that `adopt_copy` never books a state on one; their
+    /// answers, should they win, are booked as any (`on_evolved`).
     pub(super) fn copies_lost_with(&mut self, w: WorkerId) {
         let mut bare = std::collections::HashSet::new();
         let slots = &self.slots;
         self.dups.retain(|p, at| {
-            at.retain(|&x| x != w && slots[x].alive);
+            at.retain(|&x| x != w && slots[x].alive && slots[x].fenced == 0);
             if at.is_empty() {
                 bare.insert(*p);
             }

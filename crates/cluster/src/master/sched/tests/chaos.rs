@@ -626,3 +626,36 @@ fn stragglers(
     }
     Ok(())
 }
+
+/// A case proptest found: worker 2 straggles and its batch starts again,
+/// one state of it on worker 0; worker 0 then stops too, so that copy is
+/// fenced and starts again on worker 1, which is lost. The copy on worker
+/// 0 is fenced like worker 2's first evolve: the state is started again
+/// (or its stragglers waited for) rather than the step ending quiet with
+/// it never evolved.
+#[test]
+fn a_straggling_copy_does_not_count_when_the_running_copy_is_lost() {
+    let mut picks = vec![0; 64];
+    for (k, p) in [
+        (8, 10983392719876081772),
+        (9, 2304208785132632261),
+        (10, 6629597324183067471),
+        (11, 1295287092629758912),
+        (12, 402941743616345000),
+        (14, 12),
+        (15, 767564471744464999),
+        (17, 5452866015804150236),
+        (18, 10559681384036778350),
+        (20, 169770396),
+        (34, 19512068),
+        (35, 200614488143969581),
+        (37, 241588),
+        (39, 5216819303005),
+        (44, 14989),
+        (49, 1575530249),
+    ] {
+        picks[k] = p;
+    }
+    let stops = [(2, 9, 1), (0, 8, 1)];
+    stragglers(4, 15, 3, false, &stops, 0, Some((1, 12, 1)), &picks).unwrap();
+}
