@@ -659,3 +659,24 @@ fn a_straggling_copy_does_not_count_when_the_running_copy_is_lost() {
     let stops = [(2, 9, 1), (0, 8, 1)];
     stragglers(4, 15, 3, false, &stops, 0, Some((1, 12, 1)), &picks).unwrap();
 }
+
+/// A case proptest found: worker 2 stops and its batches start again on
+/// worker 3, where worker 0 steals two of the copies while they wait;
+/// worker 2 answers first. The copies stay where they were started
+/// (`steal_for`), so they are dropped there, and no parent evolved
+/// already is booked on the thief.
+#[test]
+fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
+    let mut picks = vec![0; 64];
+    for (k, p) in [
+        (8, 4291),
+        (10, 12925163659624642002),
+        (11, 84729783456962883),
+        (12, 5461583876295136849),
+        (13, 5075032100855658733),
+        (23, 210302715065604),
+    ] {
+        picks[k] = p;
+    }
+    stragglers(5, 14, 2, true, &[(2, 0, 1)], 8, Some((1, 0, 1)), &picks).unwrap();
+}
