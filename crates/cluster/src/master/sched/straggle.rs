@@ -156,9 +156,8 @@ impl Scheduler {
         let idle: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&t| t != w && idle(&self.slots[t]))
             .collect();
-        let landed = self.land_moves_from_copies(w, idle.first().copied());
         if idle.is_empty() {
-            return landed;
+            return self.land_moves_from_copies(w, None);
         }
         let step = self.step;
         let mut again = Vec::new();
@@ -184,8 +183,15 @@ impl Scheduler {
         s.fenced += fenced;
         let moved = std::mem::take(&mut s.pending);
         s.pending_cost = 0.0;
+        // Only now do its moves land: landing the step's last planned move
+        // releases every worker's first batch (`landed`), and that refill
+        // must find `w` fenced and without pending states. Before, it sent
+        // `w` batches, and an idle worker stole `w`'s pending states with a
+        // `Remove` that nothing waited for once `w` was fenced (`is_quiet`):
+        // the step ended with them never evolved.
+        let landed = self.land_moves_from_copies(w, idle.first().copied());
         if moved.is_empty() && again.is_empty() {
-            return fenced > 0;
+            return fenced > 0 || landed;
         }
         // Dealt over the idle workers, most expensive first, so that the
         // work runs again as wide as it can.
