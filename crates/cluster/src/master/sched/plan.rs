@@ -224,6 +224,22 @@ impl Scheduler {
             k += 1;
         }
         let mut ids = self.take_tail(victim, k);
+        if !self.dups.is_empty() {
+            // A copy started again beside a straggler (`straggle.rs`) stays
+            // where `dups` says it is: moved, it would escape the drop when
+            // another copy answers first, and its `Removed` would book the
+            // parent evolved meanwhile at the thief, whose late evolve
+            // consumes it (books naming a state no worker holds).
+            let (keep, go): (Vec<StateId>, Vec<StateId>) =
+                ids.into_iter().partition(|id| self.dups.contains_key(id));
+            if !keep.is_empty() {
+                self.push_pending(victim, keep);
+            }
+            if go.is_empty() {
+                return false;
+            }
+            ids = go;
+        }
         if self.buddies() {
             // A state never moves onto a worker holding its replica (a
             // state promoted or moved earlier may have one on `thief`).

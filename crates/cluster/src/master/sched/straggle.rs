@@ -156,9 +156,8 @@ impl Scheduler {
         let idle: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&t| t != w && idle(&self.slots[t]))
             .collect();
-        let landed = self.land_moves_from_copies(w, idle.first().copied());
         if idle.is_empty() {
-            return landed;
+            return self.land_moves_from_copies(w, None);
         }
         let step = self.step;
         let mut again = Vec::new();
@@ -184,8 +183,15 @@ impl Scheduler {
         s.fenced += fenced;
         let moved = std::mem::take(&mut s.pending);
         s.pending_cost = 0.0;
+        // Only now do its moves land: landing the step's last planned move
+        // releases every worker's first batch (`landed`), and that refill
+        // must find `w` fenced and without pending states. Before, it sent
+        // `w` batches, and an idle worker stole `w`'s pending states with a
+        // `Remove` that nothing waited for once `w` was fenced (`is_quiet`):
+        // the step ended with them never evolved.
+        let landed = self.land_moves_from_copies(w, idle.first().copied());
         if moved.is_empty() && again.is_empty() {
-            return fenced > 0;
+            return fenced > 0 || landed;
         }
         // Dealt over the idle workers, most expensive first, so that the
         // work runs again as wide as it can.
@@ -339,11 +345,20 @@ impl Scheduler {
     /// `w` is lost: a straggler whose fenced work had its only started
     /// copy on `w` is waited for again (and, if it is stopped, found by the
     /// silence deadline and recovered from like any lost worker).
+    ///
+    /// Only a copy the operation waits for counts: one on a live worker
+    /// other than `w` that is not a straggler itself. A worker given a copy
+    /// and then found straggling had it fenced with the rest of its work
+    /// (`speculate`) and stays in `dups`; counting it would leave a state
+    /// whose every evolve is fenced, which no operation waits for (it
+    /// would end quiet with the state never evolved). Such copies leave
+    /// `dups` here, so that `adopt_copy` never books a state on one; their
+    /// answers, should they win, are booked as any (`on_evolved`).
     pub(super) fn copies_lost_with(&mut self, w: WorkerId) {
         let mut bare = std::collections::HashSet::new();
         let slots = &self.slots;
         self.dups.retain(|p, at| {
-            at.retain(|&x| x != w && slots[x].alive);
+            at.retain(|&x| x != w && slots[x].alive && slots[x].fenced == 0);
             if at.is_empty() {
                 bare.insert(*p);
             }

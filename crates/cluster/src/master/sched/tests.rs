@@ -230,6 +230,7 @@ fn decoded(raw: super::RawResults) -> Decoded {
 }
 
 mod chaos;
+mod straggle;
 
 #[test]
 fn spread_places_contiguous_equal_chunks_and_first_places_all_on_worker_0() {
