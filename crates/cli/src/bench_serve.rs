@@ -1,6 +1,7 @@
 //! `statepipe bench serve`: finds (or installs) the load generators, builds
-//! the peers if need be, runs the rounds and the extras, prints the table
-//! and the targets, writes `--json` and `--svg`.
+//! the peers if need be, runs the rounds once per server CPU set
+//! (`--server-cpus`) and the extras once, prints a table and the targets
+//! per set, writes `--json` and `--svg`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use statepipe_bench::report::{Report, ResultRow};
+use statepipe_bench::report::{table, Report, ResultRow};
+use statepipe_bench::serve::cpus::{self, CpuList, CpuSplit};
 use statepipe_bench::serve::load::{find_tool, RateGenerator, Wrk};
 use statepipe_bench::serve::{self, extras, ServeOptions};
 
-use crate::bench_common::{finish, measure_host, CommonArgs};
+use crate::bench_common::{measure_host, write_files, CommonArgs};
 
 /// Options of `statepipe bench serve`.
 #[derive(Args, Debug)]
@@ -50,6 +52,25 @@ pub struct ServeBenchArgs {
     /// Connections of the overload run.
     #[arg(long, default_value_t = 400)]
     pub overload_connections: usize,
+    /// The CPUs every server (statepipe and each peer) is pinned to, as
+    /// `taskset -c` takes them (`0`, `0-3`, `0,2,4-7`); wrk gets the usable
+    /// CPUs not in the list. Repeat it, or separate lists with `;`, for one
+    /// run and one table per list. Default: the first usable CPU, wrk on
+    /// the second.
+    #[arg(long, value_name = "LIST")]
+    pub server_cpus: Vec<String>,
+}
+
+/// The CPU splits to run: one per `--server-cpus` list, else the default.
+fn splits(args: &ServeBenchArgs, usable: &[usize]) -> anyhow::Result<Vec<CpuSplit>> {
+    if args.server_cpus.is_empty() {
+        return Ok(vec![cpus::default_split(usable)]);
+    }
+    let sets = cpus::parse_cpu_sets(&args.server_cpus).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(!sets.is_empty(), "--server-cpus: no CPU list given");
+    sets.iter()
+        .map(|set| cpus::split(usable, set).map_err(anyhow::Error::msg))
+        .collect()
 }
 
 fn find_or_install_wrk() -> anyhow::Result<PathBuf> {
@@ -153,14 +174,9 @@ fn find_or_build_peer(path: &Path) -> anyhow::Result<PathBuf> {
 /// Runs `statepipe bench serve`.
 pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let usable = statepipe_sys::cpus::usable_cpus().ids;
+    let splits = splits(&args, &usable)?;
     let host = measure_host(&args.common);
-    let cpus = statepipe_sys::cpus::usable_cpus();
-    let ids = &cpus.ids;
-    let (server_cpu, client_cpu) = match ids.len() {
-        0 => (None, None),
-        1 => (Some(ids[0]), None),
-        _ => (Some(ids[0]), Some(ids[1])),
-    };
     let wrk = find_or_install_wrk()?;
     let rate = if args.no_extras {
         None
@@ -174,16 +190,16 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     } else {
         Duration::from_secs(args.window.max(1))
     };
-    let options = ServeOptions {
+    let base = ServeOptions {
         statepipe: std::env::current_exe().context("finding this executable")?,
         peer,
         wrk: Wrk {
             path: wrk,
-            cpu: client_cpu,
+            cpus: Vec::new(),
             connections: args.connections,
         },
         rate,
-        server_cpu,
+        server_cpus: Vec::new(),
         data: std::fs::canonicalize(&args.data)?,
         warmup: (window / 5).max(Duration::from_secs(1)),
         window,
@@ -197,22 +213,68 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
         idle_connections: 10_000,
         cgroup: None,
     };
-    println!("{}\n", options.describe());
-    let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
-    let mut rows = serve::rows(&results);
+    let mut sections: Vec<(String, Vec<ResultRow>)> = Vec::new();
+    let mut extra_rows = Vec::new();
     let mut notes = String::new();
-    if options.extras {
-        extras_rows(
-            &options,
-            args.overload_connections,
-            &rows.clone(),
-            &mut rows,
-            &mut notes,
-        )?;
+    for (i, split) in splits.iter().enumerate() {
+        let mut options = base.clone();
+        options.server_cpus = split.server.clone();
+        options.wrk.cpus = split.generator.clone();
+        println!("{}: {}\n", split.title(), options.describe());
+        let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
+        let rows = serve::rows(&results);
+        if i == 0 && options.extras {
+            // The extras run once, with the first set's pinning.
+            extras_rows(
+                &options,
+                args.overload_connections,
+                &rows,
+                &mut extra_rows,
+                &mut notes,
+            )?;
+        }
+        sections.push((split.title(), rows));
     }
-    let report = Report::new("serve", &host, rows);
-    notes = targets(&report) + &notes;
-    finish(&report, &args.common, started, &notes)
+    let mut all = Vec::new();
+    for (i, (split, (title, rows))) in splits.iter().zip(&sections).enumerate() {
+        let report = Report::new("serve", &host, rows.clone());
+        println!("\n{title}\n");
+        print!("{}", table::render(&report));
+        // The first set's targets include the extras' (run with its pinning).
+        let mut with_extras = report.clone();
+        if i == 0 {
+            with_extras.results.extend(extra_rows.iter().cloned());
+        }
+        println!();
+        print!(
+            "{}",
+            targets(&with_extras).replacen("targets:", &format!("targets, {title}:"), 1)
+        );
+        let prefix = split.case_prefix();
+        all.extend(rows.iter().cloned().map(|mut r| {
+            r.case = format!("{prefix}{}", r.case);
+            r
+        }));
+    }
+    if !extra_rows.is_empty() {
+        let first = &splits[0];
+        println!(
+            "\nextras (statepipe, servers on CPUs {}, generators on CPUs {}; the quota run unpinned)\n",
+            CpuList(&first.server),
+            CpuList(&first.generator)
+        );
+        print!(
+            "{}",
+            table::render(&Report::new("serve", &host, extra_rows.clone()))
+        );
+        all.extend(extra_rows);
+    }
+    if !notes.is_empty() {
+        println!();
+        print!("{notes}");
+    }
+    println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
+    write_files(&Report::new("serve", &host, all), &args.common)
 }
 
 fn ours<'a>(rows: &'a [ResultRow], case: &str) -> Option<&'a ResultRow> {

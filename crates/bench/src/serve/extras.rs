@@ -201,7 +201,7 @@ pub fn overload(
     )?;
     let url = format!("http://{}/item", server.addr);
     let spec = load::RateSpec {
-        cpu: options.wrk.cpu,
+        cpus: &options.wrk.cpus,
         url: &url,
         post: true,
         connections,
@@ -259,8 +259,8 @@ pub fn quota(
     let cgroup = crate::cgroup::QuotaCgroup::create(&name, 1.0)
         .map_err(|e| BenchError::failed("quota", e))?;
     let mut inside = options.clone();
-    inside.server_cpu = None;
-    inside.wrk.cpu = None;
+    inside.server_cpus.clear();
+    inside.wrk.cpus.clear();
     inside.cgroup = Some(cgroup.dir().to_path_buf());
     let mut out = Vec::new();
     for &kind in kinds {
