@@ -543,3 +543,52 @@ fn targets(report: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeBenchArgs,
+    }
+
+    fn args(line: &[&str]) -> ServeBenchArgs {
+        Cli::parse_from(std::iter::once("serve").chain(line.iter().copied())).serve
+    }
+
+    #[test]
+    fn one_split_per_list_repeated_or_semicolon_separated() {
+        let usable = [0, 1, 2, 3];
+        let got = splits(
+            &args(&["--server-cpus", "0", "--server-cpus", "0-1;1,3"]),
+            &usable,
+        )
+        .unwrap();
+        let servers: Vec<_> = got.iter().map(|s| s.server.clone()).collect();
+        assert_eq!(servers, [vec![0], vec![0, 1], vec![1, 3]]);
+        let generators: Vec<_> = got.iter().map(|s| s.generator.clone()).collect();
+        assert_eq!(generators, [vec![1, 2, 3], vec![2, 3], vec![0, 2]]);
+    }
+
+    #[test]
+    fn without_the_option_the_first_cpu_serves_and_the_second_loads() {
+        let got = splits(&args(&[]), &[0, 1]).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].server.clone(), got[0].generator.clone()),
+            (vec![0], vec![1])
+        );
+    }
+
+    #[test]
+    fn bad_lists_are_refused_before_anything_runs() {
+        let e = splits(&args(&["--server-cpus", "0-1"]), &[0, 1]).unwrap_err();
+        assert!(e.to_string().contains("no usable CPU is left"), "{e}");
+        let e = splits(&args(&["--server-cpus", "7"]), &[0, 1]).unwrap_err();
+        assert!(e.to_string().contains("usable CPUs are 0-1"), "{e}");
+        assert!(splits(&args(&["--server-cpus", "1-0"]), &[0, 1]).is_err());
+    }
+}
