@@ -52,6 +52,12 @@ pub struct ServeBenchArgs {
     /// Connections of the overload run.
     #[arg(long, default_value_t = 400)]
     pub overload_connections: usize,
+    /// The CPU quota (in CPUs, through a cgroup) statepipe runs under in the
+    /// overload run and the POST capacity measurement before it, so that the
+    /// generator can offer twice that capacity; 0: no quota (the capacity is
+    /// then the rounds' POST figure).
+    #[arg(long, value_name = "CPUS", default_value_t = 0.3)]
+    pub overload_quota: f64,
     /// The CPUs every server (statepipe and each peer) is pinned to, as
     /// `taskset -c` takes them (`0`, `0-3`, `0,2,4-7`); wrk gets the usable
     /// CPUs not in the list. Repeat it, or separate lists with `;`, for one
@@ -228,6 +234,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
             extras_rows(
                 &options,
                 args.overload_connections,
+                args.overload_quota,
                 &rows,
                 &mut extra_rows,
                 &mut notes,
@@ -296,9 +303,63 @@ fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow
     })
 }
 
+/// The options of the overload run, and the cgroup they start statepipe
+/// in (kept until the run is over; removed when dropped).
+struct Overload {
+    options: ServeOptions,
+    _cgroup: Option<statepipe_bench::cgroup::QuotaCgroup>,
+}
+
+/// The POST capacity the overload run offers twice, and how to run it:
+/// under a `quota`-CPU cgroup, measured there first (a row of its own);
+/// without a quota (0, or no cgroup can be made: a note says why), the
+/// rounds' POST figure.
+fn overload_capacity(
+    options: &ServeOptions,
+    quota: f64,
+    scratch: &Path,
+    measured: &[ResultRow],
+    rows: &mut Vec<ResultRow>,
+    notes: &mut String,
+) -> anyhow::Result<(f64, Overload)> {
+    let unquoted = |notes: &mut String, why: String| {
+        if !why.is_empty() {
+            notes.push_str(&format!("overload: no CPU quota: {why}\n"));
+        }
+        let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
+        let plain = Overload {
+            options: options.clone(),
+            _cgroup: None,
+        };
+        (capacity, plain)
+    };
+    if quota <= 0.0 {
+        return Ok(unquoted(notes, String::new()));
+    }
+    let name = format!("statepipe-bench-overload-{}", std::process::id());
+    let cgroup = match statepipe_bench::cgroup::QuotaCgroup::create(&name, quota) {
+        Ok(c) => c,
+        Err(e) => return Ok(unquoted(notes, e.to_string())),
+    };
+    let mut inside = options.clone();
+    inside.cgroup = Some(cgroup.dir().to_path_buf());
+    eprintln!("overload: POST capacity with statepipe under a {quota} CPU quota");
+    let r = extras::post_capacity(&inside, scratch)?;
+    let case = format!("overload 2x/capacity, quota {quota} CPU");
+    rows.extend(one(&case, "req/s", true, &[r.rate()]));
+    Ok((
+        r.rate().max(1.0),
+        Overload {
+            options: inside,
+            _cgroup: Some(cgroup),
+        },
+    ))
+}
+
 fn extras_rows(
     options: &ServeOptions,
     conns: usize,
+    quota: f64,
     measured: &[ResultRow],
     rows: &mut Vec<ResultRow>,
     notes: &mut String,
@@ -381,13 +442,13 @@ fn extras_rows(
         Err(e) => notes.push_str(&format!("quota: skipped: {e}\n")),
     }
     if let Some(generator) = &options.rate {
-        let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
+        let (capacity, under) = overload_capacity(options, quota, &scratch, measured, rows, notes)?;
         let rate = 2.0 * capacity;
         let ring = 128;
         let name = generator.name();
         eprintln!("overload: {name} at {rate:.0} POST/s, {conns} connections, ring of {ring}");
         let (r, held) = extras::overload(
-            options,
+            &under.options,
             generator,
             &scratch,
             ring,
@@ -432,8 +493,13 @@ fn extras_rows(
             &[created.saturating_sub(held) as f64],
         ));
         notes.push_str(&format!(
-            "overload: {name}: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections{})\n",
+            "overload: {name}: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections, {}{})\n",
             r.statuses,
+            if under.options.cgroup.is_some() {
+                format!("statepipe under a {quota} CPU quota, offered twice its capacity there")
+            } else {
+                "statepipe with no CPU quota, offered twice the rounds' POST capacity".into()
+            },
             match generator {
                 RateGenerator::H2load(_) => ", h2load --rps per connection: latency from each request's send",
                 RateGenerator::Oha(_) => ", oha --latency-correction: latency from each request's scheduled start",

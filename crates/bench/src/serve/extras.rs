@@ -175,6 +175,27 @@ pub fn idle_rss(options: &ServeOptions, scratch: &Path) -> Result<(f64, f64), Be
     Ok((before, with))
 }
 
+/// statepipe's closed-loop `POST /item` capacity as `options` runs it (in
+/// its cgroup, if it has one): wrk's warm-up, then one measured window.
+///
+/// # Errors
+///
+/// A server or wrk that fails.
+pub fn post_capacity(options: &ServeOptions, scratch: &Path) -> Result<WrkResult, BenchError> {
+    let data = scratch.join("capacity");
+    let server = Running::start(options, Kind::Statepipe, &data, &[])?;
+    let post = load::wrk_script(Endpoint::Post, super::GET_IDS);
+    options
+        .wrk
+        .run(scratch, &post, server.addr, options.warmup)?;
+    let r = options
+        .wrk
+        .run(scratch, &post, server.addr, options.window)?;
+    server.stop()?;
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(r)
+}
+
 /// The overload run: statepipe with a ring of `ring` slots, `generator`
 /// sending POSTs at `rate` per second over `connections` connections for
 /// `length`; then every 201 must be an item in the store.
