@@ -345,8 +345,13 @@ fn overload_capacity(
     inside.cgroup = Some(cgroup.dir().to_path_buf());
     eprintln!("overload: POST capacity with statepipe under a {quota} CPU quota");
     let r = extras::post_capacity(&inside, scratch)?;
-    let case = format!("overload 2x/capacity, quota {quota} CPU");
-    rows.extend(one(&case, "req/s", true, &[r.rate()]));
+    let quota_config = |mut row: ResultRow| {
+        row.config = format!("{}, quota {quota} CPU", row.config);
+        row
+    };
+    rows.extend(one("overload 2x/capacity", "req/s", true, &[r.rate()]).map(quota_config));
+    let p99 = r.p99_us as f64 / 1e3;
+    rows.extend(one("overload 2x/capacity p99", "ms", false, &[p99]).map(quota_config));
     Ok((
         r.rate().max(1.0),
         Overload {
@@ -591,7 +596,11 @@ fn targets(report: &Report) -> String {
         get("overload 2x/acked writes lost"),
         get("overload 2x/429"),
     ) {
-        let unloaded = get("post/p99").unwrap_or(f64::NAN);
+        // Under a quota, the closed-loop POST p99 measured under the same
+        // quota; else the rounds'.
+        let unloaded = get("overload 2x/capacity p99")
+            .or_else(|| get("post/p99"))
+            .unwrap_or(f64::NAN);
         if let (Some(offered), Some(sent)) = (get("overload 2x/offered"), get("overload 2x/sent")) {
             out.push_str(&format!(
                 "  overload 2x: asked {offered:.0} req/s, the generator sent {sent:.0} req/s ({:.2}x the POST capacity){}\n",
