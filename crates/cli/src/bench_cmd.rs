@@ -67,8 +67,9 @@ pub enum BenchWhich {
     /// on one thread and on all.
     Pf(crate::bench_pf::PfBenchArgs),
     /// `statepipe serve` against axum and actix-web peers with the same
-    /// durability, under wrk (and oha for open-loop overload), server and
-    /// load generator each pinned to its own CPU.
+    /// durability, under wrk (and h2load or oha for open-loop overload),
+    /// the servers pinned to k CPUs (`--server-cpus`) and the load
+    /// generator to the others.
     Serve(crate::bench_serve::ServeBenchArgs),
 }
 

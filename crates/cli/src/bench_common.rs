@@ -58,6 +58,11 @@ pub fn finish(
         print!("{notes}");
     }
     println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
+    write_files(report, common)
+}
+
+/// Writes `report` to the `--json` and `--svg` files asked for.
+pub fn write_files(report: &Report, common: &CommonArgs) -> anyhow::Result<()> {
     if let Some(path) = &common.json {
         write(path, &report.to_json())?;
     }

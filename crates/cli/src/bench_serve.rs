@@ -1,6 +1,7 @@
 //! `statepipe bench serve`: finds (or installs) the load generators, builds
-//! the peers if need be, runs the rounds and the extras, prints the table
-//! and the targets, writes `--json` and `--svg`.
+//! the peers if need be, runs the rounds once per server CPU set
+//! (`--server-cpus`) and the extras once, prints a table and the targets
+//! per set, writes `--json` and `--svg`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use statepipe_bench::report::{Report, ResultRow};
+use statepipe_bench::report::{table, Report, ResultRow};
+use statepipe_bench::serve::cpus::{self, CpuList, CpuSplit};
 use statepipe_bench::serve::load::{find_tool, RateGenerator, Wrk};
 use statepipe_bench::serve::{self, extras, ServeOptions};
 
-use crate::bench_common::{finish, measure_host, CommonArgs};
+use crate::bench_common::{measure_host, write_files, CommonArgs};
+use crate::bench_serve_targets::{ours, targets};
 
 /// Options of `statepipe bench serve`.
 #[derive(Args, Debug)]
@@ -50,6 +53,31 @@ pub struct ServeBenchArgs {
     /// Connections of the overload run.
     #[arg(long, default_value_t = 400)]
     pub overload_connections: usize,
+    /// The CPU quota (in CPUs, through a cgroup) statepipe runs under in the
+    /// overload run and the POST capacity measurement before it, so that the
+    /// generator can offer twice that capacity; 0: no quota (the capacity is
+    /// then the rounds' POST figure).
+    #[arg(long, value_name = "CPUS", default_value_t = 0.3)]
+    pub overload_quota: f64,
+    /// The CPUs every server (statepipe and each peer) is pinned to, as
+    /// `taskset -c` takes them (`0`, `0-3`, `0,2,4-7`); wrk gets the usable
+    /// CPUs not in the list. Repeat it, or separate lists with `;`, for one
+    /// run and one table per list. Default: the first usable CPU, wrk on
+    /// the second.
+    #[arg(long, value_name = "LIST")]
+    pub server_cpus: Vec<String>,
+}
+
+/// The CPU splits to run: one per `--server-cpus` list, else the default.
+fn splits(args: &ServeBenchArgs, usable: &[usize]) -> anyhow::Result<Vec<CpuSplit>> {
+    if args.server_cpus.is_empty() {
+        return Ok(vec![cpus::default_split(usable)]);
+    }
+    let sets = cpus::parse_cpu_sets(&args.server_cpus).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(!sets.is_empty(), "--server-cpus: no CPU list given");
+    sets.iter()
+        .map(|set| cpus::split(usable, set).map_err(anyhow::Error::msg))
+        .collect()
 }
 
 fn find_or_install_wrk() -> anyhow::Result<PathBuf> {
@@ -153,14 +181,9 @@ fn find_or_build_peer(path: &Path) -> anyhow::Result<PathBuf> {
 /// Runs `statepipe bench serve`.
 pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let usable = statepipe_sys::cpus::usable_cpus().ids;
+    let splits = splits(&args, &usable)?;
     let host = measure_host(&args.common);
-    let cpus = statepipe_sys::cpus::usable_cpus();
-    let ids = &cpus.ids;
-    let (server_cpu, client_cpu) = match ids.len() {
-        0 => (None, None),
-        1 => (Some(ids[0]), None),
-        _ => (Some(ids[0]), Some(ids[1])),
-    };
     let wrk = find_or_install_wrk()?;
     let rate = if args.no_extras {
         None
@@ -174,16 +197,16 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     } else {
         Duration::from_secs(args.window.max(1))
     };
-    let options = ServeOptions {
+    let base = ServeOptions {
         statepipe: std::env::current_exe().context("finding this executable")?,
         peer,
         wrk: Wrk {
             path: wrk,
-            cpu: client_cpu,
+            cpus: Vec::new(),
             connections: args.connections,
         },
         rate,
-        server_cpu,
+        server_cpus: Vec::new(),
         data: std::fs::canonicalize(&args.data)?,
         warmup: (window / 5).max(Duration::from_secs(1)),
         window,
@@ -197,26 +220,69 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
         idle_connections: 10_000,
         cgroup: None,
     };
-    println!("{}\n", options.describe());
-    let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
-    let mut rows = serve::rows(&results);
+    let mut sections: Vec<(String, Vec<ResultRow>)> = Vec::new();
+    let mut extra_rows = Vec::new();
     let mut notes = String::new();
-    if options.extras {
-        extras_rows(
-            &options,
-            args.overload_connections,
-            &rows.clone(),
-            &mut rows,
-            &mut notes,
-        )?;
+    for (i, split) in splits.iter().enumerate() {
+        let mut options = base.clone();
+        options.server_cpus = split.server.clone();
+        options.wrk.cpus = split.generator.clone();
+        println!("{}: {}\n", split.title(), options.describe());
+        let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
+        let rows = serve::rows(&results);
+        if i == 0 && options.extras {
+            // The extras run once, with the first set's pinning.
+            extras_rows(
+                &options,
+                args.overload_connections,
+                args.overload_quota,
+                &rows,
+                &mut extra_rows,
+                &mut notes,
+            )?;
+        }
+        sections.push((split.title(), rows));
     }
-    let report = Report::new("serve", &host, rows);
-    notes = targets(&report) + &notes;
-    finish(&report, &args.common, started, &notes)
-}
-
-fn ours<'a>(rows: &'a [ResultRow], case: &str) -> Option<&'a ResultRow> {
-    rows.iter().find(|r| r.case == case && r.imp == "statepipe")
+    let mut all = Vec::new();
+    for (i, (split, (title, rows))) in splits.iter().zip(&sections).enumerate() {
+        let report = Report::new("serve", &host, rows.clone());
+        println!("\n{title}\n");
+        print!("{}", table::render(&report));
+        // The first set's targets include the extras' (run with its pinning).
+        let mut with_extras = report.clone();
+        if i == 0 {
+            with_extras.results.extend(extra_rows.iter().cloned());
+        }
+        println!();
+        print!(
+            "{}",
+            targets(&with_extras).replacen("targets:", &format!("targets, {title}:"), 1)
+        );
+        let prefix = split.case_prefix();
+        all.extend(rows.iter().cloned().map(|mut r| {
+            r.case = format!("{prefix}{}", r.case);
+            r
+        }));
+    }
+    if !extra_rows.is_empty() {
+        let first = &splits[0];
+        println!(
+            "\nextras (statepipe, servers on CPUs {}, generators on CPUs {}; the quota run unpinned)\n",
+            CpuList(&first.server),
+            CpuList(&first.generator)
+        );
+        print!(
+            "{}",
+            table::render(&Report::new("serve", &host, extra_rows.clone()))
+        );
+        all.extend(extra_rows);
+    }
+    if !notes.is_empty() {
+        println!();
+        print!("{notes}");
+    }
+    println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
+    write_files(&Report::new("serve", &host, all), &args.common)
 }
 
 fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow> {
@@ -234,9 +300,68 @@ fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow
     })
 }
 
+/// The options of the overload run, and the cgroup they start statepipe
+/// in (kept until the run is over; removed when dropped).
+struct Overload {
+    options: ServeOptions,
+    _cgroup: Option<statepipe_bench::cgroup::QuotaCgroup>,
+}
+
+/// The POST capacity the overload run offers twice, and how to run it:
+/// under a `quota`-CPU cgroup, measured there first (a row of its own);
+/// without a quota (0, or no cgroup can be made: a note says why), the
+/// rounds' POST figure.
+fn overload_capacity(
+    options: &ServeOptions,
+    quota: f64,
+    scratch: &Path,
+    measured: &[ResultRow],
+    rows: &mut Vec<ResultRow>,
+    notes: &mut String,
+) -> anyhow::Result<(f64, Overload)> {
+    let unquoted = |notes: &mut String, why: String| {
+        if !why.is_empty() {
+            notes.push_str(&format!("overload: no CPU quota: {why}\n"));
+        }
+        let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
+        let plain = Overload {
+            options: options.clone(),
+            _cgroup: None,
+        };
+        (capacity, plain)
+    };
+    if quota <= 0.0 {
+        return Ok(unquoted(notes, String::new()));
+    }
+    let name = format!("statepipe-bench-overload-{}", std::process::id());
+    let cgroup = match statepipe_bench::cgroup::QuotaCgroup::create(&name, quota) {
+        Ok(c) => c,
+        Err(e) => return Ok(unquoted(notes, e.to_string())),
+    };
+    let mut inside = options.clone();
+    inside.cgroup = Some(cgroup.dir().to_path_buf());
+    eprintln!("overload: POST capacity with statepipe under a {quota} CPU quota");
+    let r = extras::post_capacity(&inside, scratch)?;
+    let quota_config = |mut row: ResultRow| {
+        row.config = format!("{}, quota {quota} CPU", row.config);
+        row
+    };
+    rows.extend(one("overload 2x/capacity", "req/s", true, &[r.rate()]).map(quota_config));
+    let p99 = r.p99_us as f64 / 1e3;
+    rows.extend(one("overload 2x/capacity p99", "ms", false, &[p99]).map(quota_config));
+    Ok((
+        r.rate().max(1.0),
+        Overload {
+            options: inside,
+            _cgroup: Some(cgroup),
+        },
+    ))
+}
+
 fn extras_rows(
     options: &ServeOptions,
     conns: usize,
+    quota: f64,
     measured: &[ResultRow],
     rows: &mut Vec<ResultRow>,
     notes: &mut String,
@@ -319,13 +444,13 @@ fn extras_rows(
         Err(e) => notes.push_str(&format!("quota: skipped: {e}\n")),
     }
     if let Some(generator) = &options.rate {
-        let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
+        let (capacity, under) = overload_capacity(options, quota, &scratch, measured, rows, notes)?;
         let rate = 2.0 * capacity;
         let ring = 128;
         let name = generator.name();
         eprintln!("overload: {name} at {rate:.0} POST/s, {conns} connections, ring of {ring}");
         let (r, held) = extras::overload(
-            options,
+            &under.options,
             generator,
             &scratch,
             ring,
@@ -370,8 +495,13 @@ fn extras_rows(
             &[created.saturating_sub(held) as f64],
         ));
         notes.push_str(&format!(
-            "overload: {name}: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections{})\n",
+            "overload: {name}: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections, {}{})\n",
             r.statuses,
+            if under.options.cgroup.is_some() {
+                format!("statepipe under a {quota} CPU quota, offered twice its capacity there")
+            } else {
+                "statepipe with no CPU quota, offered twice the rounds' POST capacity".into()
+            },
             match generator {
                 RateGenerator::H2load(_) => ", h2load --rps per connection: latency from each request's send",
                 RateGenerator::Oha(_) => ", oha --latency-correction: latency from each request's scheduled start",
@@ -382,102 +512,51 @@ fn extras_rows(
     Ok(())
 }
 
-/// The targets, each with its figure and whether it is met.
-fn targets(report: &Report) -> String {
-    let rows = &report.results;
-    let mut out = String::from("targets:\n");
-    let mark = |ok: bool| if ok { "met" } else { "NOT met" };
-    let best_peer = |case: &str| {
-        rows.iter()
-            .filter(|r| r.case == case && r.imp != "statepipe")
-            .max_by(|a, b| a.median.total_cmp(&b.median))
-    };
-    let p99_of = |r: &ResultRow, key: &str| {
-        rows.iter()
-            .find(|x| x.case == format!("{key}/p99") && x.imp == r.imp && x.config == r.config)
-            .map(|x| x.median)
-    };
-    for (key, need) in [("get-one", 1.0), ("post", 1.2)] {
-        let case = format!("{key}/req/s");
-        if let (Some(o), Some(p)) = (ours(rows, &case), best_peer(&case)) {
-            let ratio = o.median / p.median;
-            let (op99, pp99) = (p99_of(o, key), p99_of(p, key));
-            out.push_str(&format!(
-                "  {key}: statepipe {:.0} req/s = {ratio:.2}x the best peer ({} {}: {:.0}) [need >= {need}x: {}]",
-                o.median,
-                p.imp,
-                p.config,
-                p.median,
-                mark(ratio >= need)
-            ));
-            if let (Some(a), Some(b)) = (op99, pp99) {
-                out.push_str(&format!(
-                    "; p99 {a:.2} ms vs {b:.2} ms{}",
-                    if key == "get-one" {
-                        format!(" [need <=: {}]", mark(a <= b))
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-            out.push('\n');
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeBenchArgs,
     }
-    if let (Some(f), Some(b)) = (
-        ours(rows, "post/fsyncs"),
-        ours(rows, "post/writes per fsync"),
-    ) {
-        out.push_str(&format!(
-            "  post: {:.0} fsyncs/s, {:.1} writes per fsync (mean)\n",
-            f.median, b.median
-        ));
+
+    fn args(line: &[&str]) -> ServeBenchArgs {
+        Cli::parse_from(std::iter::once("serve").chain(line.iter().copied())).serve
     }
-    if let Some(r) = rows
-        .iter()
-        .find(|r| r.case.starts_with("restart after SIGKILL"))
-    {
-        out.push_str(&format!(
-            "  {}: ready in {:.2} s (median; max {:.2}) [need < 2 s: {}]\n",
-            r.case,
-            r.median,
-            r.max,
-            mark(r.max < 2.0)
-        ));
+
+    #[test]
+    fn one_split_per_list_repeated_or_semicolon_separated() {
+        let usable = [0, 1, 2, 3];
+        let got = splits(
+            &args(&["--server-cpus", "0", "--server-cpus", "0-1;1,3"]),
+            &usable,
+        )
+        .unwrap();
+        let servers: Vec<_> = got.iter().map(|s| s.server.clone()).collect();
+        assert_eq!(servers, [vec![0], vec![0, 1], vec![1, 3]]);
+        let generators: Vec<_> = got.iter().map(|s| s.generator.clone()).collect();
+        assert_eq!(generators, [vec![1, 2, 3], vec![2, 3], vec![0, 2]]);
     }
-    if let Some(r) = rows
-        .iter()
-        .find(|r| r.case.ends_with("idle keep-alive connections"))
-    {
-        out.push_str(&format!(
-            "  {}: {:.0} MB [need < 200 MB: {}]\n",
-            r.case,
-            r.median,
-            mark(r.median < 200.0)
-        ));
+
+    #[test]
+    fn without_the_option_the_first_cpu_serves_and_the_second_loads() {
+        let got = splits(&args(&[]), &[0, 1]).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].server.clone(), got[0].generator.clone()),
+            (vec![0], vec![1])
+        );
     }
-    let get = |c: &str| ours(rows, c).map(|r| r.median);
-    if let (Some(busy_p99), Some(acc_p99), Some(errors), Some(lost), Some(busy)) = (
-        get("overload 2x/429 p99"),
-        get("overload 2x/accepted p99"),
-        get("overload 2x/errors"),
-        get("overload 2x/acked writes lost"),
-        get("overload 2x/429"),
-    ) {
-        let unloaded = get("post/p99").unwrap_or(f64::NAN);
-        if let (Some(offered), Some(sent)) = (get("overload 2x/offered"), get("overload 2x/sent")) {
-            out.push_str(&format!(
-                "  overload 2x: asked {offered:.0} req/s, the generator sent {sent:.0} req/s ({:.2}x the POST capacity){}\n",
-                2.0 * sent / offered,
-                if sent < 0.95 * offered { ": the generator, not the server, set the rate" } else { "" }
-            ));
-        }
-        out.push_str(&format!(
-            "  overload 2x: {busy:.0} answered 429, their p99 {busy_p99:.2} ms [need < 1 ms: {}]; accepted p99 {acc_p99:.2} ms vs unloaded POST p99 {unloaded:.2} ms [need <= 3x: {}]; errors {errors:.0} [need 0: {}]; acked writes lost {lost:.0} [need 0: {}]\n",
-            mark(busy > 0.0 && busy_p99 < 1.0),
-            mark(acc_p99 <= 3.0 * unloaded),
-            mark(errors == 0.0),
-            mark(lost == 0.0),
-        ));
+
+    #[test]
+    fn bad_lists_are_refused_before_anything_runs() {
+        let e = splits(&args(&["--server-cpus", "0-1"]), &[0, 1]).unwrap_err();
+        assert!(e.to_string().contains("no usable CPU is left"), "{e}");
+        let e = splits(&args(&["--server-cpus", "7"]), &[0, 1]).unwrap_err();
+        assert!(e.to_string().contains("usable CPUs are 0-1"), "{e}");
+        assert!(splits(&args(&["--server-cpus", "1-0"]), &[0, 1]).is_err());
     }
-    out
 }

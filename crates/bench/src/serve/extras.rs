@@ -175,6 +175,27 @@ pub fn idle_rss(options: &ServeOptions, scratch: &Path) -> Result<(f64, f64), Be
     Ok((before, with))
 }
 
+/// statepipe's closed-loop `POST /item` capacity as `options` runs it (in
+/// its cgroup, if it has one): wrk's warm-up, then one measured window.
+///
+/// # Errors
+///
+/// A server or wrk that fails.
+pub fn post_capacity(options: &ServeOptions, scratch: &Path) -> Result<WrkResult, BenchError> {
+    let data = scratch.join("capacity");
+    let server = Running::start(options, Kind::Statepipe, &data, &[])?;
+    let post = load::wrk_script(Endpoint::Post, super::GET_IDS);
+    options
+        .wrk
+        .run(scratch, &post, server.addr, options.warmup)?;
+    let r = options
+        .wrk
+        .run(scratch, &post, server.addr, options.window)?;
+    server.stop()?;
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(r)
+}
+
 /// The overload run: statepipe with a ring of `ring` slots, `generator`
 /// sending POSTs at `rate` per second over `connections` connections for
 /// `length`; then every 201 must be an item in the store.
@@ -201,7 +222,7 @@ pub fn overload(
     )?;
     let url = format!("http://{}/item", server.addr);
     let spec = load::RateSpec {
-        cpu: options.wrk.cpu,
+        cpus: &options.wrk.cpus,
         url: &url,
         post: true,
         connections,
@@ -259,8 +280,8 @@ pub fn quota(
     let cgroup = crate::cgroup::QuotaCgroup::create(&name, 1.0)
         .map_err(|e| BenchError::failed("quota", e))?;
     let mut inside = options.clone();
-    inside.server_cpu = None;
-    inside.wrk.cpu = None;
+    inside.server_cpus.clear();
+    inside.wrk.cpus.clear();
     inside.cgroup = Some(cgroup.dir().to_path_buf());
     let mut out = Vec::new();
     for &kind in kinds {

@@ -129,8 +129,8 @@ impl WrkResult {
 pub struct Wrk {
     /// The executable.
     pub path: PathBuf,
-    /// `taskset -c CPU` prefix, when pinning.
-    pub cpu: Option<usize>,
+    /// The CPUs it is pinned to (`taskset -c LIST`); empty: not pinned.
+    pub cpus: Vec<usize>,
     /// Connections.
     pub connections: usize,
 }
@@ -150,7 +150,7 @@ impl Wrk {
     ) -> Result<WrkResult, BenchError> {
         let path = dir.join("load.lua");
         std::fs::write(&path, script).map_err(|e| BenchError::failed("wrk", e))?;
-        let mut cmd = pinned(self.cpu, &self.path);
+        let mut cmd = pinned(&self.cpus, &self.path);
         cmd.args([
             "-t1",
             &format!("-c{}", self.connections),
@@ -182,16 +182,16 @@ impl Wrk {
     }
 }
 
-/// `taskset -c CPU PROGRAM`, or just `PROGRAM`.
-pub fn pinned(cpu: Option<usize>, program: &Path) -> Command {
-    match cpu {
-        Some(cpu) => {
-            let mut c = Command::new("taskset");
-            c.arg("-c").arg(cpu.to_string()).arg(program);
-            c
-        }
-        None => Command::new(program),
+/// `taskset -c LIST PROGRAM` (the child's affinity: exactly `cpus`), or
+/// just `PROGRAM` when `cpus` is empty.
+pub fn pinned(cpus: &[usize], program: &Path) -> Command {
+    if cpus.is_empty() {
+        return Command::new(program);
     }
+    let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+    let mut c = Command::new("taskset");
+    c.arg("-c").arg(list.join(",")).arg(program);
+    c
 }
 
 /// `PROGRAM` on `PATH` or in `~/.cargo/bin`.
@@ -267,8 +267,8 @@ impl RateResult {
 /// What a fixed-rate run sends.
 #[derive(Debug, Clone)]
 pub struct RateSpec<'a> {
-    /// The CPU the generator is pinned to.
-    pub cpu: Option<usize>,
+    /// The CPUs the generator is pinned to (empty: not pinned).
+    pub cpus: &'a [usize],
     /// The target.
     pub url: &'a str,
     /// `POST` a JSON body (else `GET`).
@@ -306,7 +306,7 @@ pub fn rate_run(
 /// requests out, and the overload run must count every 201 it got.
 fn h2load(path: &Path, spec: &RateSpec<'_>, scratch: &Path) -> Result<RateResult, BenchError> {
     let RateSpec {
-        cpu,
+        cpus,
         url,
         post,
         connections,
@@ -321,7 +321,7 @@ fn h2load(path: &Path, spec: &RateSpec<'_>, scratch: &Path) -> Result<RateResult
     // h2load appends to its log: start from an empty one.
     let _ = std::fs::remove_file(&log);
     let per_conn = rate / connections.max(1) as f64;
-    let mut cmd = pinned(cpu, path);
+    let mut cmd = pinned(cpus, path);
     cmd.args(["--h1", "-c", &connections.to_string(), "-t", "1"])
         .args(["--rps", &format!("{per_conn:.3}")])
         .args(["-D", &length.as_secs().max(1).to_string()])
@@ -400,14 +400,14 @@ fn parse_h2load_log(text: &str, rate: f64) -> Result<RateResult, BenchError> {
 /// `status`; answered requests only).
 fn oha(path: &Path, spec: &RateSpec<'_>) -> Result<RateResult, BenchError> {
     let RateSpec {
-        cpu,
+        cpus,
         url,
         post,
         connections,
         rate,
         length,
     } = *spec;
-    let mut cmd = pinned(cpu, path);
+    let mut cmd = pinned(cpus, path);
     cmd.args([
         "--no-tui",
         "--latency-correction",

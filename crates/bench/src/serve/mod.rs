@@ -1,13 +1,16 @@
 //! `statepipe bench serve`: `statepipe serve` against the same item service
 //! on axum (tokio's default multi-thread runtime, and oversubscribed with 16
-//! worker threads) and on actix-web (one worker), each with the same
+//! worker threads) and on actix-web (k workers), each with the same
 //! durability (`bench/serve-peers`), under a real load generator.
 //!
 //! Each round starts every server in turn on a fresh data directory, pinned
-//! to one CPU (`taskset`), and drives it from the other CPU with `wrk`
+//! to the same k CPUs (`taskset -c LIST`; [`cpus`]: k = 1 unless asked), and
+//! drives it from the other CPUs with `wrk`
 //! (keep-alive connections, closed loop): `POST /item` (which also fills
 //! the store), then `GET /item/{id}` and `GET /item?limit=10`, each a
-//! warm-up then a measured window. Rounds interleave the servers, in a
+//! warm-up then a measured window. statepipe sizes itself from its
+//! affinity (k workers), tokio's default runtime too, actix-web is told
+//! `workers(k)`. Rounds interleave the servers, in a
 //! rotating order; the report gives the median and spread over rounds.
 //!
 //! Then, for `statepipe serve` alone ([`extras`]): restart time after
@@ -16,6 +19,7 @@
 //! measured POST capacity (`h2load --rps`, or `oha -q`), whose 201s are
 //! then all found in the store.
 
+pub mod cpus;
 pub mod extras;
 pub mod load;
 pub mod server;
@@ -41,8 +45,8 @@ pub struct ServeOptions {
     pub wrk: Wrk,
     /// The generator of the overload run (skipped without one).
     pub rate: Option<load::RateGenerator>,
-    /// The CPU the servers are pinned to.
-    pub server_cpu: Option<usize>,
+    /// The CPUs every server is pinned to (k of them; empty: not pinned).
+    pub server_cpus: Vec<usize>,
     /// Where the data directories go (a fresh one per server start).
     pub data: PathBuf,
     /// Warm-up before each measured window.
@@ -65,11 +69,12 @@ impl ServeOptions {
     /// One line per setting, printed before the run.
     pub fn describe(&self) -> String {
         format!(
-            "serve: servers pinned to CPU {}, wrk ({}) pinned to CPU {}, {} keep-alive connections, \
+            "serve: servers pinned to CPUs {} (k={}), wrk ({}) pinned to CPUs {}, {} keep-alive connections, \
              {} s warm-up + {} s measured per endpoint, {} round(s); data under {}",
-            self.server_cpu.map_or("(none)".into(), |c| c.to_string()),
+            cpus::CpuList(&self.server_cpus),
+            self.server_cpus.len(),
             self.wrk.path.display(),
-            self.wrk.cpu.map_or("(none)".into(), |c| c.to_string()),
+            cpus::CpuList(&self.wrk.cpus),
             self.wrk.connections,
             self.warmup.as_secs(),
             self.window.as_secs(),
@@ -83,7 +88,8 @@ impl ServeOptions {
 /// POST bodies with a typed `Json<T>` extractor as its documentation does;
 /// the two fastest peers also as they were first written here, through a
 /// `serde_json::Value` (the report compares against the best row either way).
-pub fn contenders() -> Vec<Kind> {
+/// actix-web gets `workers` workers (k, the servers' CPUs).
+pub fn contenders(workers: usize) -> Vec<Kind> {
     vec![
         Kind::Statepipe,
         Kind::Axum {
@@ -98,8 +104,14 @@ pub fn contenders() -> Vec<Kind> {
             worker_threads: Some(16),
             typed: false,
         },
-        Kind::Actix { typed: true },
-        Kind::Actix { typed: false },
+        Kind::Actix {
+            workers,
+            typed: true,
+        },
+        Kind::Actix {
+            workers,
+            typed: false,
+        },
     ]
 }
 
@@ -124,7 +136,7 @@ pub fn run(
     options: &ServeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<(Kind, Endpoint, Samples)>, BenchError> {
-    let kinds = contenders();
+    let kinds = contenders(options.server_cpus.len().max(1));
     let mut results: Vec<(Kind, Endpoint, Samples)> = kinds
         .iter()
         .flat_map(|k| {

@@ -25,8 +25,10 @@ pub enum Kind {
         /// way), else parsed into a `serde_json::Value` and checked by hand.
         typed: bool,
     },
-    /// actix-web with one worker.
+    /// actix-web with `workers` workers (`HttpServer::workers`).
     Actix {
+        /// Its worker count: the number of CPUs the servers are given.
+        workers: usize,
         /// POST bodies through a typed `web::Json<T>` extractor (actix-web's
         /// documented way), else parsed into a `serde_json::Value`.
         typed: bool,
@@ -62,8 +64,9 @@ impl Kind {
                 "tokio worker_threads={n}, {}, Mutex<HashMap>, journal thread",
                 decode(typed)
             ),
-            Kind::Actix { typed } => format!(
-                "1 worker, {}, Mutex<HashMap>, journal thread",
+            Kind::Actix { workers, typed } => format!(
+                "{workers} worker{}, {}, Mutex<HashMap>, journal thread",
+                if workers == 1 { "" } else { "s" },
                 decode(typed)
             ),
         }
@@ -90,7 +93,7 @@ impl Kind {
                 worker_threads: None,
                 typed: false,
             } => "axum (Value)".into(),
-            Kind::Actix { typed: false } => "actix-web (Value)".into(),
+            Kind::Actix { typed: false, .. } => "actix-web (Value)".into(),
             k => k.imp().into(),
         }
     }
@@ -107,7 +110,7 @@ impl Kind {
                 worker_threads: None,
                 typed,
             } => format!("axum{}", value(typed)),
-            Kind::Actix { typed } => format!("actix-web{}", value(typed)),
+            Kind::Actix { typed, .. } => format!("actix-web{}", value(typed)),
             Kind::Statepipe => "statepipe".into(),
         }
     }
@@ -132,7 +135,7 @@ pub struct Running {
 
 impl Running {
     /// Starts `kind` on `data` (created fresh by the server), pinned to the
-    /// server CPU, with `extra` arguments.
+    /// server CPUs, with `extra` arguments.
     ///
     /// # Errors
     ///
@@ -145,7 +148,7 @@ impl Running {
     ) -> Result<Running, BenchError> {
         let mut cmd = match kind {
             Kind::Statepipe => {
-                let mut c = pinned(options.server_cpu, &options.statepipe);
+                let mut c = pinned(&options.server_cpus, &options.statepipe);
                 c.arg("serve");
                 c
             }
@@ -153,17 +156,17 @@ impl Running {
                 worker_threads,
                 typed,
             } => {
-                let mut c = pinned(options.server_cpu, &options.peer);
+                let mut c = pinned(&options.server_cpus, &options.peer);
                 c.args(["axum", "--decode", Kind::decode_arg(typed)]);
                 if let Some(n) = worker_threads {
                     c.args(["--worker-threads", &n.to_string()]);
                 }
                 c
             }
-            Kind::Actix { typed } => {
-                let mut c = pinned(options.server_cpu, &options.peer);
+            Kind::Actix { workers, typed } => {
+                let mut c = pinned(&options.server_cpus, &options.peer);
                 c.args(["actix", "--decode", Kind::decode_arg(typed)]);
-                c.args(["--workers", "1"]);
+                c.args(["--workers", &workers.max(1).to_string()]);
                 c
             }
         };
