@@ -71,13 +71,14 @@ fn why_not(c: &Cluster, w: usize) -> Option<String> {
 /// when nothing else can move) it is lost, or with `.3` wakes (a slow
 /// worker: its late answers lose or win). Each of `kills` is lost likewise
 /// at once. Worker `n - 1` is never stopped nor killed. `picks` orders the
-/// deliveries.
+/// deliveries; with `costs`, states have uneven costs.
 #[allow(clippy::too_many_arguments)]
 fn end_losses(
     n: usize,
     states: u64,
     batch: usize,
     steal: bool,
+    costs: bool,
     stops: &[(usize, usize, usize, bool)],
     kills: &[(usize, usize, usize)],
     silence: usize,
@@ -178,7 +179,9 @@ fn end_losses(
         if ids.is_empty() {
             break;
         }
-        let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+        // Uneven costs make the start-of-step rebalance move states.
+        let cost = |id: StateId| if costs { 1.0 + (id.0 % 7) as f64 } else { 1.0 };
+        let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, cost(id))).collect();
         c.begin(&inputs);
         pump(&mut c, &mut stopped, &mut wakes, &mut refused, phase, true);
         let got = match c.sched.finish_evolve() {
@@ -227,12 +230,13 @@ proptest! {
         states in 1u64..24,
         batch in 1usize..4,
         steal in any::<bool>(),
+        costs in any::<bool>(),
         stops in prop::collection::vec((0usize..6, 0usize..16, 0usize..4, any::<bool>()), 0..4),
         kills in prop::collection::vec((0usize..6, 0usize..16, 0usize..4), 0..3),
         silence in 0usize..12,
         picks in prop::collection::vec(any::<usize>(), 64),
     ) {
-        end_losses(n, states, batch, steal, &stops, &kills, silence, &picks)?;
+        end_losses(n, states, batch, steal, costs, &stops, &kills, silence, &picks)?;
     }
 }
 
@@ -252,6 +256,7 @@ fn a_loss_while_every_survivor_is_behind_waits_for_one() {
         3,
         3,
         2,
+        false,
         false,
         &[(2, 3, 1, true)],
         &[(2, 5, 2), (1, 0, 0)],
