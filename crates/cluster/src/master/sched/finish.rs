@@ -38,6 +38,7 @@ impl Scheduler {
             self.recover(w, reason);
             return;
         }
+        tracing::warn!(worker = w, "not recovered: {}", self.why_not_recovered(w));
         self.unfence_all();
         self.give_up(w, reason);
     }

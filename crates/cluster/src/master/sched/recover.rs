@@ -73,6 +73,27 @@ impl Scheduler {
                     .all(|(id, &at)| at != w || self.copies.contains_key(id)))
     }
 
+    /// Why `can_recover(w)` is false, for the log: which condition, so
+    /// that a loss given up on in a long run says what it lacked.
+    pub(super) fn why_not_recovered(&self, w: WorkerId) -> String {
+        let others = (0..self.slots.len())
+            .filter(|&v| v != w && self.slots[v].alive)
+            .count();
+        let takers = (0..self.slots.len())
+            .filter(|&v| v != w && self.takes_states(v))
+            .count();
+        let bare = self
+            .location
+            .iter()
+            .filter(|(id, &at)| at == w && !self.copies.contains_key(id))
+            .count();
+        format!(
+            "recovery {:?}, failed request {}, {others} other live workers of which {takers} \
+             take states, {bare} of its states without a master copy",
+            self.cfg.recovery, self.worker_failed
+        )
+    }
+
     /// Places everything `w` held on the survivors and carries on.
     pub(super) fn recover(&mut self, w: WorkerId, reason: &str) {
         if self.buddies() {
