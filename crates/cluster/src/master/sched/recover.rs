@@ -16,6 +16,15 @@
 //!   its input;
 //! - a `Fetch` it never answered is answered from the copies.
 //!
+//! "A survivor" is one that takes states (`takes_states`): not a
+//! straggler, and not behind on an evolve another worker finished first,
+//! whose late children would have the ids of states placed on it. When no
+//! survivor takes states at the moment of the loss (at the end of a step,
+//! every one may be a straggler or run a copy of a straggler's work that
+//! the straggler answered first), the states wait (`parked`) and the
+//! operation waits for them, until a survivor has answered those evolves
+//! and takes states (`place_parked`, after every frame), or is lost in turn.
+//!
 //! A lost worker's connection is closed by the driver first, so none of its
 //! later frames is ever read: a partitioned worker that comes back cannot
 //! deliver a result twice.
