@@ -264,6 +264,9 @@ pub(crate) struct Scheduler {
     /// This step's states started again on another worker while their
     /// first evolve was in flight: where the extra copies went.
     dups: HashMap<StateId, Vec<WorkerId>>,
+    /// A lost worker's states waiting for a worker that takes states
+    /// (`recover.rs`); the operation waits for them.
+    parked: Vec<StateId>,
     /// A state that ran past its deadline on `HUNG_TRIES` workers: the
     /// operation fails naming it.
     hung_fail: Option<(StateId, u64, Duration)>,
@@ -311,6 +314,7 @@ impl Scheduler {
             hung_workers: Vec::new(),
             hung_fail: None,
             dups: HashMap::new(),
+            parked: Vec::new(),
             out: Vec::new(),
         }
     }
@@ -347,19 +351,6 @@ impl Scheduler {
     /// When each lost worker was recovered from, in order.
     pub(crate) fn recovered_at(&self) -> &[Instant] {
         &self.recovered_at
-    }
-
-    /// Whether every live worker has answered every request (a straggler,
-    /// whose work was started again elsewhere, is not waited for, nor a
-    /// move out of it that landed from the copies).
-    pub(crate) fn is_quiet(&self) -> bool {
-        self.slots.iter().all(|s| {
-            !s.alive
-                || s.fenced > 0
-                || s.in_flight
-                    .iter()
-                    .all(|r| matches!(r, Req::Remove { fenced: true, .. }))
-        })
     }
 
     /// When the current operation failed, if it did.
@@ -605,6 +596,7 @@ impl Scheduler {
             }
             (_, k) => return Err(format!("unexpected {k:?} frame")),
         }
+        self.place_parked();
         self.retry_idle();
         Ok(())
     }

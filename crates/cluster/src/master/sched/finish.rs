@@ -10,6 +10,21 @@ use crate::evolve::StateId;
 use crate::protocol::{self, Kind};
 
 impl Scheduler {
+    /// Whether every live worker has answered every request (a straggler,
+    /// whose work was started again elsewhere, is not waited for, nor a
+    /// move out of it that landed from the copies) and no lost worker's
+    /// states wait to be placed (`parked`).
+    pub(crate) fn is_quiet(&self) -> bool {
+        (self.parked.is_empty() || self.lost.is_some())
+            && self.slots.iter().all(|s| {
+                !s.alive
+                    || s.fenced > 0
+                    || s.in_flight
+                        .iter()
+                        .all(|r| matches!(r, Req::Remove { fenced: true, .. }))
+            })
+    }
+
     /// Marks `w` dead: its states are lost; the operation will fail.
     pub(crate) fn on_disconnect(&mut self, w: WorkerId, reason: &str) {
         if !self.slots[w].alive {
@@ -23,6 +38,7 @@ impl Scheduler {
             self.recover(w, reason);
             return;
         }
+        tracing::warn!(worker = w, "not recovered: {}", self.why_not_recovered(w));
         self.unfence_all();
         self.give_up(w, reason);
     }
@@ -43,7 +59,18 @@ impl Scheduler {
         s.evolving = 0;
         s.incoming = 0;
         let addr = s.addr;
-        let lost = self.held_by(w);
+        let mut lost = self.held_by(w);
+        // States of workers lost before that waited for a place (and were
+        // not evolved meanwhile by a copy started beside a straggler).
+        for id in std::mem::take(&mut self.parked) {
+            if self
+                .location
+                .get(&id)
+                .is_some_and(|&x| !self.slots[x].alive)
+            {
+                lost.push(id);
+            }
+        }
         for id in &lost {
             self.location.remove(id);
             self.inputs.remove(id);
@@ -102,6 +129,12 @@ impl Scheduler {
             });
         }
         if let Some(mut l) = self.lost.take() {
+            // Lost after the failure, with no place to go.
+            for id in std::mem::take(&mut self.parked) {
+                if self.location.remove(&id).is_some() {
+                    l.lost.push(id);
+                }
+            }
             l.completed = std::mem::take(&mut self.results)
                 .into_iter()
                 .map(|(p, c)| (p, c.into_iter().map(|c| c.0).collect()))

@@ -16,6 +16,15 @@
 //!   its input;
 //! - a `Fetch` it never answered is answered from the copies.
 //!
+//! "A survivor" is one that takes states (`takes_states`): not a
+//! straggler, and not behind on an evolve another worker finished first,
+//! whose late children would have the ids of states placed on it. When no
+//! survivor takes states at the moment of the loss (at the end of a step,
+//! every one may be a straggler or run a copy of a straggler's work that
+//! the straggler answered first), the states wait (`parked`) and the
+//! operation waits for them, until a survivor has answered those evolves
+//! and takes states (`place_parked`, after every frame), or is lost in turn.
+//!
 //! A lost worker's connection is closed by the driver first, so none of its
 //! later frames is ever read: a partitioned worker that comes back cannot
 //! deliver a result twice.
@@ -43,18 +52,55 @@ impl Scheduler {
     /// is not a failed request, another worker lives, and every state on
     /// `w` has a copy (with `Buddy`: a replica on a live worker, see
     /// `buddy.rs`).
+    ///
+    /// With the master's copies, the survivor need not take states now: a
+    /// worker behind on evolves another worker finished first (a
+    /// straggler, or one running a copy started beside a straggler that
+    /// answered first) would make children with the ids of the states
+    /// placed on it, so the states wait (`parked`) until one of them has
+    /// answered those evolves, which the operation waits for (or is lost
+    /// in turn). Requiring a worker that takes states at the moment of the
+    /// loss failed the run when every survivor was behind at once (at the
+    /// end of a step, when the copies of a straggler's work went to every
+    /// idle worker and the straggler answered first).
     pub(super) fn can_recover(&self, w: WorkerId) -> bool {
+        let other = |v: WorkerId| {
+            v != w
+                && if self.buddies() {
+                    self.takes_states(v)
+                } else {
+                    self.slots[v].alive
+                }
+        };
         self.recovering()
             && !self.worker_failed
-            // Another worker lives that is not behind on fenced evolves (a
-            // straggler's late children could meet the states placed on
-            // it: see `straggle.rs`).
-            && (0..self.slots.len()).any(|v| v != w && self.takes_states(v))
+            && (0..self.slots.len()).any(other)
             && (self.buddies()
                 || self
                     .location
                     .iter()
                     .all(|(id, &at)| at != w || self.copies.contains_key(id)))
+    }
+
+    /// Why `can_recover(w)` is false, for the log: which condition, so
+    /// that a loss given up on in a long run says what it lacked.
+    pub(super) fn why_not_recovered(&self, w: WorkerId) -> String {
+        let others = (0..self.slots.len())
+            .filter(|&v| v != w && self.slots[v].alive)
+            .count();
+        let takers = (0..self.slots.len())
+            .filter(|&v| v != w && self.takes_states(v))
+            .count();
+        let bare = self
+            .location
+            .iter()
+            .filter(|(id, &at)| at == w && !self.copies.contains_key(id))
+            .count();
+        format!(
+            "recovery {:?}, failed request {}, {others} other live workers of which {takers} \
+             take states, {bare} of its states without a master copy",
+            self.cfg.recovery, self.worker_failed
+        )
     }
 
     /// Places everything `w` held on the survivors and carries on.
@@ -95,7 +141,7 @@ impl Scheduler {
             // where its copy went: that copy is the one now.
             lost.retain(|id| !self.adopt_copy(*id));
         }
-        let live = self.usable();
+        let live = self.takers();
         tracing::warn!(
             worker = w,
             %addr,
@@ -103,12 +149,46 @@ impl Scheduler {
             survivors = live.len(),
             "worker lost ({reason}); placing its states on the survivors"
         );
-        self.add_from_copies(&lost, &live);
         self.recovered_at.push(std::time::Instant::now());
-        for v in live {
+        // No survivor takes states now: they wait (see `can_recover`).
+        self.parked.extend(lost);
+        self.place_parked();
+        // Every survivor, placed on or not: planned moves no longer hold
+        // the step (`retire`).
+        for v in self.live() {
             self.refill(v);
         }
         self.retry_idle();
+    }
+
+    /// The live workers that may be sent states (`takes_states`).
+    fn takers(&self) -> Vec<WorkerId> {
+        (0..self.slots.len())
+            .filter(|&v| self.takes_states(v))
+            .collect()
+    }
+
+    /// Places the states of lost workers that wait for a worker taking
+    /// states (`parked`) on those that take them now, from the copies.
+    pub(super) fn place_parked(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let live = self.takers();
+        if live.is_empty() {
+            return;
+        }
+        let mut ids = std::mem::take(&mut self.parked);
+        // Still lost: a fenced copy of a parent may have answered meanwhile.
+        ids.retain(|id| {
+            self.copies.contains_key(id)
+                && self.location.get(id).is_some_and(|&x| !self.slots[x].alive)
+        });
+        ids.sort_unstable();
+        self.add_from_copies(&ids, &live);
+        for v in live {
+            self.refill(v);
+        }
     }
 
     /// Marks `w` dead and takes the requests it owed.

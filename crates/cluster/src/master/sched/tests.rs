@@ -230,6 +230,7 @@ fn decoded(raw: super::RawResults) -> Decoded {
 }
 
 mod chaos;
+mod endloss;
 mod straggle;
 
 #[test]

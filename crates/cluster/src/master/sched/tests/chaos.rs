@@ -541,10 +541,10 @@ fn stragglers(
             if let Some((w, at, s)) = kill {
                 if s == step && at == delivered && c.alive[w % n] {
                     let w = w % n;
-                    // Only stragglers, or workers behind on evolves
-                    // finished elsewhere, left besides it: lost like
-                    // the last worker (see `can_recover`).
-                    *may_fail |= (0..n).all(|v| v == w || !c.sched.takes_states(v));
+                    // Only the last worker's loss fails the step; one
+                    // while every other is a straggler, or behind on
+                    // evolves finished elsewhere, waits (`can_recover`).
+                    *may_fail |= (0..n).all(|v| v == w || !c.alive[v]);
                     c.alive[w] = false;
                     c.queues[w].clear();
                     stopped[w] = false;
