@@ -36,21 +36,24 @@ fn every_available_peer_delivers_every_item_between_two_processes() {
         assert!(paced.p50_ns <= paced.p99_ns && paced.p99_ns <= paced.max_ns);
         ran += 1;
     }
-    assert_eq!(ran, 2, "zmq and timely at least");
+    assert_eq!(
+        ran,
+        PEERS.len(),
+        "statepipe (raw and serde), zmq and timely"
+    );
 }
 
 #[test]
-fn the_placeholder_is_skipped_and_a_child_says_why() {
-    let ours = peer_named("statepipe").expect("ours is listed");
-    let why = ours
-        .available()
-        .expect_err("a placeholder until the pipeline plugs in");
-    assert!(why.contains("not available"), "{why}");
+fn ours_comes_first_and_a_bad_request_fails_saying_why() {
+    assert_eq!(PEERS[0].name(), "statepipe", "the row the targets read");
+    assert!(peer_named("statepipe-serde").is_some());
     let out = std::process::Command::new(EXE)
         .args(["bench", "remote-child", "{not json"])
         .output()
         .unwrap();
     assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("request"), "{text}");
 }
 
 #[test]
