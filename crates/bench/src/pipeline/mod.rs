@@ -21,7 +21,7 @@
 //! | `logger/{3p,10p}` | M lines/s | a multi-producer ring, one write per batch | `tracing-appender`, `Mutex<BufWriter<File>>` |
 //! | `sizing/{auto,forced4,ratio}` | M items/s, x | scaling confined to one CPU, auto vs 4 workers | - |
 //! | `checkpoint/...` | M items/s, µs, s | see [`checkpoint`]: checkpoints every 1 s and 100 ms against none, stalls, an upgrade's latency, a restore | - |
-//! | `remote/edge...` | M items/s, µs | see [`remote`]: one edge between two processes (placeholder, skipped) | ZeroMQ PUSH/PULL, timely's exchange |
+//! | `remote/edge...` | M items/s, µs | see [`remote`]: one edge between two processes (statepipe's `RawLink` and `Link`) | ZeroMQ PUSH/PULL, timely's exchange |
 //!
 //! Every run checks its answer and fails with a [`crate::BenchError`] when it is wrong;
 //! every sample deploys (or spawns) afresh. No contender is pinned unless `--pin`
