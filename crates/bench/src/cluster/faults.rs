@@ -8,7 +8,8 @@ use std::time::Duration;
 use statepipe_cluster::config::{Recovery, SchedConfig};
 use statepipe_cluster::MasterImpl;
 
-use super::{chaos, cluster, failed, kills, metric, run_plan, During, Workload};
+use super::chaos::chaos;
+use super::{cluster, failed, kills, metric, run_plan, During, Workload};
 use super::{Ballast, ClusterOptions, Sleep};
 use crate::harness::{Contender, Group};
 use crate::report::ResultRow;
@@ -213,7 +214,7 @@ fn faults<'a>(
             ),
             Faults::Chaos { percent, stops } => format!(
                 "{shape}; {} of {w} workers lost in clusters of 1 or 2 neighbours at one \
-                 moment, every 4th cluster in the last step{}",
+                 moment (never 3 side by side), every 4th cluster in the last step{}",
                 n_of(percent),
                 if stops {
                     format!(", every other cluster SIGSTOPped ({silent})")

@@ -59,6 +59,7 @@ use crate::harness::{self, Contender, Group, Metric};
 use crate::report::ResultRow;
 use crate::BenchError;
 
+mod chaos;
 mod faults;
 mod models;
 mod svg;
@@ -279,7 +280,7 @@ fn sample(
 
 /// A worker to signal: (worker index, step, delay into the step, SIGSTOP
 /// rather than SIGKILL).
-type Kill = (usize, usize, Duration, bool);
+pub(super) type Kill = (usize, usize, Duration, bool);
 
 /// What happens during a run besides the steps.
 #[derive(Default)]
@@ -310,47 +311,6 @@ fn kills(w: usize, count: usize, steps: usize, step_time: Duration, seed: u64) -
             (k, step, step_time.mul_f64(rng.random::<f64>()), false)
         })
         .collect()
-}
-
-/// A chaos schedule (drawn from `seed`): `count` distinct workers of `w`
-/// lost in clusters of one or two workers adjacent in start order at one
-/// moment (a host; with buddies, often a worker and one of its two
-/// buddies: as many as two replicas survive), at random steps and moments,
-/// some clusters in the last step (the end of the run); with `stops`,
-/// every other cluster is SIGSTOPped rather than SIGKILLed.
-pub(super) fn chaos(
-    w: usize,
-    count: usize,
-    steps: usize,
-    step_time: Duration,
-    seed: u64,
-    stops: bool,
-) -> Vec<Kill> {
-    let mut rng = Rng::seed_from_u64(seed ^ 0xC4A0_5EED);
-    let count = count.min(w.saturating_sub(1));
-    let mut taken = vec![false; w];
-    let mut out = Vec::new();
-    let mut cluster = 0usize;
-    while out.len() < count {
-        let size = rng.random_range(1..=2usize).min(count - out.len());
-        let first = rng.random_range(0..w);
-        let step = if cluster % 4 == 3 {
-            steps.saturating_sub(1)
-        } else {
-            rng.random_range(0..steps.max(1))
-        };
-        let at = step_time.mul_f64(rng.random::<f64>());
-        let stop = stops && cluster % 2 == 1;
-        for j in 0..size {
-            let k = (first + j) % w;
-            if !taken[k] {
-                taken[k] = true;
-                out.push((k, step, at, stop));
-            }
-        }
-        cluster += 1;
-    }
-    out
 }
 
 fn run_plan<E: Evolve<Input = SleepInput>>(
