@@ -137,6 +137,11 @@ impl EdgeTx {
         self.stats.granted.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Records queued so far (sent or in the batch).
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent
+    }
+
     /// Whether one more record may go without waiting.
     pub(crate) fn has_credit(&self) -> bool {
         // Acquire: pairs with the Release `fetch_add` in `read_credits`.

@@ -66,8 +66,7 @@ fn refused(e: WireError) -> RemoteError {
 /// assert_eq!(got[999], (999, "item 999".to_string()));
 /// ```
 pub struct Link<T> {
-    tx: Option<EdgeTx>,
-    seq: u64,
+    tx: EdgeTx,
     _items: PhantomData<fn(&T)>,
 }
 
@@ -87,16 +86,9 @@ impl<T: Serialize> Link<T> {
             wire::BATCH,
         )?;
         Ok(Link {
-            tx: Some(tx),
-            seq: 0,
+            tx,
             _items: PhantomData,
         })
-    }
-
-    fn tx(&mut self) -> &mut EdgeTx {
-        self.tx
-            .as_mut()
-            .expect("only finish takes the edge, and it takes self")
     }
 
     /// Queues `item`, after waiting for a credit if the receiver has
@@ -107,10 +99,8 @@ impl<T: Serialize> Link<T> {
     /// away; [`RemoteError::Config`] if `item` does not encode or encodes
     /// to more than a frame (4 MiB).
     pub fn send(&mut self, item: &T) -> Result<(), RemoteError> {
-        let seq = self.seq;
-        self.tx().send(seq, item).map_err(wire_error)?;
-        self.seq += 1;
-        Ok(())
+        let seq = self.tx.sent();
+        self.tx.send(seq, item).map_err(wire_error)
     }
 
     /// Writes the items queued so far.
@@ -118,14 +108,13 @@ impl<T: Serialize> Link<T> {
     /// # Errors
     /// [`RemoteError::Io`] if the connection failed.
     pub fn flush(&mut self) -> Result<(), RemoteError> {
-        self.tx().flush().map_err(wire_error)
+        self.tx.flush().map_err(wire_error)
     }
 
     /// Counters of this edge so far (items, bytes, frames, credits,
     /// stalls).
     pub fn metrics(&self) -> EdgeMetrics {
-        let tx = self.tx.as_ref().expect("only finish takes the edge");
-        tx.stats.snapshot("link out".into())
+        self.tx.stats.snapshot("link out".into())
     }
 
     /// Writes what is queued and the end, and waits until the receiver
@@ -133,10 +122,10 @@ impl<T: Serialize> Link<T> {
     ///
     /// # Errors
     /// [`RemoteError::Io`] if the connection failed first.
-    pub fn finish(mut self) -> Result<u64, RemoteError> {
-        let tx = self.tx.take().expect("finish takes self");
-        tx.end().map_err(wire_error)?;
-        Ok(self.seq)
+    pub fn finish(self) -> Result<u64, RemoteError> {
+        let sent = self.tx.sent();
+        self.tx.end().map_err(wire_error)?;
+        Ok(sent)
     }
 }
 
@@ -149,7 +138,9 @@ fn wire_error(e: WireError) -> RemoteError {
 
 impl<T> std::fmt::Debug for Link<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Link").field("sent", &self.seq).finish()
+        f.debug_struct("Link")
+            .field("sent", &self.tx.sent())
+            .finish()
     }
 }
 
@@ -352,12 +343,7 @@ impl<T: DeserializeOwned> LinkReceiver<T> {
                 _ => Err(WireError::Malformed("a pipeline's record on a link".into())),
             })
             .map_err(receive_error)?;
-        if !more {
-            if let Some(rx) = self.rx.take() {
-                rx.close();
-            }
-        }
-        Ok(more)
+        Ok(close_at_end(&mut self.rx, more))
     }
 
     /// Counters of this edge so far, or `None` once it has ended.
@@ -404,8 +390,7 @@ impl<T> std::fmt::Debug for LinkReceiver<T> {
 /// assert_eq!(sum, (0..10_000).sum::<u64>());
 /// ```
 pub struct RawLink<T> {
-    tx: Option<EdgeTx>,
-    sent: u64,
+    tx: EdgeTx,
     _items: PhantomData<fn(&T)>,
 }
 
@@ -417,16 +402,9 @@ impl<T: Pod> RawLink<T> {
     pub fn connect(addr: &str, secret: &Secret) -> Result<RawLink<T>, RemoteError> {
         let tx = connect_edge(addr, secret, raw_name::<T>(), wire::RAW)?;
         Ok(RawLink {
-            tx: Some(tx),
-            sent: 0,
+            tx,
             _items: PhantomData,
         })
-    }
-
-    fn tx(&mut self) -> &mut EdgeTx {
-        self.tx
-            .as_mut()
-            .expect("only finish takes the edge, and it takes self")
     }
 
     /// As [`Link::send`].
@@ -436,9 +414,7 @@ impl<T: Pod> RawLink<T> {
     /// away.
     #[inline]
     pub fn send(&mut self, item: &T) -> Result<(), RemoteError> {
-        self.tx().send_raw(item).map_err(wire_error)?;
-        self.sent += 1;
-        Ok(())
+        self.tx.send_raw(item).map_err(wire_error)
     }
 
     /// As [`Link::flush`].
@@ -446,29 +422,30 @@ impl<T: Pod> RawLink<T> {
     /// # Errors
     /// [`RemoteError::Io`] if the connection failed.
     pub fn flush(&mut self) -> Result<(), RemoteError> {
-        self.tx().flush().map_err(wire_error)
+        self.tx.flush().map_err(wire_error)
     }
 
     /// As [`Link::metrics`].
     pub fn metrics(&self) -> EdgeMetrics {
-        let tx = self.tx.as_ref().expect("only finish takes the edge");
-        tx.stats.snapshot("raw link out".into())
+        self.tx.stats.snapshot("raw link out".into())
     }
 
     /// As [`Link::finish`].
     ///
     /// # Errors
     /// [`RemoteError::Io`] if the connection failed first.
-    pub fn finish(mut self) -> Result<u64, RemoteError> {
-        let tx = self.tx.take().expect("finish takes self");
-        tx.end().map_err(wire_error)?;
-        Ok(self.sent)
+    pub fn finish(self) -> Result<u64, RemoteError> {
+        let sent = self.tx.sent();
+        self.tx.end().map_err(wire_error)?;
+        Ok(sent)
     }
 }
 
 impl<T> std::fmt::Debug for RawLink<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RawLink").field("sent", &self.sent).finish()
+        f.debug_struct("RawLink")
+            .field("sent", &self.tx.sent())
+            .finish()
     }
 }
 
@@ -488,12 +465,7 @@ impl<T: Pod> RawLinkReceiver<T> {
             return Ok(false);
         };
         let more = rx.next_raw::<T>(f).map_err(receive_error)?;
-        if !more {
-            if let Some(rx) = self.rx.take() {
-                rx.close();
-            }
-        }
-        Ok(more)
+        Ok(close_at_end(&mut self.rx, more))
     }
 
     /// As [`LinkReceiver::metrics`].
@@ -510,6 +482,17 @@ impl<T> std::fmt::Debug for RawLinkReceiver<T> {
             .field("ended", &self.rx.is_none())
             .finish()
     }
+}
+
+/// After the end (`more` false), closes the connection, which tells the
+/// sender's `finish` that everything arrived; returns `more`.
+fn close_at_end(rx: &mut Option<EdgeRx>, more: bool) -> bool {
+    if !more {
+        if let Some(rx) = rx.take() {
+            rx.close();
+        }
+    }
+    more
 }
 
 fn receive_error(e: WireError) -> RemoteError {
