@@ -4,20 +4,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde::{Deserialize, Serialize};
 use statepipe_sys::auth::Secret;
 
 use super::edge::EdgeTx;
 use super::ends::{feed, receive, Dedup, Positions};
 use super::error::RemoteError;
 use super::join::{admit, Ev, Known};
-use super::member::part_dir;
 use super::metrics::RemoteMetrics;
 use super::part::{Parts, Wire};
 use super::routes::{self, Routes};
@@ -34,15 +32,9 @@ pub struct Coordinator {
     metrics: RemoteMetrics,
 }
 
-/// What was committed: a checkpoint every part has, and the input
-/// position it resumes from.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Committed {
-    id: u64,
-    position: u64,
-}
+mod commit;
 
-const COMMITTED: &str = "COORDINATOR";
+use commit::Committed;
 
 impl Coordinator {
     /// Listens for members at `addr`, which prove `secret`; `app` tells
@@ -727,21 +719,9 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             return Ok(());
         };
         let c = Committed { id, position };
-        let path = root.join(COMMITTED);
-        let json = serde_json::to_vec(&c).map_err(|e| RemoteError::Io(e.to_string()))?;
-        statepipe_sys::durable::write_atomic(&path, &json)
-            .map_err(|e| RemoteError::Io(format!("{}: {e}", path.display())))?;
+        commit::write(&root, c, parts)?;
         self.committed = Some(c);
         self.co.metrics.count_checkpoint(at.elapsed());
-        for k in 0..parts as u32 {
-            if let Ok(all) = crate::checkpoint::list(&part_dir(&root, k)) {
-                for (older, d) in all {
-                    if older < id {
-                        let _ = std::fs::remove_dir_all(d);
-                    }
-                }
-            }
-        }
         Ok(())
     }
 
@@ -751,13 +731,6 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 "resuming needs the checkpoint folder".into(),
             ));
         };
-        let path: PathBuf = root.join(COMMITTED);
-        match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| RemoteError::Config(format!("{}: {e}", path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(RemoteError::Io(format!("{}: {e}", path.display()))),
-        }
+        commit::read(root)
     }
 }
