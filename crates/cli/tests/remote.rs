@@ -136,7 +136,7 @@ fn a_killed_member_is_recovered_from_the_last_checkpoint() {
     let want = one_process("laundry", "80");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let (c, addr, _) = coordinator(
+    let (c, addr, rest) = coordinator(
         "laundry",
         "80",
         "2",
@@ -149,7 +149,8 @@ fn a_killed_member_is_recovered_from_the_last_checkpoint() {
     kill(Pid::from_raw(b.id() as i32), Signal::SIGKILL).unwrap();
     let _ = b.wait();
     let (out, stdout) = finish(c);
-    assert!(out.status.success(), "{stdout}");
+    let stderr = rest.join().unwrap();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("restored after member"), "{stdout}");
     assert_eq!(digest(&stdout), want, "{stdout}");
     assert!(a.wait_with_output().unwrap().status.success());
