@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use clap::Args;
 use statepipe_bench::report::{table, Report, ResultRow};
 use statepipe_bench::serve::cpus::{self, CpuList, CpuSplit};
-use statepipe_bench::serve::load::{find_tool, RateGenerator, Wrk};
+use statepipe_bench::serve::load::{find_tool, Endpoint, RateGenerator, Wrk};
 use statepipe_bench::serve::{self, extras, ServeOptions};
 
 use crate::bench_common::{measure_host, write_files, CommonArgs};
@@ -66,6 +66,14 @@ pub struct ServeBenchArgs {
     /// the second.
     #[arg(long, value_name = "LIST")]
     pub server_cpus: Vec<String>,
+    /// Only these peers (comma-separated): axum, axum16, axum16-value,
+    /// actix-web, actix-web-value. Default: all of them.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub peers: Vec<String>,
+    /// Only these GET endpoints after `POST /item` (which always runs: it
+    /// fills the store): get-one, get-list. Default: both.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES", value_parser = ["get-one", "get-list"])]
+    pub gets: Vec<String>,
 }
 
 /// The CPU splits to run: one per `--server-cpus` list, else the default.
@@ -219,7 +227,14 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
         },
         idle_connections: 10_000,
         cgroup: None,
+        peers: args.peers.clone(),
+        gets: args
+            .gets
+            .iter()
+            .map(|g| if g == "get-one" { Endpoint::GetOne } else { Endpoint::GetList })
+            .collect(),
     };
+    base.kinds()?;
     let mut sections: Vec<(String, Vec<ResultRow>)> = Vec::new();
     let mut extra_rows = Vec::new();
     let mut notes = String::new();

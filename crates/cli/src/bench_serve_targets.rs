@@ -23,7 +23,7 @@ pub fn targets(report: &Report) -> String {
             .find(|x| x.case == format!("{key}/p99") && x.imp == r.imp && x.config == r.config)
             .map(|x| x.median)
     };
-    for (key, need) in [("get-one", 1.0), ("post", 1.2)] {
+    for (key, need) in [("get-one", 1.1), ("post", 1.2)] {
         let case = format!("{key}/req/s");
         if let (Some(o), Some(p)) = (ours(rows, &case), best_peer(&case)) {
             let ratio = o.median / p.median;

@@ -321,8 +321,12 @@ fn h2load(path: &Path, spec: &RateSpec<'_>, scratch: &Path) -> Result<RateResult
     // h2load appends to its log: start from an empty one.
     let _ = std::fs::remove_file(&log);
     let per_conn = rate / connections.max(1) as f64;
+    // One h2load thread per generator CPU (one when unpinned), never more
+    // threads than connections.
+    let threads = cpus.len().clamp(1, connections.max(1));
     let mut cmd = pinned(cpus, path);
-    cmd.args(["--h1", "-c", &connections.to_string(), "-t", "1"])
+    cmd.args(["--h1", "-c", &connections.to_string()])
+        .args(["-t", &threads.to_string()])
         .args(["--rps", &format!("{per_conn:.3}")])
         .args(["-D", &length.as_secs().max(1).to_string()])
         .arg("--log-file")

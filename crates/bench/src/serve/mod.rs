@@ -63,6 +63,12 @@ pub struct ServeOptions {
     pub idle_connections: usize,
     /// A cgroup the servers start in (`cgroup.procs` of its directory).
     pub cgroup: Option<PathBuf>,
+    /// The peers to run, by [`Kind::slug`] (empty: all of [`contenders`]);
+    /// statepipe always runs.
+    pub peers: Vec<String>,
+    /// The GET endpoints to measure after `POST /item` (which always runs
+    /// first: it fills the store); empty: both.
+    pub gets: Vec<Endpoint>,
 }
 
 impl ServeOptions {
@@ -81,6 +87,34 @@ impl ServeOptions {
             self.samples,
             self.data.display(),
         )
+    }
+
+    /// The contenders this run starts: statepipe, then the chosen peers.
+    ///
+    /// # Errors
+    ///
+    /// A name in `peers` that is no contender's slug.
+    pub fn kinds(&self) -> Result<Vec<Kind>, BenchError> {
+        let all = contenders(self.server_cpus.len().max(1));
+        if let Some(bad) = self.peers.iter().find(|p| !all.iter().any(|k| k.slug() == **p)) {
+            let known: Vec<String> = all.iter().skip(1).map(|k| k.slug()).collect();
+            return Err(BenchError::failed(
+                "bench serve",
+                format!("no peer named {bad:?}; the peers are {}", known.join(", ")),
+            ));
+        }
+        Ok(all
+            .into_iter()
+            .filter(|k| *k == Kind::Statepipe || self.peers.is_empty() || self.peers.contains(&k.slug()))
+            .collect())
+    }
+
+    /// The endpoints each server start measures, in order.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        Endpoint::ALL
+            .into_iter()
+            .filter(|e| *e == Endpoint::Post || self.gets.is_empty() || self.gets.contains(e))
+            .collect()
     }
 }
 
@@ -136,14 +170,11 @@ pub fn run(
     options: &ServeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<(Kind, Endpoint, Samples)>, BenchError> {
-    let kinds = contenders(options.server_cpus.len().max(1));
+    let kinds = options.kinds()?;
+    let endpoints = options.endpoints();
     let mut results: Vec<(Kind, Endpoint, Samples)> = kinds
         .iter()
-        .flat_map(|k| {
-            Endpoint::ALL
-                .iter()
-                .map(move |e| (*k, *e, Samples::default()))
-        })
+        .flat_map(|k| endpoints.iter().map(move |e| (*k, *e, Samples::default())))
         .collect();
     let scratch = tempdir_in(&options.data)?;
     for round in 0..options.samples {
@@ -151,7 +182,7 @@ pub fn run(
             let kind = kinds[(i + round) % kinds.len()];
             let data = scratch.join(format!("{}-{round}", kind.slug()));
             let server = Running::start(options, kind, &data, &[])?;
-            for endpoint in Endpoint::ALL {
+            for &endpoint in &endpoints {
                 let script = load::wrk_script(endpoint, GET_IDS);
                 options
                     .wrk
