@@ -143,6 +143,14 @@ fn faults<'a>(
                 stop: false,
             },
         ),
+        (
+            "buddy/5%-stopped",
+            Recovery::Buddy,
+            Faults::Each {
+                percent: 5,
+                stop: true,
+            },
+        ),
         ("recovery-off", Recovery::Off, Faults::None),
     ];
     if a.chaos {
@@ -171,10 +179,10 @@ fn faults<'a>(
                     stops: true,
                 },
             ),
-            // Killed only: buddy mode has no copies to start a stopped
-            // worker's work from, so a stopped cluster holds its round
-            // open for the silence, and losses pile up in it past two
-            // replicas.
+            // Killed only: in buddy mode a worker stopped outside its
+            // evolves (in a replication round) holds the round open for
+            // the silence deadline, and a cluster's losses pile up in it
+            // past two replicas.
             (
                 "buddy/chaos-killed/10%",
                 Recovery::Buddy,

@@ -255,6 +255,12 @@ impl Scheduler {
         Some(plan)
     }
 
+    /// The workers `w`'s loss would promote states on, if it can be
+    /// recovered at all (for dropping a straggler: see `straggle.rs`).
+    pub(super) fn promote_holders(&self, w: WorkerId) -> Option<Vec<WorkerId>> {
+        self.buddy_plan(w).map(|p| p.promote.into_keys().collect())
+    }
+
     /// Recovers from `w`'s loss with `plan` (see the module's comment).
     pub(super) fn recover_from_replicas(&mut self, w: WorkerId, reason: &str, plan: Plan) {
         let (addr, in_flight) = self.retire(w);

@@ -289,6 +289,12 @@ impl Scheduler {
                 self.speculate(w);
             }
         }
+        let exclude: Vec<WorkerId> = late.iter().map(|l| l.0).collect();
+        let (drop, at) = self.buddy_stragglers(now, p99, ratio, &exclude);
+        if let Some(at) = at {
+            next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        late.extend(drop);
         (late, next)
     }
 }

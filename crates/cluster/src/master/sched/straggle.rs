@@ -38,7 +38,17 @@
 //! it is stopped, the silence deadline finds it later, holding nothing.
 //! A speculative copy that is itself slow is a straggler in its turn.
 //! With `Recovery::Buddy` the master has no copies to start the work
-//! from: a stopped worker costs the silence deadline there.
+//! from, but every state the straggler holds has replicas on its buddies:
+//! a batch that runs [`STRAGGLE_FACTOR`] × its expected time, at least
+//! [`BUDDY_STRAGGLE_FLOOR`], has its worker dropped as if lost (see
+//! [`buddy_stragglers`](Scheduler::buddy_stragglers)), and its states are
+//! promoted on their buddies and evolved there; the worker's connection is
+//! closed, so its late answers never count. A stopped worker then costs
+//! that bound instead of the silence deadline. It is dropped only when its
+//! loss is recoverable with no other straggler's help: every state it
+//! holds has a replica on a live worker that neither straggles nor is
+//! dropped at the same moment, and at least `replicas + 2` workers
+//! remain.
 
 use std::time::{Duration, Instant};
 
@@ -51,6 +61,11 @@ pub(super) const STRAGGLE_FACTOR: f64 = 3.0;
 
 /// ... but never before it has run this long.
 pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
+
+/// With `Recovery::Buddy`, a straggler is dropped (not merely doubled), so
+/// the bound is longer: a loaded host's scheduling hiccup must not cost a
+/// healthy worker.
+pub(super) const BUDDY_STRAGGLE_FLOOR: Duration = Duration::from_millis(300);
 
 impl Scheduler {
     /// Whether `w` may be sent states: it lives, does not straggle, and owes
@@ -109,8 +124,82 @@ impl Scheduler {
         let rt = STRAGGLE_FACTOR * self.move_ns.unwrap_or(0.0);
         let remove_at =
             remove_at.map(|t| t + STRAGGLE_FLOOR.max(Duration::from_nanos(rt.min(1e18) as u64)));
-        let evolve_at = self.evolve_straggles_at(w, p99, ratio_p90);
+        let evolve_at = self.evolve_straggles_at(w, p99, ratio_p90, STRAGGLE_FLOOR);
         [remove_at, evolve_at].into_iter().flatten().min()
+    }
+
+    /// With `Recovery::Buddy`: the workers to drop now as stragglers (their
+    /// batch of this step ran past its bound, see the module's comment),
+    /// with the reason, skipping any in `exclude` (already being dropped);
+    /// and when the next bound falls.
+    pub(super) fn buddy_stragglers(
+        &self,
+        now: Instant,
+        p99: Option<f64>,
+        ratio_p90: Option<f64>,
+        exclude: &[WorkerId],
+    ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
+        let mut drop: Vec<(WorkerId, String)> = Vec::new();
+        let mut next = None;
+        if !self.buddies() || !self.evolving || self.failed_at.is_some() || !self.recovering() {
+            return (drop, next);
+        }
+        let live = (0..self.slots.len())
+            .filter(|&w| self.slots[w].alive)
+            .count();
+        let keep = self.cfg.replicas + 2;
+        let at = |w: WorkerId| {
+            let s = &self.slots[w];
+            if !s.alive || s.fenced > 0 {
+                return None;
+            }
+            self.evolve_straggles_at(w, p99, ratio_p90, BUDDY_STRAGGLE_FLOOR)
+        };
+        for w in 0..self.slots.len() {
+            if exclude.contains(&w) {
+                continue;
+            }
+            let Some(t) = at(w) else { continue };
+            if now < t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                continue;
+            }
+            if live.saturating_sub(exclude.len() + drop.len()) < keep + 1 {
+                continue;
+            }
+            let gone = |h: WorkerId| {
+                exclude.contains(&h)
+                    || drop.iter().any(|d| d.0 == h)
+                    || at(h).is_some_and(|t| now >= t)
+            };
+            let Some(holders) = self.promote_holders(w) else {
+                continue;
+            };
+            if holders.iter().any(|&h| gone(h)) {
+                continue;
+            }
+            let bound = t.saturating_duration_since(
+                self.slots[w]
+                    .in_flight
+                    .iter()
+                    .find_map(|r| match r {
+                        Req::Evolve { sent, .. } => Some(*sent),
+                        _ => None,
+                    })
+                    .map_or(t, |sent| sent.max(self.slots[w].last_evolved)),
+            );
+            drop.push((
+                w,
+                format!(
+                    "a straggler: its batch of step {} ran past {:.3} s ({STRAGGLE_FACTOR}x its \
+                     expected time, at least {:.3} s); dropped, its states promoted on their buddies",
+                    self.step,
+                    bound.as_secs_f64(),
+                    BUDDY_STRAGGLE_FLOOR.as_secs_f64()
+                ),
+            ));
+        }
+        (drop, next)
     }
 
     /// When `w`'s batch in progress becomes a straggler's, if it is of this
@@ -120,6 +209,7 @@ impl Scheduler {
         w: WorkerId,
         p99: Option<f64>,
         ratio_p90: Option<f64>,
+        floor: Duration,
     ) -> Option<Instant> {
         let s = &self.slots[w];
         let (n, step, sent, cost) = s.in_flight.iter().find_map(|r| match r {
@@ -143,7 +233,7 @@ impl Scheduler {
             _ => p99? * n.max(1) as f64,
         };
         let ns = STRAGGLE_FACTOR * expected;
-        let bound = STRAGGLE_FLOOR.max(Duration::from_nanos(ns.min(1e18) as u64));
+        let bound = floor.max(Duration::from_nanos(ns.min(1e18) as u64));
         Some(sent.max(s.last_evolved) + bound)
     }
 

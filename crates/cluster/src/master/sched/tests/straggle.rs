@@ -3,10 +3,13 @@
 //! delivered, and an operation ends when the scheduler is quiet, as a
 //! driver ends it.
 
+use std::time::{Duration, Instant};
+
 use super::{cfg, decoded, model, state, Cluster, SEED};
 use crate::engine::{Engine, Local};
 use crate::evolve::StateId;
-use crate::master::sched::{Batch, Placement, Recovery, SchedConfig};
+use crate::master::sched::straggle::BUDDY_STRAGGLE_FLOOR;
+use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
 
 /// Delivers the frames of every worker but `stopped`, lowest worker
 /// first, until none waits.
@@ -86,4 +89,95 @@ fn landing_a_stragglers_move_lets_nobody_steal_from_it() {
     assert!(c.sched.speculate(1));
     c.collect();
     finish_step(&mut c, &mut local, 1, &ids);
+}
+
+/// Delivers until nothing waits, then runs replication rounds (as
+/// `Master::settle` does) until none starts.
+fn settle(c: &mut Cluster) {
+    loop {
+        while let Some(w) = (0..c.queues.len()).find(|&w| !c.queues[w].is_empty()) {
+            c.deliver(w);
+        }
+        if !c.sched.begin_replicate() {
+            break;
+        }
+        c.collect();
+    }
+}
+
+/// A buddy-mode cluster whose silence deadlines never fire in a test, so
+/// that only the straggler bound can drop a worker.
+fn buddy_cluster(n: usize) -> Cluster {
+    let mut cfg = SchedConfig {
+        batch: Batch::Fixed(1),
+        pipeline: 2,
+        recovery: Recovery::Buddy,
+        replicas: 2,
+        ..cfg(Placement::Spread, false, false)
+    };
+    cfg.deadlines.heartbeat = None;
+    cfg.deadlines.floor = Duration::from_secs(3600);
+    cfg.deadlines.unmeasured = Duration::from_secs(3600);
+    Cluster::new(n, cfg)
+}
+
+/// Who `overdue` drops a little past the buddy straggler bound (the
+/// batches here take microseconds, so the floor is the bound).
+fn dropped_soon_after(c: &mut Cluster) -> Vec<(usize, String)> {
+    let now = Instant::now() + BUDDY_STRAGGLE_FLOOR + Duration::from_millis(200);
+    c.sched.overdue(now, &|_| Io::default()).0
+}
+
+/// `Recovery::Buddy`: a worker stopped with its batches in flight is
+/// dropped as a straggler once the bound has passed (no silence
+/// deadline), its states are promoted on their buddies and evolved there,
+/// and the step ends with the single-process engine's bits.
+#[test]
+fn a_stopped_worker_in_buddy_mode_is_dropped_and_its_work_promoted() {
+    let mut c = buddy_cluster(6);
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(18);
+    settle(&mut c);
+    local.reset_states((0..18).map(state).collect()).unwrap();
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    pump_but(&mut c, 2);
+    assert!(!c.queues[2].is_empty(), "worker 2 owes evolves");
+    let late = dropped_soon_after(&mut c);
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0].0, 2);
+    assert!(late[0].1.contains("straggler"), "{}", late[0].1);
+    c.alive[2] = false;
+    c.queues[2].clear();
+    c.sched.on_disconnect(2, &late[0].1);
+    c.collect();
+    finish_step(&mut c, &mut local, 2, &ids);
+}
+
+/// Two neighbours stop (worker 2 and its first buddy, 3): 2 is not
+/// dropped while the holder of its replicas straggles, 3 is (its buddies
+/// 4 and 5 are well); once 3 is gone, 2's replicas are on 4, and 2 is
+/// dropped in turn. The step ends with the single-process engine's bits.
+#[test]
+fn neighbours_that_straggle_together_are_dropped_one_at_a_time() {
+    let mut c = buddy_cluster(6);
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(18);
+    settle(&mut c);
+    local.reset_states((0..18).map(state).collect()).unwrap();
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    let stopped = |w: usize| w == 2 || w == 3;
+    for w in [3, 2] {
+        // The others answer everything (work promoted onto them too).
+        while let Some(w) = (0..c.queues.len()).find(|&w| !stopped(w) && !c.queues[w].is_empty()) {
+            c.deliver(w);
+        }
+        let late = dropped_soon_after(&mut c);
+        let got: Vec<usize> = late.iter().map(|l| l.0).collect();
+        assert_eq!(got, [w], "{late:?}");
+        c.alive[w] = false;
+        c.queues[w].clear();
+        c.sched.on_disconnect(w, &late[0].1);
+        c.collect();
+    }
+    finish_step(&mut c, &mut local, 2, &ids);
 }
