@@ -5,7 +5,7 @@
 //!
 //! When the batch a worker is evolving (the oldest evolve it owes, counted
 //! from when it was sent or the batch before it came back) has run for
-//! [`STRAGGLE_FACTOR`] × its expected time (its expected cost × the
+//! [`STRAGGLE_FACTOR`] (2) × its expected time (its expected cost × the
 //! measured time per unit of cost × the p90 of recent batches' overrun of
 //! their cost; before costs are measured, the p99 per state × its
 //! states), at least [`STRAGGLE_FLOOR`], and a worker is idle, the master
@@ -39,8 +39,8 @@
 //! A speculative copy that is itself slow is a straggler in its turn.
 //! With `Recovery::Buddy` the master has no copies to start the work
 //! from, but every state the straggler holds has replicas on its buddies:
-//! a batch that runs [`STRAGGLE_FACTOR`] × its expected time, at least
-//! [`BUDDY_STRAGGLE_FLOOR`], has its worker dropped as if lost (see
+//! a batch that runs [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time,
+//! at least [`BUDDY_STRAGGLE_FLOOR`], has its worker dropped as if lost (see
 //! [`buddy_stragglers`](Scheduler::buddy_stragglers)), and its states are
 //! promoted on their buddies and evolved there; the worker's connection is
 //! closed, so its late answers never count. A stopped worker then costs
@@ -56,8 +56,14 @@ use super::{Req, Scheduler, WorkerId};
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 
-/// A batch running this many times its expected time is started again.
-pub(super) const STRAGGLE_FACTOR: f64 = 3.0;
+/// A batch running this many times its expected time is started again
+/// (`Recovery::MasterCopy`: the copy runs on an idle worker, so a false
+/// alarm costs only idle time).
+pub(super) const STRAGGLE_FACTOR: f64 = 2.0;
+
+/// With `Recovery::Buddy`, a batch running this many times its expected
+/// time has its worker dropped: a false alarm costs a worker.
+pub(super) const BUDDY_STRAGGLE_FACTOR: f64 = 3.0;
 
 /// ... but never before it has run this long.
 pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
@@ -124,7 +130,8 @@ impl Scheduler {
         let rt = STRAGGLE_FACTOR * self.move_ns.unwrap_or(0.0);
         let remove_at =
             remove_at.map(|t| t + STRAGGLE_FLOOR.max(Duration::from_nanos(rt.min(1e18) as u64)));
-        let evolve_at = self.evolve_straggles_at(w, p99, ratio_p90, STRAGGLE_FLOOR);
+        let evolve_at =
+            self.evolve_straggles_at(w, p99, ratio_p90, STRAGGLE_FACTOR, STRAGGLE_FLOOR);
         [remove_at, evolve_at].into_iter().flatten().min()
     }
 
@@ -153,7 +160,13 @@ impl Scheduler {
             if !s.alive || s.fenced > 0 {
                 return None;
             }
-            self.evolve_straggles_at(w, p99, ratio_p90, BUDDY_STRAGGLE_FLOOR)
+            self.evolve_straggles_at(
+                w,
+                p99,
+                ratio_p90,
+                BUDDY_STRAGGLE_FACTOR,
+                BUDDY_STRAGGLE_FLOOR,
+            )
         };
         for w in 0..self.slots.len() {
             if exclude.contains(&w) {
@@ -191,7 +204,7 @@ impl Scheduler {
             drop.push((
                 w,
                 format!(
-                    "a straggler: its batch of step {} ran past {:.3} s ({STRAGGLE_FACTOR}x its \
+                    "a straggler: its batch of step {} ran past {:.3} s ({BUDDY_STRAGGLE_FACTOR}x its \
                      expected time, at least {:.3} s); dropped, its states promoted on their buddies",
                     self.step,
                     bound.as_secs_f64(),
@@ -209,6 +222,7 @@ impl Scheduler {
         w: WorkerId,
         p99: Option<f64>,
         ratio_p90: Option<f64>,
+        factor: f64,
         floor: Duration,
     ) -> Option<Instant> {
         let s = &self.slots[w];
@@ -232,7 +246,7 @@ impl Scheduler {
             (Some(t), Some(r)) if cost > 0.0 => t * cost * r.max(1.0),
             _ => p99? * n.max(1) as f64,
         };
-        let ns = STRAGGLE_FACTOR * expected;
+        let ns = factor * expected;
         let bound = floor.max(Duration::from_nanos(ns.min(1e18) as u64));
         Some(sent.max(s.last_evolved) + bound)
     }
