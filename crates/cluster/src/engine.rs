@@ -345,7 +345,8 @@ struct Share<'a, I> {
 
 /// The least evolve time each thread must get in a step for [`Auto`] to
 /// keep more than one thread in process. Below it a thread saves less than
-/// it costs: it is started and joined every step, the children it
+/// it costs: its share is handed to a pool thread and joined every step
+/// (a wake-up and a cache's worth of misses), the children it
 /// allocates are freed on another thread, and on a busy machine the step
 /// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
 /// faster on one thread than on two, and far steadier under load; see
@@ -387,7 +388,7 @@ impl<E: Evolve> Local<E> {
         }
     }
 
-    /// Evolves on up to `threads` scoped threads (at least 1, at most the
+    /// Evolves on up to `threads` threads of rayon's pool (at least 1, at most the
     /// CPUs this process may use: more would only queue) from now on. A
     /// step uses fewer when the last step's calls, timed, say a thread
     /// would get less than 500 µs of work (it would cost more than it
@@ -655,24 +656,17 @@ impl<E: Evolve> Local<E> {
                 done.push(work(share, next, off, part));
             }
         } else {
-            std::thread::scope(|scope| {
-                let mut jobs = jobs;
-                // The first share runs on this thread, which would only wait.
-                let first = jobs.next().expect("at least one share");
-                let handles: Vec<_> = jobs
-                    .map(|((share, next), (off, part))| {
-                        scope.spawn(|| work(share, next, off, part))
-                    })
-                    .collect();
-                let ((share, next), (off, part)) = first;
-                done.push(work(share, next, off, part));
-                for h in handles {
-                    match h.join() {
-                        Ok(r) => done.push(r),
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    }
-                }
-            });
+            // On the pool's threads (rayon's, started once per process):
+            // a thread per share and step would cost more than a cheap
+            // model's share on many cores. Each share is its own task, and
+            // `collect` keeps the shares' order.
+            use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
+            done = jobs
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .with_max_len(1)
+                .map(|((share, next), (off, part))| work(share, next, off, part))
+                .collect();
         }
         if done.iter().any(Option::is_none) {
             return false;

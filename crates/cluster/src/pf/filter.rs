@@ -350,16 +350,15 @@ fn each_island(
         islands.iter_mut().for_each(f);
         return;
     }
+    // `t` runs of islands, each a task on the pool's threads (started
+    // once per process, not once per step).
+    use rayon::iter::{IndexedParallelIterator, ParallelIterator};
+    use rayon::slice::ParallelSliceMut;
     let per = islands.len().div_ceil(t);
-    std::thread::scope(|scope| {
-        let mut runs = islands.chunks_mut(per);
-        let first = runs.next().expect("at least one island");
-        let f = &f;
-        for run in runs {
-            scope.spawn(move || run.iter_mut().for_each(f));
-        }
-        first.iter_mut().for_each(f);
-    });
+    islands
+        .par_chunks_mut(per)
+        .with_max_len(1)
+        .for_each(|run| run.iter_mut().for_each(&f));
 }
 
 /// Runs the filter on `engine` from the start, or from `start` (a state an
