@@ -187,9 +187,12 @@ impl Server {
             0
         });
         tracing::info!(%cpus, io_threads = n_io, pipeline_nice = nice, "serving");
-        // The handlers share the first usable CPU with the first I/O thread;
-        // the I/O threads take one usable CPU each, in turn.
-        let ring_cpu = config.pin.then(|| usable[0]);
+        // The I/O threads take one usable CPU each, in turn. The handlers
+        // (journal, decode, apply, reply) take the first usable CPUs in
+        // turn too, each sharing one with an I/O thread: on one CPU they
+        // all share it; on four or more each has a CPU of its own, so that
+        // the write pipeline is not capped by one CPU's time.
+        let handler_cpu = |h: usize| config.pin.then(|| usable[h % usable.len()]);
         let io_cpu = |i: usize| config.pin.then(|| usable[i % usable.len()]);
 
         let writer = Writer::open(
@@ -224,9 +227,9 @@ impl Server {
             .wait_strategy(Blocking::new())
             .handler(
                 "journal",
-                Journal::new(writer, Arc::clone(&shared), ring_cpu),
+                Journal::new(writer, Arc::clone(&shared), handler_cpu(0)),
             )
-            .handler("decode", Decode::new(Arc::clone(&shared), ring_cpu))
+            .handler("decode", Decode::new(Arc::clone(&shared), handler_cpu(1)))
             .then()
             .handler_mut(
                 "apply",
@@ -236,13 +239,13 @@ impl Server {
                     Arc::clone(&shared),
                     config.data.clone(),
                     config.snapshot_every,
-                    ring_cpu,
+                    handler_cpu(2),
                 ),
             )
             .then()
             .handler_mut(
                 "reply",
-                ReplyHandler::new(senders, wakers, Arc::clone(&shared), ring_cpu),
+                ReplyHandler::new(senders, wakers, Arc::clone(&shared), handler_cpu(3)),
             )
             .build_multi();
 
