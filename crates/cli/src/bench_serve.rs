@@ -231,7 +231,13 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
         gets: args
             .gets
             .iter()
-            .map(|g| if g == "get-one" { Endpoint::GetOne } else { Endpoint::GetList })
+            .map(|g| {
+                if g == "get-one" {
+                    Endpoint::GetOne
+                } else {
+                    Endpoint::GetList
+                }
+            })
             .collect(),
     };
     base.kinds()?;

@@ -7,7 +7,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::philox::{philox, philox_lanes, LANES};
+use crate::math::normal_of_words;
+use crate::philox::{fill_normals, philox, philox_lanes, LANES};
 
 /// The random number generator handed to [`Evolve::evolve`]: Philox4x32-10,
 /// the counter-based generator of Salmon, Moraes, Dror and Shaw ("Parallel
@@ -66,6 +67,22 @@ impl Rng {
             buf: first,
             used: 0,
         }
+    }
+
+    /// A standard normal draw: the Box–Muller transform of the next whole
+    /// block (radius from words 0 and 1, angle from word 2; the rest of a
+    /// block already partly read is skipped). So the `k`-th draw of a
+    /// generator that draws nothing else is block `k`, which is what lets
+    /// [`Batch::child_normals`] make a batch's draws in bulk, with the
+    /// same bits. Branch free (no rejection), fdlibm's polynomials for the
+    /// logarithm and the cosine: the same bits on every x86-64.
+    #[inline]
+    pub fn normal(&mut self) -> f64 {
+        if self.used != 0 {
+            self.refill();
+        }
+        self.used = 4;
+        normal_of_words(self.buf[0], self.buf[1], self.buf[2])
     }
 
     #[cold]
@@ -338,6 +355,86 @@ impl<'a, E: Evolve> Batch<'a, E> {
     }
 }
 
+impl<E: Evolve> Batch<'_, E> {
+    /// Each child's parent and normal draw, parent `i` having `counts[i]`
+    /// children (one count per parent, in order): child `k` of parent `i`
+    /// gets the `k`-th [`Rng::normal`] of [`Batch::rng`]`(i)`, the bits a
+    /// model that draws one normal per child, and nothing else, gets by
+    /// drawing them one by one. Made sixteen children at a time in vector
+    /// registers, with no branch per child.
+    ///
+    /// # Panics
+    /// If `counts` does not have one count per parent.
+    pub fn child_normals(&self, counts: impl Iterator<Item = u32> + Clone, out: &mut ChildNormals) {
+        let n: usize = counts.clone().map(|c| c as usize).sum();
+        let (parent, index) = (&mut out.parent, &mut out.index);
+        // Four slots per parent whatever its count: the next parent's
+        // overwrite those past this one's children (no branch per count).
+        // The buffers only grow: what they hold is overwritten, not
+        // cleared first.
+        parent.resize(parent.len().max(n + 4), 0);
+        index.resize(index.len().max(n + 4), 0);
+        let (mut at, mut parents) = (0, 0);
+        for (i, c) in counts.enumerate() {
+            let (c, i) = (c as usize, i as u32);
+            parent[at..at + 4].copy_from_slice(&[i; 4]);
+            index[at..at + 4].copy_from_slice(&[0, 1, 2, 3]);
+            for k in 4..c {
+                parent[at + k] = i;
+                index[at + k] = k as u32;
+            }
+            at += c;
+            parents += 1;
+        }
+        assert_eq!(
+            parents,
+            self.len(),
+            "counts for {parents} parents, a batch of {}",
+            self.len()
+        );
+        parent.truncate(n);
+        index.truncate(n);
+        out.z.resize(n, 0.0);
+        fill_normals(self.key, self.ids, parent, index, &mut out.z);
+    }
+}
+
+/// What [`Batch::child_normals`] writes: each child's parent (its index
+/// in the batch) and normal draw. Keep one and reuse its buffers.
+#[derive(Debug, Clone, Default)]
+pub struct ChildNormals {
+    parent: Vec<u32>,
+    index: Vec<u32>,
+    z: Vec<f64>,
+}
+
+impl ChildNormals {
+    /// An empty one.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Each child's parent, as an index into the batch.
+    pub fn parents(&self) -> &[u32] {
+        &self.parent
+    }
+
+    /// Each child's standard normal draw.
+    pub fn normals(&self) -> &[f64] {
+        &self.z
+    }
+
+    /// Children in all.
+    pub fn len(&self) -> usize {
+        self.z.len()
+    }
+
+    /// Whether there are no children.
+    pub fn is_empty(&self) -> bool {
+        self.z.is_empty()
+    }
+}
+
 /// The generators of a batch's parents in order: [`Batch::rngs`].
 #[derive(Debug, Clone)]
 pub struct Rngs<'a> {
@@ -403,6 +500,8 @@ pub struct Offspring<E: Evolve> {
     pub(crate) outputs: Vec<E::Output>,
     pub(crate) counts: Vec<u32>,
     open: u32,
+    /// Buffers lent to the model ([`Offspring::take_draws`]).
+    draws: ChildNormals,
 }
 
 impl<E: Evolve> Default for Offspring<E> {
@@ -412,6 +511,7 @@ impl<E: Evolve> Default for Offspring<E> {
             outputs: Vec::new(),
             counts: Vec::new(),
             open: 0,
+            draws: ChildNormals::default(),
         }
     }
 }
@@ -436,6 +536,47 @@ impl<E: Evolve> Offspring<E> {
     pub fn end_parent(&mut self) {
         self.counts.push(self.open);
         self.open = 0;
+    }
+
+    /// Adds whole parents at once: one per count in `counts`, closed with
+    /// that many children (as [`Offspring::end_parent`] would), and the
+    /// children's `states` and `outputs` in order (as [`Offspring::push`]
+    /// would). Plain extends of the buffers, which vectorise where a loop
+    /// of pushes does not.
+    ///
+    /// # Panics
+    /// If a parent is open, or the counts, states and outputs do not agree.
+    pub fn extend_parents(
+        &mut self,
+        counts: impl IntoIterator<Item = u32>,
+        states: impl IntoIterator<Item = E::State>,
+        outputs: impl IntoIterator<Item = E::Output>,
+    ) {
+        assert_eq!(self.open, 0, "extend_parents with a parent open");
+        let (p, s, o) = (self.counts.len(), self.states.len(), self.outputs.len());
+        self.counts.extend(counts);
+        self.states.extend(states);
+        self.outputs.extend(outputs);
+        let n: usize = self.counts[p..].iter().map(|&c| c as usize).sum();
+        assert!(
+            self.states.len() - s == n && self.outputs.len() - o == n,
+            "extend_parents: counts for {n} children, {} states and {} outputs",
+            self.states.len() - s,
+            self.outputs.len() - o
+        );
+    }
+
+    /// The buffers of a [`ChildNormals`] kept with this one, for
+    /// [`Batch::child_normals`]: an engine keeps an `Offspring` per thread
+    /// from step to step, so a model that gives them back
+    /// ([`Offspring::keep_draws`]) allocates nothing in its steady state.
+    pub fn take_draws(&mut self) -> ChildNormals {
+        std::mem::take(&mut self.draws)
+    }
+
+    /// Gives back what [`Offspring::take_draws`] lent.
+    pub fn keep_draws(&mut self, draws: ChildNormals) {
+        self.draws = draws;
     }
 
     /// Makes room for `children` more children and `parents` more parents.
@@ -553,6 +694,42 @@ pub(crate) fn child_id_keyed(key: u64, parent: StateId, index: u32) -> StateId {
     ))
 }
 
+/// Appends to `ids` the ids of the children of `parents`, `counts[i]` of
+/// parent `i`, in order: [`child_id_keyed`] of each parent and child
+/// index. Without a branch per count: each parent's position and child
+/// index are written to four slots whatever its count (the next parent's
+/// overwrite the ones past its children), then hashed in place.
+pub(crate) fn child_ids_into(
+    key: u64,
+    parents: &[StateId],
+    counts: &[u32],
+    ids: &mut Vec<StateId>,
+) {
+    let n: usize = counts.iter().map(|&c| c as usize).sum();
+    let start = ids.len();
+    ids.resize(start + n + 4, StateId(0));
+    let slots = &mut ids[start..];
+    let mut at = 0;
+    for (i, &c) in counts.iter().enumerate() {
+        let (c, i) = (c as usize, (i as u64) << 32);
+        slots[at..at + 4].copy_from_slice(&[
+            StateId(i),
+            StateId(i | 1),
+            StateId(i | 2),
+            StateId(i | 3),
+        ]);
+        for k in 4..c {
+            slots[at + k] = StateId(i | k as u64);
+        }
+        at += c;
+    }
+    ids.truncate(start + n);
+    for id in &mut ids[start..] {
+        let (i, k) = ((id.0 >> 32) as usize, id.0 as u32);
+        *id = child_id_keyed(key, parents[i], k);
+    }
+}
+
 /// The id of the `index`-th child of `parent` at `step`.
 ///
 /// A hash, so two live states could in principle collide (about one chance in
@@ -662,6 +839,72 @@ mod tests {
     }
 
     #[test]
+    fn child_normals_and_ids_are_the_one_by_one_bits() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Unit;
+        impl Evolve for Unit {
+            const NAME: &'static str = "unit";
+            type State = ();
+            type Input = ();
+            type Output = ();
+            fn evolve(&self, _: &(), _: &(), _: &mut Rng) -> Vec<((), ())> {
+                Vec::new()
+            }
+        }
+        let n = 45;
+        let ids: Vec<StateId> = (0..n).map(|i| StateId(mix64(i as u64))).collect();
+        let counts: Vec<u32> = (0..n).map(|i| [0, 1, 2, 7, 3, 0, 5, 1, 4][i % 9]).collect();
+        let (states, inputs) = (vec![(); n], vec![(); n]);
+        let batch = Batch::<Unit>::new(5, 6, &ids, &states, &inputs);
+        let mut draws = ChildNormals::new();
+        batch.child_normals(counts.iter().copied(), &mut draws);
+        let mut j = 0;
+        for (i, &c) in counts.iter().enumerate() {
+            let mut rng = call_rng(5, 6, ids[i]);
+            for _ in 0..c {
+                assert_eq!(draws.parents()[j], i as u32);
+                assert_eq!(draws.normals()[j].to_bits(), rng.normal().to_bits());
+                j += 1;
+            }
+        }
+        assert_eq!(j, draws.len());
+        // Every vector unit gives the same bits.
+        let parent: Vec<u32> = draws.parents().to_vec();
+        let index: Vec<u32> = (0..j as u32).map(|k| k % 5).collect();
+        let mut want = vec![0.0; j];
+        crate::philox::fill_normals_any(step_key(5, 6), &ids, &parent, &index, &mut want);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut got = vec![0.0; j];
+            if std::is_x86_feature_detected!("avx2") {
+                crate::philox::normals_avx2(step_key(5, 6), &ids, &parent, &index, &mut got);
+                assert_eq!(got, want);
+            }
+            if std::is_x86_feature_detected!("avx512f") {
+                crate::philox::normals_avx512(step_key(5, 6), &ids, &parent, &index, &mut got);
+                assert_eq!(got, want);
+            }
+        }
+        // A normal skips the rest of a block partly read.
+        let mut a = call_rng(1, 2, StateId(3));
+        a.next_u32();
+        let mut b = call_rng(1, 2, StateId(3));
+        b.normal();
+        assert_eq!(a.normal().to_bits(), b.normal().to_bits());
+        // Children's ids, appended.
+        let mut got = vec![StateId(9)];
+        child_ids_into(77, &ids, &counts, &mut got);
+        let want: Vec<StateId> = std::iter::once(StateId(9))
+            .chain(
+                ids.iter()
+                    .zip(&counts)
+                    .flat_map(|(&p, &c)| (0..c).map(move |k| child_id_keyed(77, p, k))),
+            )
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
     fn a_batch_hands_out_each_parents_call_rng() {
         #[derive(serde::Serialize, serde::Deserialize)]
         struct Draw;
@@ -695,6 +938,104 @@ mod tests {
         assert_eq!(out.counts(), &[1; 40][..]);
         for (i, o) in out.outputs().iter().enumerate() {
             assert_eq!(*o, call_rng(5, 6, ids[i]).next_u64());
+        }
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn kernel_speed() {
+        let n = 1 << 14;
+        let reps = 64;
+        let ids: Vec<StateId> = (0..n).map(|i| StateId(mix64(i as u64))).collect();
+        let parent: Vec<u32> = (0..n as u32).collect();
+        let index = vec![0u32; n];
+        let mut z = vec![0.0; n];
+        let key = step_key(1, 2);
+        type K = fn([u32; 2], &[StateId], &[u32], &[u32], &mut [f64]);
+        let ks: [(&str, K); 3] = [
+            ("any", |k, a, b, c, d| {
+                crate::philox::fill_normals_any(k, a, b, c, d)
+            }),
+            ("avx2", crate::philox::normals_avx2),
+            ("avx512", crate::philox::normals_avx512),
+        ];
+        for (name, f) in ks {
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    f(key, &ids, &parent, &index, &mut z);
+                }
+                eprintln!(
+                    "{name}: {:.2} ns/child",
+                    t.elapsed().as_nanos() as f64 / (n * reps) as f64
+                );
+            }
+        }
+        let mut streams = [0u64; LANES];
+        let mut acc = 0u32;
+        let t = std::time::Instant::now();
+        for r in 0..(n * reps / LANES) {
+            streams[0] = r as u64;
+            let b = crate::philox::avx512(key, &streams);
+            acc = acc.wrapping_add(b[3][1]);
+        }
+        eprintln!(
+            "philox avx512: {:.2} ns/block {acc}",
+            t.elapsed().as_nanos() as f64 / (n * reps) as f64
+        );
+        let t = std::time::Instant::now();
+        let mut sum = 0.0;
+        for r in 0..(n * reps) as u32 {
+            sum += crate::math::normal_of_words(
+                r.wrapping_mul(0x9E37_79B9),
+                r ^ 0x5555,
+                r.wrapping_mul(0x85EB_CA6B),
+            );
+        }
+        eprintln!(
+            "normal_of_words scalar: {:.2} ns {sum}",
+            t.elapsed().as_nanos() as f64 / (n * reps) as f64
+        );
+        let counts: Vec<u32> = (0..n).map(|i| [0, 1, 2, 1, 1, 0, 2, 1][i % 8]).collect();
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            out.clear();
+            let t = std::time::Instant::now();
+            child_ids_into(7, &ids, &counts, &mut out);
+            eprintln!(
+                "ids: {:.2} ns/child",
+                t.elapsed().as_nanos() as f64 / n as f64
+            );
+        }
+        let l: Vec<f64> = z.iter().map(|z| -z * z).collect();
+        let mut w = vec![0.0; n];
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                for (w, l) in w.iter_mut().zip(&l) {
+                    *w = crate::math::exp_nonpos(*l);
+                }
+                std::hint::black_box(&mut w);
+            }
+            eprintln!(
+                "exp: {:.2} ns/child {}",
+                t.elapsed().as_nanos() as f64 / (n * reps) as f64,
+                w[5]
+            );
+            let t = std::time::Instant::now();
+            for (w, l) in w.iter_mut().zip(&l) {
+                *w = l.exp();
+            }
+            eprintln!(
+                "libm exp: {:.2} ns/child {}",
+                t.elapsed().as_nanos() as f64 / n as f64,
+                w[5]
+            );
         }
     }
 }

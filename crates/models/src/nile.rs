@@ -2,8 +2,6 @@
 //! (Durbin & Koopman's variances): y_t = x_t + ε, ε ~ N(0, 15099);
 //! x_{t+1} = x_t + η, η ~ N(0, 1469.1); x_1 ~ N(1000, 100000).
 
-use rand::Rng as _;
-use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
 use statepipe_cluster::pf::{Bootstrap, PfOutput, SsModel};
@@ -88,11 +86,11 @@ impl SsModel for Nile {
     }
 
     fn prior(&self, rng: &mut Rng) -> f64 {
-        self.m0 + self.p0.sqrt() * rng.sample::<f64, _>(StandardNormal)
+        self.m0 + self.p0.sqrt() * rng.normal()
     }
 
     fn transition(&self, x: &f64, _t: usize, rng: &mut Rng) -> f64 {
-        x + self.var_eta.sqrt() * rng.sample::<f64, _>(StandardNormal)
+        x + self.var_eta.sqrt() * rng.normal()
     }
 
     fn log_obs(&self, x: &f64, t: usize) -> f64 {
@@ -104,8 +102,11 @@ impl SsModel for Nile {
         *x
     }
 
-    /// The same bits as the default, with the square roots and the
-    /// density's constant taken once per batch.
+    /// The same bits as the default, in passes over the batch's children
+    /// that vectorise: every child's normal draw at once
+    /// ([`Batch::child_normals`]), then the levels, then the states and
+    /// outputs; the square roots and the density's constant are taken
+    /// once.
     fn evolve_batch(
         &self,
         batch: &Batch<'_, Bootstrap<Self>>,
@@ -113,22 +114,27 @@ impl SsModel for Nile {
     ) {
         let (sd0, sd) = (self.p0.sqrt(), self.var_eta.sqrt());
         let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
-        let n: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
-        out.reserve(batch.len(), n);
-        let parents = batch.states().iter().zip(batch.inputs());
-        for ((s, input), mut rng) in parents.zip(batch.rngs()) {
-            let y = self.y[input.t as usize];
-            for _ in 0..input.children {
-                let z: f64 = rng.sample(StandardNormal);
-                let x = match s {
-                    None => self.m0 + sd0 * z,
-                    Some(x) => x + sd * z,
-                };
-                let d = y - x;
-                let log_w = -0.5 * (c + d * d / self.var_eps);
-                out.push(Some(x), PfOutput { log_w, summary: x });
+        let (states, inputs) = (batch.states(), batch.inputs());
+        let mut draws = out.take_draws();
+        batch.child_normals(inputs.iter().map(|i| i.children), &mut draws);
+        let children = draws.parents().iter().zip(draws.normals());
+        let level = |(&p, &z): (&u32, &f64)| match states[p as usize] {
+            None => self.m0 + sd0 * z,
+            Some(s) => s + sd * z,
+        };
+        let weigh = |(&p, &z): (&u32, &f64)| {
+            let x = level((&p, &z));
+            let d = self.y[inputs[p as usize].t as usize] - x;
+            PfOutput {
+                log_w: -0.5 * (c + d * d / self.var_eps),
+                summary: x,
             }
-            out.end_parent();
-        }
+        };
+        out.extend_parents(
+            inputs.iter().map(|i| i.children),
+            children.clone().map(|c| Some(level(c))),
+            children.map(weigh),
+        );
+        out.keep_draws(draws);
     }
 }

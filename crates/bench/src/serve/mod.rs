@@ -96,7 +96,11 @@ impl ServeOptions {
     /// A name in `peers` that is no contender's slug.
     pub fn kinds(&self) -> Result<Vec<Kind>, BenchError> {
         let all = contenders(self.server_cpus.len().max(1));
-        if let Some(bad) = self.peers.iter().find(|p| !all.iter().any(|k| k.slug() == **p)) {
+        if let Some(bad) = self
+            .peers
+            .iter()
+            .find(|p| !all.iter().any(|k| k.slug() == **p))
+        {
             let known: Vec<String> = all.iter().skip(1).map(|k| k.slug()).collect();
             return Err(BenchError::failed(
                 "bench serve",
@@ -105,7 +109,9 @@ impl ServeOptions {
         }
         Ok(all
             .into_iter()
-            .filter(|k| *k == Kind::Statepipe || self.peers.is_empty() || self.peers.contains(&k.slug()))
+            .filter(|k| {
+                *k == Kind::Statepipe || self.peers.is_empty() || self.peers.contains(&k.slug())
+            })
             .collect())
     }
 
