@@ -307,6 +307,23 @@ impl<'a, E: Evolve> Batch<'a, E> {
         }
     }
 
+    /// The parents at positions `range` of this batch, as a batch of
+    /// their own (with the same generators: [`Batch::rng`]`(i)` of the
+    /// part is `rng(range.start + i)` of the whole). A model that makes a
+    /// step in several passes over its children goes through a large
+    /// batch in parts, so that its buffers stay in cache.
+    ///
+    /// # Panics
+    /// If `range` is out of bounds.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Batch<'a, E> {
+        Batch {
+            ids: &self.ids[range.clone()],
+            states: &self.states[range.clone()],
+            inputs: &self.inputs[range],
+            key: self.key,
+        }
+    }
+
     /// Parents in the batch.
     pub fn len(&self) -> usize {
         self.ids.len()
@@ -422,6 +439,12 @@ impl ChildNormals {
     /// Each child's standard normal draw.
     pub fn normals(&self) -> &[f64] {
         &self.z
+    }
+
+    /// [`ChildNormals::parents`], and the draws to overwrite (with what a
+    /// model makes of them: its children's values, say).
+    pub fn parents_and_normals_mut(&mut self) -> (&[u32], &mut [f64]) {
+        (&self.parent, &mut self.z)
     }
 
     /// Children in all.
@@ -651,6 +674,7 @@ impl std::hash::Hasher for IdHasher {
 }
 
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.
+#[inline]
 pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -705,6 +729,14 @@ pub(crate) fn child_ids_into(
     counts: &[u32],
     ids: &mut Vec<StateId>,
 ) {
+    // In parts, so that each part's slots are hashed while in cache.
+    for (p, c) in parents.chunks(1024).zip(counts.chunks(1024)) {
+        child_ids_part(key, p, c, ids);
+    }
+}
+
+/// [`child_ids_into`] of one part.
+fn child_ids_part(key: u64, parents: &[StateId], counts: &[u32], ids: &mut Vec<StateId>) {
     let n: usize = counts.iter().map(|&c| c as usize).sum();
     let start = ids.len();
     ids.resize(start + n + 4, StateId(0));
@@ -724,7 +756,18 @@ pub(crate) fn child_ids_into(
         at += c;
     }
     ids.truncate(start + n);
-    for id in &mut ids[start..] {
+    hash_slots(key, parents, &mut ids[start..]);
+}
+
+crate::math::widest! {
+    /// [`hash_slots_any`] on the widest vector unit.
+    fn hash_slots(key: u64, parents: &[StateId], slots: &mut [StateId]) = hash_slots_any;
+}
+
+/// Each slot's (parent position, child index) replaced by the child's id.
+#[inline(always)]
+fn hash_slots_any(key: u64, parents: &[StateId], slots: &mut [StateId]) {
+    for id in slots {
         let (i, k) = ((id.0 >> 32) as usize, id.0 as u32);
         *id = child_id_keyed(key, parents[i], k);
     }

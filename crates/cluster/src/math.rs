@@ -137,6 +137,47 @@ pub(crate) fn normal_of_words(w0: u32, w1: u32, w2: u32) -> f64 {
     (-2.0 * ln_pos(v)).sqrt() * cos_turn(w2)
 }
 
+/// `$vis fn $name(args) -> R` calling `$any(args)`, an
+/// `#[inline(always)]` loop, compiled for the widest vector unit the CPU
+/// has: AVX-512 (F and DQ, whose 64-bit multiplies a hash wants), AVX2,
+/// or the build's baseline (SSE2 on x86-64), chosen at run time. The bits
+/// are the same on each: nothing here fuses a multiply with an add, and
+/// the loops' lanes are independent.
+macro_rules! widest {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? = $any:path;) => {
+        $(#[$m])*
+        #[allow(unsafe_code)]
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512dq")]
+                fn avx512($($arg: $ty),*) $(-> $ret)? {
+                    $any($($arg),*)
+                }
+                #[target_feature(enable = "avx2")]
+                fn avx2($($arg: $ty),*) $(-> $ret)? {
+                    $any($($arg),*)
+                }
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512dq")
+                {
+                    // SAFETY: the CPU has AVX-512F and DQ (checked just
+                    // above), the one condition for running code compiled
+                    // for them.
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2 (checked just above), the
+                    // one condition for running code compiled for it.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $any($($arg),*)
+        }
+    };
+}
+pub(crate) use widest;
+
 #[cfg(test)]
 mod tests {
     use super::*;

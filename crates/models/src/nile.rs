@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use statepipe_cluster::pf::{Bootstrap, PfOutput, SsModel};
-use statepipe_cluster::{Batch, Offspring, Rng};
+use statepipe_cluster::{Batch, ChildNormals, Offspring, Rng};
 
 /// The data shipped in the repository (`data/nile.csv`).
 pub const NILE_CSV: &str = include_str!("../../../data/nile.csv");
@@ -114,27 +114,62 @@ impl SsModel for Nile {
     ) {
         let (sd0, sd) = (self.p0.sqrt(), self.var_eta.sqrt());
         let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
-        let (states, inputs) = (batch.states(), batch.inputs());
+        let children: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
+        out.reserve(batch.len(), children);
         let mut draws = out.take_draws();
-        batch.child_normals(inputs.iter().map(|i| i.children), &mut draws);
-        let children = draws.parents().iter().zip(draws.normals());
-        let level = |(&p, &z): (&u32, &f64)| match states[p as usize] {
-            None => self.m0 + sd0 * z,
-            Some(s) => s + sd * z,
-        };
-        let weigh = |(&p, &z): (&u32, &f64)| {
-            let x = level((&p, &z));
-            let d = self.y[inputs[p as usize].t as usize] - x;
+        // In parts of a thousand parents: the draws stay in cache.
+        let n = batch.len();
+        for lo in (0..n).step_by(1024) {
+            let part = batch.slice(lo..n.min(lo + 1024));
+            self.evolve_part(&part, out, &mut draws, (sd0, sd, c));
+        }
+        out.keep_draws(draws);
+    }
+}
+
+impl Nile {
+    /// [`SsModel::evolve_batch`] of a part of a batch, with the square
+    /// roots of the variances and the density's constant.
+    fn evolve_part(
+        &self,
+        batch: &Batch<'_, Bootstrap<Self>>,
+        out: &mut Offspring<Bootstrap<Self>>,
+        draws: &mut ChildNormals,
+        (sd0, sd, c): (f64, f64, f64),
+    ) {
+        let (states, inputs) = (batch.states(), batch.inputs());
+        batch.child_normals(inputs.iter().map(|i| i.children), draws);
+        // Each child's level, in place of its draw.
+        let (parents, x) = draws.parents_and_normals_mut();
+        for (x, &p) in x.iter_mut().zip(parents) {
+            let (base, scale) = match states[p as usize] {
+                None => (self.m0, sd0),
+                Some(s) => (s, sd),
+            };
+            *x = base + scale * *x;
+        }
+        let weigh = |x: f64, y: f64| {
+            let d = y - x;
             PfOutput {
                 log_w: -0.5 * (c + d * d / self.var_eps),
                 summary: x,
             }
         };
-        out.extend_parents(
-            inputs.iter().map(|i| i.children),
-            children.clone().map(|c| Some(level(c))),
-            children.map(weigh),
-        );
-        out.keep_draws(draws);
+        let counts = inputs.iter().map(|i| i.children);
+        let states = draws.normals().iter().map(|&x| Some(x));
+        match inputs.first().map(|i| i.t) {
+            // The filter's batches: one observation for all.
+            Some(t) if inputs.iter().all(|i| i.t == t) => {
+                let y = self.y[t as usize];
+                let outputs = draws.normals().iter().map(|&x| weigh(x, y));
+                out.extend_parents(counts, states, outputs);
+            }
+            _ => {
+                let children = draws.parents().iter().zip(draws.normals());
+                let outputs =
+                    children.map(|(&p, &x)| weigh(x, self.y[inputs[p as usize].t as usize]));
+                out.extend_parents(counts, states, outputs);
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{Children, Engine};
 use crate::error::Error;
 use crate::evolve::{call_rng, Batch, Evolve, Offspring, Rng, StateId};
-use crate::math::exp_nonpos;
+use crate::math::{exp_nonpos, widest};
 
 /// A state-space model: a prior, a transition and an observation density.
 pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -184,6 +184,17 @@ const SUM_LANES: usize = 8;
 fn weigh(log_w: &[f64], summary: &[f64], max: f64, w: &mut Vec<f64>) -> (f64, f64) {
     assert_eq!(log_w.len(), summary.len());
     w.resize(log_w.len(), 0.0);
+    weigh_widest(log_w, summary, max, w)
+}
+
+widest! {
+    /// [`weigh_any`] on the widest vector unit.
+    fn weigh_widest(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) = weigh_any;
+}
+
+/// [`weigh`]'s loop.
+#[inline(always)]
+fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) {
     let (mut total, mut num) = ([0.0f64; SUM_LANES], [0.0f64; SUM_LANES]);
     let mut ws = w.chunks_exact_mut(SUM_LANES);
     let mut ls = log_w.chunks_exact(SUM_LANES);
