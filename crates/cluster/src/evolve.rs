@@ -31,7 +31,9 @@ use crate::philox::{fill_normals, philox, philox_lanes, LANES};
 /// Words are served in counter order, a `u64` being two words, low first
 /// (the crate's frozen convention). Earlier builds gave calls PCG64 (and
 /// ChaCha8 before that): a run's results differ from theirs bit for bit,
-/// not in distribution.
+/// not in distribution. [`Rng::normal`] takes a whole block per draw; the
+/// Nile model drew its normals with `rand_distr`'s Ziggurat before it
+/// (same remark).
 #[derive(Debug, Clone)]
 pub struct Rng {
     key: [u32; 2],
@@ -981,104 +983,6 @@ mod tests {
         assert_eq!(out.counts(), &[1; 40][..]);
         for (i, o) in out.outputs().iter().enumerate() {
             assert_eq!(*o, call_rng(5, 6, ids[i]).next_u64());
-        }
-    }
-}
-
-#[cfg(test)]
-mod speed {
-    use super::*;
-
-    #[test]
-    #[ignore]
-    fn kernel_speed() {
-        let n = 1 << 14;
-        let reps = 64;
-        let ids: Vec<StateId> = (0..n).map(|i| StateId(mix64(i as u64))).collect();
-        let parent: Vec<u32> = (0..n as u32).collect();
-        let index = vec![0u32; n];
-        let mut z = vec![0.0; n];
-        let key = step_key(1, 2);
-        type K = fn([u32; 2], &[StateId], &[u32], &[u32], &mut [f64]);
-        let ks: [(&str, K); 3] = [
-            ("any", |k, a, b, c, d| {
-                crate::philox::fill_normals_any(k, a, b, c, d)
-            }),
-            ("avx2", crate::philox::normals_avx2),
-            ("avx512", crate::philox::normals_avx512),
-        ];
-        for (name, f) in ks {
-            for _ in 0..3 {
-                let t = std::time::Instant::now();
-                for _ in 0..reps {
-                    f(key, &ids, &parent, &index, &mut z);
-                }
-                eprintln!(
-                    "{name}: {:.2} ns/child",
-                    t.elapsed().as_nanos() as f64 / (n * reps) as f64
-                );
-            }
-        }
-        let mut streams = [0u64; LANES];
-        let mut acc = 0u32;
-        let t = std::time::Instant::now();
-        for r in 0..(n * reps / LANES) {
-            streams[0] = r as u64;
-            let b = crate::philox::avx512(key, &streams);
-            acc = acc.wrapping_add(b[3][1]);
-        }
-        eprintln!(
-            "philox avx512: {:.2} ns/block {acc}",
-            t.elapsed().as_nanos() as f64 / (n * reps) as f64
-        );
-        let t = std::time::Instant::now();
-        let mut sum = 0.0;
-        for r in 0..(n * reps) as u32 {
-            sum += crate::math::normal_of_words(
-                r.wrapping_mul(0x9E37_79B9),
-                r ^ 0x5555,
-                r.wrapping_mul(0x85EB_CA6B),
-            );
-        }
-        eprintln!(
-            "normal_of_words scalar: {:.2} ns {sum}",
-            t.elapsed().as_nanos() as f64 / (n * reps) as f64
-        );
-        let counts: Vec<u32> = (0..n).map(|i| [0, 1, 2, 1, 1, 0, 2, 1][i % 8]).collect();
-        let mut out = Vec::new();
-        for _ in 0..3 {
-            out.clear();
-            let t = std::time::Instant::now();
-            child_ids_into(7, &ids, &counts, &mut out);
-            eprintln!(
-                "ids: {:.2} ns/child",
-                t.elapsed().as_nanos() as f64 / n as f64
-            );
-        }
-        let l: Vec<f64> = z.iter().map(|z| -z * z).collect();
-        let mut w = vec![0.0; n];
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            for _ in 0..reps {
-                for (w, l) in w.iter_mut().zip(&l) {
-                    *w = crate::math::exp_nonpos(*l);
-                }
-                std::hint::black_box(&mut w);
-            }
-            eprintln!(
-                "exp: {:.2} ns/child {}",
-                t.elapsed().as_nanos() as f64 / (n * reps) as f64,
-                w[5]
-            );
-            let t = std::time::Instant::now();
-            for (w, l) in w.iter_mut().zip(&l) {
-                *w = l.exp();
-            }
-            eprintln!(
-                "libm exp: {:.2} ns/child {}",
-                t.elapsed().as_nanos() as f64 / n as f64,
-                w[5]
-            );
         }
     }
 }
