@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::evolve::{
-    child_id_keyed, child_key, root_id, step_key, Batch, Evolve, IdHash, IdMap, Offspring, StateId,
+    child_ids_into, child_key, root_id, step_key, Batch, Evolve, IdHash, IdMap, Offspring, StateId,
 };
 use crate::registry::{decode, encode};
 use crate::snapshot::Snapshot;
@@ -635,11 +635,7 @@ impl<E: Evolve> Local<E> {
                 "{}'s evolve_batch pushed children after its last parent",
                 E::NAME
             );
-            part.ids.reserve(off.states.len());
-            for (&parent, &c) in share.parents.iter().zip(&off.counts) {
-                part.ids
-                    .extend((0..c).map(|i| child_id_keyed(kid_key, parent, i)));
-            }
+            child_ids_into(kid_key, share.parents, &off.counts, &mut part.ids);
             next.ids.extend_from_slice(&part.ids);
             std::mem::swap(&mut next.states, &mut off.states);
             std::mem::swap(&mut part.outputs, &mut off.outputs);

@@ -7,7 +7,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::philox::{philox, philox_lanes, LANES};
+use crate::math::normal_of_words;
+use crate::philox::{fill_normals, philox, philox_lanes, LANES};
 
 /// The random number generator handed to [`Evolve::evolve`]: Philox4x32-10,
 /// the counter-based generator of Salmon, Moraes, Dror and Shaw ("Parallel
@@ -30,7 +31,9 @@ use crate::philox::{philox, philox_lanes, LANES};
 /// Words are served in counter order, a `u64` being two words, low first
 /// (the crate's frozen convention). Earlier builds gave calls PCG64 (and
 /// ChaCha8 before that): a run's results differ from theirs bit for bit,
-/// not in distribution.
+/// not in distribution. [`Rng::normal`] takes a whole block per draw; the
+/// Nile model drew its normals with `rand_distr`'s Ziggurat before it
+/// (same remark).
 #[derive(Debug, Clone)]
 pub struct Rng {
     key: [u32; 2],
@@ -66,6 +69,22 @@ impl Rng {
             buf: first,
             used: 0,
         }
+    }
+
+    /// A standard normal draw: the Box–Muller transform of the next whole
+    /// block (radius from words 0 and 1, angle from word 2; the rest of a
+    /// block already partly read is skipped). So the `k`-th draw of a
+    /// generator that draws nothing else is block `k`, which is what lets
+    /// [`Batch::child_normals`] make a batch's draws in bulk, with the
+    /// same bits. Branch free (no rejection), fdlibm's polynomials for the
+    /// logarithm and the cosine: the same bits on every x86-64.
+    #[inline]
+    pub fn normal(&mut self) -> f64 {
+        if self.used != 0 {
+            self.refill();
+        }
+        self.used = 4;
+        normal_of_words(self.buf[0], self.buf[1], self.buf[2])
     }
 
     #[cold]
@@ -290,6 +309,23 @@ impl<'a, E: Evolve> Batch<'a, E> {
         }
     }
 
+    /// The parents at positions `range` of this batch, as a batch of
+    /// their own (with the same generators: [`Batch::rng`]`(i)` of the
+    /// part is `rng(range.start + i)` of the whole). A model that makes a
+    /// step in several passes over its children goes through a large
+    /// batch in parts, so that its buffers stay in cache.
+    ///
+    /// # Panics
+    /// If `range` is out of bounds.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Batch<'a, E> {
+        Batch {
+            ids: &self.ids[range.clone()],
+            states: &self.states[range.clone()],
+            inputs: &self.inputs[range],
+            key: self.key,
+        }
+    }
+
     /// Parents in the batch.
     pub fn len(&self) -> usize {
         self.ids.len()
@@ -335,6 +371,92 @@ impl<'a, E: Evolve> Batch<'a, E> {
             streams: [0; LANES],
             made: 0,
         }
+    }
+}
+
+impl<E: Evolve> Batch<'_, E> {
+    /// Each child's parent and normal draw, parent `i` having `counts[i]`
+    /// children (one count per parent, in order): child `k` of parent `i`
+    /// gets the `k`-th [`Rng::normal`] of [`Batch::rng`]`(i)`, the bits a
+    /// model that draws one normal per child, and nothing else, gets by
+    /// drawing them one by one. Made sixteen children at a time in vector
+    /// registers, with no branch per child.
+    ///
+    /// # Panics
+    /// If `counts` does not have one count per parent.
+    pub fn child_normals(&self, counts: impl Iterator<Item = u32> + Clone, out: &mut ChildNormals) {
+        let n: usize = counts.clone().map(|c| c as usize).sum();
+        let (parent, index) = (&mut out.parent, &mut out.index);
+        // Four slots per parent whatever its count: the next parent's
+        // overwrite those past this one's children (no branch per count).
+        // The buffers only grow: what they hold is overwritten, not
+        // cleared first.
+        parent.resize(parent.len().max(n + 4), 0);
+        index.resize(index.len().max(n + 4), 0);
+        let (mut at, mut parents) = (0, 0);
+        for (i, c) in counts.enumerate() {
+            let (c, i) = (c as usize, i as u32);
+            parent[at..at + 4].copy_from_slice(&[i; 4]);
+            index[at..at + 4].copy_from_slice(&[0, 1, 2, 3]);
+            for k in 4..c {
+                parent[at + k] = i;
+                index[at + k] = k as u32;
+            }
+            at += c;
+            parents += 1;
+        }
+        assert_eq!(
+            parents,
+            self.len(),
+            "counts for {parents} parents, a batch of {}",
+            self.len()
+        );
+        parent.truncate(n);
+        index.truncate(n);
+        out.z.resize(n, 0.0);
+        fill_normals(self.key, self.ids, parent, index, &mut out.z);
+    }
+}
+
+/// What [`Batch::child_normals`] writes: each child's parent (its index
+/// in the batch) and normal draw. Keep one and reuse its buffers.
+#[derive(Debug, Clone, Default)]
+pub struct ChildNormals {
+    parent: Vec<u32>,
+    index: Vec<u32>,
+    z: Vec<f64>,
+}
+
+impl ChildNormals {
+    /// An empty one.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Each child's parent, as an index into the batch.
+    pub fn parents(&self) -> &[u32] {
+        &self.parent
+    }
+
+    /// Each child's standard normal draw.
+    pub fn normals(&self) -> &[f64] {
+        &self.z
+    }
+
+    /// [`ChildNormals::parents`], and the draws to overwrite (with what a
+    /// model makes of them: its children's values, say).
+    pub fn parents_and_normals_mut(&mut self) -> (&[u32], &mut [f64]) {
+        (&self.parent, &mut self.z)
+    }
+
+    /// Children in all.
+    pub fn len(&self) -> usize {
+        self.z.len()
+    }
+
+    /// Whether there are no children.
+    pub fn is_empty(&self) -> bool {
+        self.z.is_empty()
     }
 }
 
@@ -403,6 +525,8 @@ pub struct Offspring<E: Evolve> {
     pub(crate) outputs: Vec<E::Output>,
     pub(crate) counts: Vec<u32>,
     open: u32,
+    /// Buffers lent to the model ([`Offspring::take_draws`]).
+    draws: ChildNormals,
 }
 
 impl<E: Evolve> Default for Offspring<E> {
@@ -412,6 +536,7 @@ impl<E: Evolve> Default for Offspring<E> {
             outputs: Vec::new(),
             counts: Vec::new(),
             open: 0,
+            draws: ChildNormals::default(),
         }
     }
 }
@@ -436,6 +561,47 @@ impl<E: Evolve> Offspring<E> {
     pub fn end_parent(&mut self) {
         self.counts.push(self.open);
         self.open = 0;
+    }
+
+    /// Adds whole parents at once: one per count in `counts`, closed with
+    /// that many children (as [`Offspring::end_parent`] would), and the
+    /// children's `states` and `outputs` in order (as [`Offspring::push`]
+    /// would). Plain extends of the buffers, which vectorise where a loop
+    /// of pushes does not.
+    ///
+    /// # Panics
+    /// If a parent is open, or the counts, states and outputs do not agree.
+    pub fn extend_parents(
+        &mut self,
+        counts: impl IntoIterator<Item = u32>,
+        states: impl IntoIterator<Item = E::State>,
+        outputs: impl IntoIterator<Item = E::Output>,
+    ) {
+        assert_eq!(self.open, 0, "extend_parents with a parent open");
+        let (p, s, o) = (self.counts.len(), self.states.len(), self.outputs.len());
+        self.counts.extend(counts);
+        self.states.extend(states);
+        self.outputs.extend(outputs);
+        let n: usize = self.counts[p..].iter().map(|&c| c as usize).sum();
+        assert!(
+            self.states.len() - s == n && self.outputs.len() - o == n,
+            "extend_parents: counts for {n} children, {} states and {} outputs",
+            self.states.len() - s,
+            self.outputs.len() - o
+        );
+    }
+
+    /// The buffers of a [`ChildNormals`] kept with this one, for
+    /// [`Batch::child_normals`]: an engine keeps an `Offspring` per thread
+    /// from step to step, so a model that gives them back
+    /// ([`Offspring::keep_draws`]) allocates nothing in its steady state.
+    pub fn take_draws(&mut self) -> ChildNormals {
+        std::mem::take(&mut self.draws)
+    }
+
+    /// Gives back what [`Offspring::take_draws`] lent.
+    pub fn keep_draws(&mut self, draws: ChildNormals) {
+        self.draws = draws;
     }
 
     /// Makes room for `children` more children and `parents` more parents.
@@ -510,6 +676,7 @@ impl std::hash::Hasher for IdHasher {
 }
 
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.
+#[inline]
 pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -551,6 +718,61 @@ pub(crate) fn child_id_keyed(key: u64, parent: StateId, index: u32) -> StateId {
     StateId(mix64(
         parent.0 ^ key ^ u64::from(index).wrapping_mul(0xD6E8_FEB8_6659_FD93),
     ))
+}
+
+/// Appends to `ids` the ids of the children of `parents`, `counts[i]` of
+/// parent `i`, in order: [`child_id_keyed`] of each parent and child
+/// index. Without a branch per count: each parent's position and child
+/// index are written to four slots whatever its count (the next parent's
+/// overwrite the ones past its children), then hashed in place.
+pub(crate) fn child_ids_into(
+    key: u64,
+    parents: &[StateId],
+    counts: &[u32],
+    ids: &mut Vec<StateId>,
+) {
+    // In parts, so that each part's slots are hashed while in cache.
+    for (p, c) in parents.chunks(1024).zip(counts.chunks(1024)) {
+        child_ids_part(key, p, c, ids);
+    }
+}
+
+/// [`child_ids_into`] of one part.
+fn child_ids_part(key: u64, parents: &[StateId], counts: &[u32], ids: &mut Vec<StateId>) {
+    let n: usize = counts.iter().map(|&c| c as usize).sum();
+    let start = ids.len();
+    ids.resize(start + n + 4, StateId(0));
+    let slots = &mut ids[start..];
+    let mut at = 0;
+    for (i, &c) in counts.iter().enumerate() {
+        let (c, i) = (c as usize, (i as u64) << 32);
+        slots[at..at + 4].copy_from_slice(&[
+            StateId(i),
+            StateId(i | 1),
+            StateId(i | 2),
+            StateId(i | 3),
+        ]);
+        for k in 4..c {
+            slots[at + k] = StateId(i | k as u64);
+        }
+        at += c;
+    }
+    ids.truncate(start + n);
+    hash_slots(key, parents, &mut ids[start..]);
+}
+
+crate::math::widest! {
+    /// [`hash_slots_any`] on the widest vector unit.
+    fn hash_slots(key: u64, parents: &[StateId], slots: &mut [StateId]) = hash_slots_any;
+}
+
+/// Each slot's (parent position, child index) replaced by the child's id.
+#[inline(always)]
+fn hash_slots_any(key: u64, parents: &[StateId], slots: &mut [StateId]) {
+    for id in slots {
+        let (i, k) = ((id.0 >> 32) as usize, id.0 as u32);
+        *id = child_id_keyed(key, parents[i], k);
+    }
 }
 
 /// The id of the `index`-th child of `parent` at `step`.
@@ -659,6 +881,72 @@ mod tests {
         Rng::keyed(key, 99).fill_bytes(&mut bytes);
         assert_eq!(bytes[..4], want[0].to_le_bytes());
         assert_eq!(bytes[4..], want[1].to_le_bytes()[..2]);
+    }
+
+    #[test]
+    fn child_normals_and_ids_are_the_one_by_one_bits() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Unit;
+        impl Evolve for Unit {
+            const NAME: &'static str = "unit";
+            type State = ();
+            type Input = ();
+            type Output = ();
+            fn evolve(&self, _: &(), _: &(), _: &mut Rng) -> Vec<((), ())> {
+                Vec::new()
+            }
+        }
+        let n = 45;
+        let ids: Vec<StateId> = (0..n).map(|i| StateId(mix64(i as u64))).collect();
+        let counts: Vec<u32> = (0..n).map(|i| [0, 1, 2, 7, 3, 0, 5, 1, 4][i % 9]).collect();
+        let (states, inputs) = (vec![(); n], vec![(); n]);
+        let batch = Batch::<Unit>::new(5, 6, &ids, &states, &inputs);
+        let mut draws = ChildNormals::new();
+        batch.child_normals(counts.iter().copied(), &mut draws);
+        let mut j = 0;
+        for (i, &c) in counts.iter().enumerate() {
+            let mut rng = call_rng(5, 6, ids[i]);
+            for _ in 0..c {
+                assert_eq!(draws.parents()[j], i as u32);
+                assert_eq!(draws.normals()[j].to_bits(), rng.normal().to_bits());
+                j += 1;
+            }
+        }
+        assert_eq!(j, draws.len());
+        // Every vector unit gives the same bits.
+        let parent: Vec<u32> = draws.parents().to_vec();
+        let index: Vec<u32> = (0..j as u32).map(|k| k % 5).collect();
+        let mut want = vec![0.0; j];
+        crate::philox::fill_normals_any(step_key(5, 6), &ids, &parent, &index, &mut want);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut got = vec![0.0; j];
+            if std::is_x86_feature_detected!("avx2") {
+                crate::philox::normals_avx2(step_key(5, 6), &ids, &parent, &index, &mut got);
+                assert_eq!(got, want);
+            }
+            if std::is_x86_feature_detected!("avx512f") {
+                crate::philox::normals_avx512(step_key(5, 6), &ids, &parent, &index, &mut got);
+                assert_eq!(got, want);
+            }
+        }
+        // A normal skips the rest of a block partly read.
+        let mut a = call_rng(1, 2, StateId(3));
+        a.next_u32();
+        let mut b = call_rng(1, 2, StateId(3));
+        b.normal();
+        assert_eq!(a.normal().to_bits(), b.normal().to_bits());
+        // Children's ids, appended.
+        let mut got = vec![StateId(9)];
+        child_ids_into(77, &ids, &counts, &mut got);
+        let want: Vec<StateId> = std::iter::once(StateId(9))
+            .chain(
+                ids.iter()
+                    .zip(&counts)
+                    .flat_map(|(&p, &c)| (0..c).map(move |k| child_id_keyed(77, p, k))),
+            )
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

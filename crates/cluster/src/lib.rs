@@ -62,6 +62,7 @@ mod evolve;
 mod fuzz;
 mod listen;
 mod master;
+mod math;
 pub mod pf;
 mod philox;
 mod protocol;
@@ -83,7 +84,9 @@ pub use auth::{Secret, SECRET_ENV};
 pub use auto::{Auto, AutoConfig, Decision, ShipCost};
 pub use engine::{Children, Engine, Inputs, Local, Outputs};
 pub use error::{Error, WorkerLost};
-pub use evolve::{call_rng, Batch, Evolve, IdHash, IdHasher, IdMap, Offspring, Rng, Rngs, StateId};
+pub use evolve::{
+    call_rng, Batch, ChildNormals, Evolve, IdHash, IdHasher, IdMap, Offspring, Rng, Rngs, StateId,
+};
 pub use listen::{Joined, Listener};
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use registry::Registry;

@@ -1,7 +1,12 @@
 //! Philox4x32-10 blocks ("Parallel Random Numbers: As Easy as 1, 2, 3",
 //! Salmon et al., SC'11) for [`Rng`](crate::Rng): one at a time through
-//! the `rand_philox` crate, or sixteen streams' first blocks at once in a
-//! lane loop that vectorises, on AVX-512 or AVX2 when the CPU has them.
+//! the `rand_philox` crate, or sixteen streams' blocks at once in a lane
+//! loop that vectorises, on AVX-512 or AVX2 when the CPU has them: the
+//! first blocks of sixteen parents' generators, or sixteen children's
+//! normal draws ([`fill_normals`]).
+
+use crate::evolve::StateId;
+use crate::math::normal_of_words;
 
 /// Block `block` of stream `stream` under `key`: Philox4x32-10 of the
 /// counter (block low, block high, stream low, stream high).
@@ -41,7 +46,8 @@ pub(crate) fn philox_lanes(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; 
 
 /// [`philox_lanes_any`] on AVX-512 (the lane loop compiled for a wider
 /// vector unit than the build's baseline, SSE2 on x86-64, and chosen at
-/// run time: with [`avx2`], the only unsafe code of this crate).
+/// run time: with [`avx2`] and the two of [`fill_normals`], the only
+/// unsafe code of this crate).
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 pub(crate) fn avx512(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
@@ -73,11 +79,29 @@ pub(crate) fn avx2(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
 /// multiplies of whatever width the calling function is compiled for.
 #[inline(always)]
 pub(crate) fn philox_lanes_any(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
+    let w = philox_words_any(key, streams, &[0; LANES]);
+    let mut out = [[0u32; 4]; LANES];
+    for l in 0..LANES {
+        out[l] = [w[0][l], w[1][l], w[2][l], w[3][l]];
+    }
+    out
+}
+
+/// Block `blocks[l]` of stream `streams[l]` under `key` for every lane
+/// `l`, word by word: `w[i][l]` is word `i` of lane `l`'s block (the
+/// layout the lanes are computed in, which the vector loops that use them
+/// read without shuffling).
+#[inline(always)]
+pub(crate) fn philox_words_any(
+    key: [u32; 2],
+    streams: &[u64; LANES],
+    blocks: &[u32; LANES],
+) -> [[u32; LANES]; 4] {
     const M0: u32 = 0xD251_1F53;
     const M1: u32 = 0xCD9E_8D57;
     const W0: u32 = 0x9E37_79B9;
     const W1: u32 = 0xBB67_AE85;
-    let mut x0 = [0u32; LANES];
+    let mut x0 = *blocks;
     let mut x1 = [0u32; LANES];
     let mut x2 = [0u32; LANES];
     let mut x3 = [0u32; LANES];
@@ -96,17 +120,119 @@ pub(crate) fn philox_lanes_any(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 
             let p1 = u64::from(x2[l]) * u64::from(M1);
             let n0 = (p1 >> 32) as u32 ^ x1[l] ^ k[0];
             let n2 = (p0 >> 32) as u32 ^ x3[l] ^ k[1];
-            let n1 = x2[l].wrapping_mul(M1);
-            let n3 = x0[l].wrapping_mul(M0);
+            // The products' low halves (not separate 32-bit multiplies,
+            // which cost as much again in vector registers).
+            let n1 = p1 as u32;
+            let n3 = p0 as u32;
             x0[l] = n0;
             x1[l] = n1;
             x2[l] = n2;
             x3[l] = n3;
         }
     }
-    let mut out = [[0u32; 4]; LANES];
-    for l in 0..LANES {
-        out[l] = [x0[l], x1[l], x2[l], x3[l]];
+    [x0, x1, x2, x3]
+}
+
+/// For each child `j`: `z[j]` is the standard normal
+/// ([`normal_of_words`](crate::math::normal_of_words)) of block
+/// `index[j]` of stream `ids[parent[j]]` under `key`, sixteen children at
+/// a time, on the widest vector unit the CPU has (the same bits on any).
+///
+/// # Panics
+/// If the three child slices differ in length or a parent is out of range.
+pub(crate) fn fill_normals(
+    key: [u32; 2],
+    ids: &[StateId],
+    parent: &[u32],
+    index: &[u32],
+    z: &mut [f64],
+) {
+    assert!(parent.len() == z.len() && index.len() == z.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return normals_avx512(key, ids, parent, index, z);
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            return normals_avx2(key, ids, parent, index, z);
+        }
     }
-    out
+    fill_normals_any(key, ids, parent, index, z);
+}
+
+/// [`fill_normals_any`] on AVX-512.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+pub(crate) fn normals_avx512(
+    key: [u32; 2],
+    ids: &[StateId],
+    parent: &[u32],
+    index: &[u32],
+    z: &mut [f64],
+) {
+    #[target_feature(enable = "avx512f")]
+    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+        fill_normals_any(key, ids, parent, index, z);
+    }
+    assert!(std::is_x86_feature_detected!("avx512f"));
+    // SAFETY: the CPU has AVX-512F (checked just above), the one
+    // condition for running code compiled for it.
+    unsafe { run(key, ids, parent, index, z) }
+}
+
+/// [`fill_normals_any`] on AVX2.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+pub(crate) fn normals_avx2(
+    key: [u32; 2],
+    ids: &[StateId],
+    parent: &[u32],
+    index: &[u32],
+    z: &mut [f64],
+) {
+    #[target_feature(enable = "avx2")]
+    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+        fill_normals_any(key, ids, parent, index, z);
+    }
+    assert!(std::is_x86_feature_detected!("avx2"));
+    // SAFETY: the CPU has AVX2 (checked just above), the one condition
+    // for running code compiled for it.
+    unsafe { run(key, ids, parent, index, z) }
+}
+
+/// [`fill_normals`]' loop, for whatever vector unit the caller is
+/// compiled for: full chunks of [`LANES`] children, then the rest padded.
+#[inline(always)]
+pub(crate) fn fill_normals_any(
+    key: [u32; 2],
+    ids: &[StateId],
+    parent: &[u32],
+    index: &[u32],
+    z: &mut [f64],
+) {
+    #[inline(always)]
+    fn chunk(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+        let mut streams = [0u64; LANES];
+        let mut blocks = [0u32; LANES];
+        for l in 0..parent.len() {
+            streams[l] = ids[parent[l] as usize].0;
+            blocks[l] = index[l];
+        }
+        let w = philox_words_any(key, &streams, &blocks);
+        let mut out = [0.0f64; LANES];
+        for l in 0..LANES {
+            out[l] = normal_of_words(w[0][l], w[1][l], w[2][l]);
+        }
+        z.copy_from_slice(&out[..z.len()]);
+    }
+    let mut zs = z.chunks_exact_mut(LANES);
+    let mut ps = parent.chunks_exact(LANES);
+    let mut is = index.chunks_exact(LANES);
+    for ((z, p), i) in (&mut zs).zip(&mut ps).zip(&mut is) {
+        chunk(key, ids, p, i, z);
+    }
+    let z = zs.into_remainder();
+    if !z.is_empty() {
+        chunk(key, ids, ps.remainder(), is.remainder(), z);
+    }
 }

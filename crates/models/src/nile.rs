@@ -2,12 +2,10 @@
 //! (Durbin & Koopman's variances): y_t = x_t + ε, ε ~ N(0, 15099);
 //! x_{t+1} = x_t + η, η ~ N(0, 1469.1); x_1 ~ N(1000, 100000).
 
-use rand::Rng as _;
-use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
 use statepipe_cluster::pf::{Bootstrap, PfOutput, SsModel};
-use statepipe_cluster::{Batch, Offspring, Rng};
+use statepipe_cluster::{Batch, ChildNormals, Offspring, Rng};
 
 /// The data shipped in the repository (`data/nile.csv`).
 pub const NILE_CSV: &str = include_str!("../../../data/nile.csv");
@@ -88,11 +86,11 @@ impl SsModel for Nile {
     }
 
     fn prior(&self, rng: &mut Rng) -> f64 {
-        self.m0 + self.p0.sqrt() * rng.sample::<f64, _>(StandardNormal)
+        self.m0 + self.p0.sqrt() * rng.normal()
     }
 
     fn transition(&self, x: &f64, _t: usize, rng: &mut Rng) -> f64 {
-        x + self.var_eta.sqrt() * rng.sample::<f64, _>(StandardNormal)
+        x + self.var_eta.sqrt() * rng.normal()
     }
 
     fn log_obs(&self, x: &f64, t: usize) -> f64 {
@@ -104,8 +102,11 @@ impl SsModel for Nile {
         *x
     }
 
-    /// The same bits as the default, with the square roots and the
-    /// density's constant taken once per batch.
+    /// The same bits as the default, in passes over the batch's children
+    /// that vectorise: every child's normal draw at once
+    /// ([`Batch::child_normals`]), then the levels, then the states and
+    /// outputs; the square roots and the density's constant are taken
+    /// once.
     fn evolve_batch(
         &self,
         batch: &Batch<'_, Bootstrap<Self>>,
@@ -113,22 +114,62 @@ impl SsModel for Nile {
     ) {
         let (sd0, sd) = (self.p0.sqrt(), self.var_eta.sqrt());
         let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
-        let n: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
-        out.reserve(batch.len(), n);
-        let parents = batch.states().iter().zip(batch.inputs());
-        for ((s, input), mut rng) in parents.zip(batch.rngs()) {
-            let y = self.y[input.t as usize];
-            for _ in 0..input.children {
-                let z: f64 = rng.sample(StandardNormal);
-                let x = match s {
-                    None => self.m0 + sd0 * z,
-                    Some(x) => x + sd * z,
-                };
-                let d = y - x;
-                let log_w = -0.5 * (c + d * d / self.var_eps);
-                out.push(Some(x), PfOutput { log_w, summary: x });
+        let children: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
+        out.reserve(batch.len(), children);
+        let mut draws = out.take_draws();
+        // In parts of a thousand parents: the draws stay in cache.
+        let n = batch.len();
+        for lo in (0..n).step_by(1024) {
+            let part = batch.slice(lo..n.min(lo + 1024));
+            self.evolve_part(&part, out, &mut draws, (sd0, sd, c));
+        }
+        out.keep_draws(draws);
+    }
+}
+
+impl Nile {
+    /// [`SsModel::evolve_batch`] of a part of a batch, with the square
+    /// roots of the variances and the density's constant.
+    fn evolve_part(
+        &self,
+        batch: &Batch<'_, Bootstrap<Self>>,
+        out: &mut Offspring<Bootstrap<Self>>,
+        draws: &mut ChildNormals,
+        (sd0, sd, c): (f64, f64, f64),
+    ) {
+        let (states, inputs) = (batch.states(), batch.inputs());
+        batch.child_normals(inputs.iter().map(|i| i.children), draws);
+        // Each child's level, in place of its draw.
+        let (parents, x) = draws.parents_and_normals_mut();
+        for (x, &p) in x.iter_mut().zip(parents) {
+            let (base, scale) = match states[p as usize] {
+                None => (self.m0, sd0),
+                Some(s) => (s, sd),
+            };
+            *x = base + scale * *x;
+        }
+        let weigh = |x: f64, y: f64| {
+            let d = y - x;
+            PfOutput {
+                log_w: -0.5 * (c + d * d / self.var_eps),
+                summary: x,
             }
-            out.end_parent();
+        };
+        let counts = inputs.iter().map(|i| i.children);
+        let states = draws.normals().iter().map(|&x| Some(x));
+        match inputs.first().map(|i| i.t) {
+            // The filter's batches: one observation for all.
+            Some(t) if inputs.iter().all(|i| i.t == t) => {
+                let y = self.y[t as usize];
+                let outputs = draws.normals().iter().map(|&x| weigh(x, y));
+                out.extend_parents(counts, states, outputs);
+            }
+            _ => {
+                let children = draws.parents().iter().zip(draws.normals());
+                let outputs =
+                    children.map(|(&p, &x)| weigh(x, self.y[inputs[p as usize].t as usize]));
+                out.extend_parents(counts, states, outputs);
+            }
         }
     }
 }

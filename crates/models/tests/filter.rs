@@ -49,6 +49,7 @@ fn batch_steps_give_the_per_particle_bits() {
     {
         let model = Bootstrap(m.clone());
         let ids: Vec<StateId> = (0..37).map(|i| StateId(i * 7919 + 3)).collect();
+        let mut cases = Vec::new();
         for t in [0u32, 1, 5] {
             let states: Vec<Option<M::X>> = (0..ids.len()).map(|i| (t > 0).then(|| x(i))).collect();
             let inputs: Vec<PfInput> = (0..ids.len())
@@ -57,12 +58,24 @@ fn batch_steps_give_the_per_particle_bits() {
                     children: (i % 4) as u32,
                 })
                 .collect();
-            let batch = Batch::new(4, u64::from(t) + 1, &ids, &states, &inputs);
+            cases.push((u64::from(t) + 1, states, inputs));
+        }
+        // Several observations in one batch, and parents of up to 6 children.
+        let states: Vec<Option<M::X>> = (0..ids.len()).map(|i| Some(x(i))).collect();
+        let inputs: Vec<PfInput> = (0..ids.len())
+            .map(|i| PfInput {
+                t: 1 + (i % 3) as u32,
+                children: (i % 7) as u32,
+            })
+            .collect();
+        cases.push((9, states, inputs));
+        for (step, states, inputs) in cases {
+            let batch = Batch::new(4, step, &ids, &states, &inputs);
             let mut out = Offspring::new();
             model.evolve_batch(&batch, &mut out);
             let mut want = Vec::new();
             for (i, id) in ids.iter().enumerate() {
-                let mut rng = call_rng(4, u64::from(t) + 1, *id);
+                let mut rng = call_rng(4, step, *id);
                 want.extend(model.evolve(&states[i], &inputs[i], &mut rng));
             }
             let got: Vec<_> = out
@@ -71,7 +84,7 @@ fn batch_steps_give_the_per_particle_bits() {
                 .cloned()
                 .zip(out.outputs().iter().copied())
                 .collect();
-            assert_eq!(got, want, "t = {t}");
+            assert_eq!(got, want, "step {step}");
             let counts: Vec<u32> = inputs.iter().map(|i| i.children).collect();
             assert_eq!(out.counts(), &counts[..]);
         }

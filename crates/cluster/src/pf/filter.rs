@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{Children, Engine};
 use crate::error::Error;
 use crate::evolve::{call_rng, Batch, Evolve, Offspring, Rng, StateId};
+use crate::math::{exp_nonpos, widest};
 
 /// A state-space model: a prior, a transition and an observation density.
 pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -168,19 +169,62 @@ struct Weights {
     w: Vec<f64>,
     total: f64,
     max: f64,
+    /// The island's children's summaries, gathered for [`weigh`].
+    summary: Vec<f64>,
+}
+
+/// Lanes of the sums in [`weigh`].
+const SUM_LANES: usize = 8;
+
+/// `w[i] = e^(log_w[i] − max)` (a branch-free `exp` that vectorises,
+/// within an ulp of libm's), and the sums of `w[i]` and of
+/// `w[i] · summary[i]`, each as [`SUM_LANES`] running sums by position
+/// added in a fixed order: the same bits whatever thread or engine made
+/// the particles.
+fn weigh(log_w: &[f64], summary: &[f64], max: f64, w: &mut Vec<f64>) -> (f64, f64) {
+    assert_eq!(log_w.len(), summary.len());
+    w.resize(log_w.len(), 0.0);
+    weigh_widest(log_w, summary, max, w)
+}
+
+widest! {
+    /// [`weigh_any`] on the widest vector unit.
+    fn weigh_widest(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) = weigh_any;
+}
+
+/// [`weigh`]'s loop.
+#[inline(always)]
+fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) {
+    let (mut total, mut num) = ([0.0f64; SUM_LANES], [0.0f64; SUM_LANES]);
+    let mut ws = w.chunks_exact_mut(SUM_LANES);
+    let mut ls = log_w.chunks_exact(SUM_LANES);
+    let mut ss = summary.chunks_exact(SUM_LANES);
+    for ((w, l), s) in (&mut ws).zip(&mut ls).zip(&mut ss) {
+        for k in 0..SUM_LANES {
+            let e = exp_nonpos(l[k] - max);
+            w[k] = e;
+            total[k] += e;
+            num[k] += e * s[k];
+        }
+    }
+    let rest = ws.into_remainder().iter_mut().zip(ls.remainder());
+    for (k, ((w, l), s)) in rest.zip(ss.remainder()).enumerate() {
+        let e = exp_nonpos(l - max);
+        *w = e;
+        total[k] += e;
+        num[k] += e * s;
+    }
+    let add =
+        |a: [f64; SUM_LANES]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    (add(total), add(num))
 }
 
 impl Weights {
     /// The weights of `log_w`, in the buffer kept.
     fn set(&mut self, log_w: &[f64]) {
         let max = log_w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        self.w.clear();
-        let mut total = 0.0;
-        self.w.extend(log_w.iter().map(|l| {
-            let e = (l - max).exp();
-            total += e;
-            e
-        }));
+        // The sum's bits do not depend on the summaries.
+        let (total, _) = weigh(log_w, log_w, max, &mut self.w);
         self.total = total;
         self.max = max;
     }
@@ -263,34 +307,26 @@ impl Island<'_> {
         let range = self.r * m..(self.r + 1) * m;
         let mut max = f64::NEG_INFINITY;
         let mut at = 0;
-        for (ids, outs) in out.slices(range.clone()) {
-            self.ids[at..at + ids.len()].copy_from_slice(ids);
-            for (l, o) in self.log_w[at..at + outs.len()].iter_mut().zip(outs) {
+        let w = &mut *self.weights;
+        w.summary.resize(m, 0.0);
+        for (ids, outs) in out.slices(range) {
+            let n = ids.len();
+            self.ids[at..at + n].copy_from_slice(ids);
+            let dst = self.log_w[at..at + n]
+                .iter_mut()
+                .zip(&mut w.summary[at..at + n]);
+            for ((l, s), o) in dst.zip(outs) {
                 *l = o.log_w;
+                *s = o.summary;
                 max = max.max(o.log_w);
             }
-            at += ids.len();
+            at += n;
         }
         assert_eq!(at, m, "an island's particles had {at} children, not {m}");
-        // The weights and their sum (the bits of `Weights::set`, which a
-        // resumed run uses), then the weighted sum of summaries.
-        let w = &mut *self.weights;
-        w.w.clear();
+        // The weights, their sum (the bits of `Weights::set`, which a
+        // resumed run uses) and the weighted sum of summaries.
+        let (total, num) = weigh(self.log_w, &w.summary, max, &mut w.w);
         w.max = max;
-        let mut total = 0.0;
-        w.w.extend(self.log_w.iter().map(|l| {
-            let e = (l - max).exp();
-            total += e;
-            e
-        }));
-        let mut num = 0.0;
-        let mut at = 0;
-        for (_, outs) in out.slices(range) {
-            for (e, o) in w.w[at..at + outs.len()].iter().zip(outs) {
-                num += e * o.summary;
-            }
-            at += outs.len();
-        }
         w.total = total;
         self.num = num;
         *self.log_z += w.log_sum() - (m as f64).ln();
