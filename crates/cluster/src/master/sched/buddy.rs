@@ -322,8 +322,13 @@ impl Scheduler {
         }
         self.add_from_copies(&plan.readd, &live);
         let mut per: BTreeMap<WorkerId, Vec<StateId>> = BTreeMap::new();
+        // A fetch of an operation abandoned since (its answers were to come
+        // late, and a rollback rebuilt the books) may name states the books
+        // no longer place anywhere: nothing waits for those.
         for id in refetch {
-            per.entry(self.location[&id]).or_default().push(id);
+            if let Some(&h) = self.location.get(&id) {
+                per.entry(h).or_default().push(id);
+            }
         }
         for (h, ids) in per {
             self.send_ids(h, Kind::Fetch, &ids.clone(), Req::Fetch(ids));

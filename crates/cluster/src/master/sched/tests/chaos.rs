@@ -680,3 +680,34 @@ fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
     }
     stragglers(5, 14, 2, true, &[(2, 0, 1)], 8, Some((1, 0, 1)), &picks).unwrap();
 }
+
+/// A worker lost while it still owed a `Fetch` of an operation that was
+/// abandoned (the driver stopped waiting) and rolled back: the fetch names
+/// states the rebuilt books no longer place anywhere, and the loss must
+/// still be recovered (a proptest case once panicked there). Seeded
+/// schedules around that case (five workers, one replica, a worker and
+/// its buddy lost at one moment near delivery 90, another just after).
+#[test]
+fn a_loss_owing_a_stale_fetch_is_recovered() {
+    for seed in 0..64u64 {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as usize
+        };
+        let (n, replicas) = (5, 1);
+        let first = next() % 6;
+        let more = next() % 2;
+        let rebalance = next() % 2 == 0;
+        let early = next() % 2 == 0;
+        let at = 80 + next() % 20;
+        let picks: Vec<usize> = (0..64).map(|_| next()).collect();
+        let together = replicas + 1 + more;
+        let kills = schedule(n, first, together, at, &[(2, at + 1)]);
+        let mut c = Cluster::new(n, buddy_cfg(replicas, 2, true, rebalance));
+        run_rolling_back(&mut c, 9, 3, &kills, &picks, early)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
