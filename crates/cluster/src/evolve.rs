@@ -143,6 +143,13 @@ impl rand::SeedableRng for Rng {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct StateId(pub u64);
 
+impl From<StateId> for u64 {
+    /// The id's number (a state's Philox stream, for one).
+    fn from(id: StateId) -> u64 {
+        id.0
+    }
+}
+
 impl std::fmt::Display for StateId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "#{:016x}", self.0)

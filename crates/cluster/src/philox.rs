@@ -5,7 +5,6 @@
 //! first blocks of sixteen parents' generators, or sixteen children's
 //! normal draws ([`fill_normals`]).
 
-use crate::evolve::StateId;
 use crate::math::normal_of_words;
 
 /// Block `block` of stream `stream` under `key`: Philox4x32-10 of the
@@ -135,14 +134,14 @@ pub(crate) fn philox_words_any(
 
 /// For each child `j`: `z[j]` is the standard normal
 /// ([`normal_of_words`](crate::math::normal_of_words)) of block
-/// `index[j]` of stream `ids[parent[j]]` under `key`, sixteen children at
+/// `index[j]` of stream `ids[parent[j]]` (a state's id, as `u64`) under `key`, sixteen children at
 /// a time, on the widest vector unit the CPU has (the same bits on any).
 ///
 /// # Panics
 /// If the three child slices differ in length or a parent is out of range.
-pub(crate) fn fill_normals(
+pub(crate) fn fill_normals<T: Copy + Into<u64>>(
     key: [u32; 2],
-    ids: &[StateId],
+    ids: &[T],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
@@ -163,15 +162,21 @@ pub(crate) fn fill_normals(
 /// [`fill_normals_any`] on AVX-512.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
-pub(crate) fn normals_avx512(
+pub(crate) fn normals_avx512<T: Copy + Into<u64>>(
     key: [u32; 2],
-    ids: &[StateId],
+    ids: &[T],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
 ) {
     #[target_feature(enable = "avx512f")]
-    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+    fn run<T: Copy + Into<u64>>(
+        key: [u32; 2],
+        ids: &[T],
+        parent: &[u32],
+        index: &[u32],
+        z: &mut [f64],
+    ) {
         fill_normals_any(key, ids, parent, index, z);
     }
     assert!(std::is_x86_feature_detected!("avx512f"));
@@ -183,15 +188,21 @@ pub(crate) fn normals_avx512(
 /// [`fill_normals_any`] on AVX2.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
-pub(crate) fn normals_avx2(
+pub(crate) fn normals_avx2<T: Copy + Into<u64>>(
     key: [u32; 2],
-    ids: &[StateId],
+    ids: &[T],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
 ) {
     #[target_feature(enable = "avx2")]
-    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+    fn run<T: Copy + Into<u64>>(
+        key: [u32; 2],
+        ids: &[T],
+        parent: &[u32],
+        index: &[u32],
+        z: &mut [f64],
+    ) {
         fill_normals_any(key, ids, parent, index, z);
     }
     assert!(std::is_x86_feature_detected!("avx2"));
@@ -203,19 +214,25 @@ pub(crate) fn normals_avx2(
 /// [`fill_normals`]' loop, for whatever vector unit the caller is
 /// compiled for: full chunks of [`LANES`] children, then the rest padded.
 #[inline(always)]
-pub(crate) fn fill_normals_any(
+pub(crate) fn fill_normals_any<T: Copy + Into<u64>>(
     key: [u32; 2],
-    ids: &[StateId],
+    ids: &[T],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
 ) {
     #[inline(always)]
-    fn chunk(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+    fn chunk<T: Copy + Into<u64>>(
+        key: [u32; 2],
+        ids: &[T],
+        parent: &[u32],
+        index: &[u32],
+        z: &mut [f64],
+    ) {
         let mut streams = [0u64; LANES];
         let mut blocks = [0u32; LANES];
         for l in 0..parent.len() {
-            streams[l] = ids[parent[l] as usize].0;
+            streams[l] = ids[parent[l] as usize].into();
             blocks[l] = index[l];
         }
         let w = philox_words_any(key, &streams, &blocks);
