@@ -1,12 +1,15 @@
-//! The user's side: the [`Evolve`] trait, state tokens, and the derivation of
-//! every random number and id from `(run seed, step, parent)`.
+//! The user's side: the [`Evolve`] trait, its batches, and the derivation
+//! of every random number from `(run seed, step, parent)` (the ids' in
+//! `ids.rs`).
 //!
 //! Nothing here depends on which worker runs a call, so a run gives the same
 //! bits on one process or on 450.
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+pub(crate) use crate::ids::{child_id, child_ids_into, child_key, root_id, step_key};
+pub use crate::ids::{IdHash, IdHasher, IdMap, StateId};
 use crate::math::normal_of_words;
 use crate::philox::{fill_normals, philox, philox_lanes, LANES};
 
@@ -136,23 +139,6 @@ impl rand::SeedableRng for Rng {
     fn from_seed(seed: [u8; 8]) -> Self {
         let k = u64::from_le_bytes(seed);
         Rng::keyed([k as u32, (k >> 32) as u32], 0)
-    }
-}
-
-/// A token for a state held by some worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct StateId(pub u64);
-
-impl From<StateId> for u64 {
-    /// The id's number (a state's Philox stream, for one).
-    fn from(id: StateId) -> u64 {
-        id.0
-    }
-}
-
-impl std::fmt::Display for StateId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "#{:016x}", self.0)
     }
 }
 
@@ -642,67 +628,6 @@ impl<E: Evolve> Offspring<E> {
     }
 }
 
-/// Hashes a [`StateId`] to itself: ids are already the output of a mixing
-/// function (SplitMix64 of the run seed, step, parent and index), so hashing
-/// them again with the standard library's SipHash buys nothing and costs a
-/// fifth of a cheap model's step. The hasher of [`IdMap`], the maps the
-/// [`Engine`](crate::Engine) API takes and returns. Keys other than a
-/// `StateId` are hashed byte by byte with SplitMix64 (correct, not fast).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IdHash;
-
-/// A map keyed by state id, hashed by [`IdHash`]. Make one with
-/// `IdMap::default()`, `with_capacity_and_hasher(n, IdHash)`, or by
-/// collecting `(StateId, V)` pairs.
-pub type IdMap<V> = std::collections::HashMap<StateId, V, IdHash>;
-
-/// The hasher of [`IdHash`]: the last `u64` written.
-#[derive(Debug, Default)]
-pub struct IdHasher(u64);
-
-impl std::hash::BuildHasher for IdHash {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Not reached for `StateId` (one `write_u64`); stay correct anyway.
-        for &b in bytes {
-            self.0 = mix64(self.0 ^ u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// SplitMix64's finaliser: a bijection on u64 with good avalanche.
-#[inline]
-pub(crate) fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn hash3(a: u64, b: u64, c: u64) -> u64 {
-    mix64(mix64(mix64(a) ^ b) ^ c)
-}
-
-/// The Philox key of `step` of a run seeded `seed`: a hash of both, so
-/// steps and runs get unrelated keys.
-#[inline]
-pub(crate) fn step_key(seed: u64, step: u64) -> [u32; 2] {
-    let k = mix64(mix64(seed ^ 0x5DEE_CE66_D1CE_4E5B) ^ step);
-    [k as u32, (k >> 32) as u32]
-}
-
 /// The generator for the call that evolves `parent` at `step` of a run
 /// seeded `seed`: what [`Evolve::evolve`] receives (see [`Rng`]). A driver
 /// that draws its own numbers between steps (resampling) derives them the
@@ -711,157 +636,11 @@ pub fn call_rng(seed: u64, step: u64, parent: StateId) -> Rng {
     Rng::keyed(step_key(seed, step), parent.0)
 }
 
-/// The key of the children's ids at `step` of a run seeded `seed`.
-#[inline]
-pub(crate) fn child_key(seed: u64, step: u64) -> u64 {
-    hash3(seed ^ 0xC41D, step, 1)
-}
-
-/// [`child_id`] with the step's key from [`child_key`].
-#[inline]
-pub(crate) fn child_id_keyed(key: u64, parent: StateId, index: u32) -> StateId {
-    // A bijection of `parent` for each index; parents are themselves
-    // hashes, so two (parent, index) pairs meet with chance 2^-64.
-    StateId(mix64(
-        parent.0 ^ key ^ u64::from(index).wrapping_mul(0xD6E8_FEB8_6659_FD93),
-    ))
-}
-
-/// Appends to `ids` the ids of the children of `parents`, `counts[i]` of
-/// parent `i`, in order: [`child_id_keyed`] of each parent and child
-/// index. Without a branch per count: each parent's position and child
-/// index are written to four slots whatever its count (the next parent's
-/// overwrite the ones past its children), then hashed in place.
-pub(crate) fn child_ids_into(
-    key: u64,
-    parents: &[StateId],
-    counts: &[u32],
-    ids: &mut Vec<StateId>,
-) {
-    // In parts, so that each part's slots are hashed while in cache.
-    for (p, c) in parents.chunks(1024).zip(counts.chunks(1024)) {
-        child_ids_part(key, p, c, ids);
-    }
-}
-
-/// [`child_ids_into`] of one part.
-fn child_ids_part(key: u64, parents: &[StateId], counts: &[u32], ids: &mut Vec<StateId>) {
-    let n: usize = counts.iter().map(|&c| c as usize).sum();
-    let start = ids.len();
-    ids.resize(start + n + 4, StateId(0));
-    let slots = &mut ids[start..];
-    let mut at = 0;
-    for (i, &c) in counts.iter().enumerate() {
-        let (c, i) = (c as usize, (i as u64) << 32);
-        slots[at..at + 4].copy_from_slice(&[
-            StateId(i),
-            StateId(i | 1),
-            StateId(i | 2),
-            StateId(i | 3),
-        ]);
-        for k in 4..c {
-            slots[at + k] = StateId(i | k as u64);
-        }
-        at += c;
-    }
-    ids.truncate(start + n);
-    hash_slots(key, parents, &mut ids[start..]);
-}
-
-crate::math::widest! {
-    /// [`hash_slots_any`] on the widest vector unit.
-    fn hash_slots(key: u64, parents: &[StateId], slots: &mut [StateId]) = hash_slots_any;
-}
-
-/// Each slot's (parent position, child index) replaced by the child's id.
-#[inline(always)]
-fn hash_slots_any(key: u64, parents: &[StateId], slots: &mut [StateId]) {
-    for id in slots {
-        let (i, k) = ((id.0 >> 32) as usize, id.0 as u32);
-        *id = child_id_keyed(key, parents[i], k);
-    }
-}
-
-/// The id of the `index`-th child of `parent` at `step`.
-///
-/// A hash, so two live states could in principle collide (about one chance in
-/// 2^64 / live² per step); the master checks every new id and fails the step
-/// with [`Error::IdCollision`](crate::Error::IdCollision) rather than merge two
-/// states.
-pub(crate) fn child_id(seed: u64, step: u64, parent: StateId, index: u32) -> StateId {
-    child_id_keyed(child_key(seed, step), parent, index)
-}
-
-/// The id of the `index`-th state given to the `epoch`-th `reset_states`.
-pub(crate) fn root_id(seed: u64, epoch: u64, index: u64) -> StateId {
-    StateId(hash3(seed ^ 0x2007, hash3(epoch, index, 2), 0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{child_id_keyed, mix64};
     use rand::RngCore as _;
-
-    /// Random123's published known-answer vectors for Philox4x32-10
-    /// (`kat_vectors`), through the counter layout `philox` uses.
-    #[test]
-    fn philox_matches_the_random123_known_answers() {
-        let words = |b: u64, s: u64| [b as u32, (b >> 32) as u32, s as u32, (s >> 32) as u32];
-        let cases: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
-            (
-                [0; 4],
-                [0, 0],
-                [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8],
-            ),
-            (
-                [0xffff_ffff; 4],
-                [0xffff_ffff; 2],
-                [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd],
-            ),
-            (
-                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
-                [0xa409_3822, 0x299f_31d0],
-                [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1],
-            ),
-        ];
-        for (ctr, key, want) in cases {
-            let block = u64::from(ctr[0]) | (u64::from(ctr[1]) << 32);
-            let stream = u64::from(ctr[2]) | (u64::from(ctr[3]) << 32);
-            assert_eq!(words(block, stream), ctr);
-            assert_eq!(philox(key, stream, block), want);
-            // The lanes give the same block 0 of each stream.
-            if block == 0 {
-                let mut streams = [stream; LANES];
-                streams[1] = stream ^ 1;
-                let got = philox_lanes(key, &streams);
-                assert_eq!(got[0], want);
-                assert_eq!(got[1], philox(key, stream ^ 1, 0));
-            }
-        }
-    }
-
-    #[test]
-    fn lanes_are_the_scalar_blocks() {
-        let key = step_key(7, 3);
-        let mut streams = [0u64; LANES];
-        for (i, s) in streams.iter_mut().enumerate() {
-            *s = mix64(i as u64);
-        }
-        let got = philox_lanes(key, &streams);
-        for (s, block) in streams.iter().zip(got) {
-            assert_eq!(block, philox(key, *s, 0));
-        }
-        assert_eq!(crate::philox::philox_lanes_any(key, &streams), got);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx2") {
-                assert_eq!(crate::philox::avx2(key, &streams), got);
-            }
-            if std::is_x86_feature_detected!("avx512f") {
-                assert_eq!(crate::philox::avx512(key, &streams), got);
-            }
-        }
-    }
 
     #[test]
     fn a_generator_reads_its_stream_in_order_however_it_starts() {

@@ -60,6 +60,7 @@ mod error;
 mod evolve;
 #[cfg(any(test, feature = "fuzzing"))]
 mod fuzz;
+mod ids;
 mod listen;
 mod master;
 mod math;

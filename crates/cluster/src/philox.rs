@@ -5,6 +5,7 @@
 //! first blocks of sixteen parents' generators, or sixteen children's
 //! normal draws ([`fill_normals`]).
 
+use crate::ids::StateId;
 use crate::math::normal_of_words;
 
 /// Block `block` of stream `stream` under `key`: Philox4x32-10 of the
@@ -134,14 +135,14 @@ pub(crate) fn philox_words_any(
 
 /// For each child `j`: `z[j]` is the standard normal
 /// ([`normal_of_words`](crate::math::normal_of_words)) of block
-/// `index[j]` of stream `ids[parent[j]]` (a state's id, as `u64`) under `key`, sixteen children at
+/// `index[j]` of stream `ids[parent[j]]` under `key`, sixteen children at
 /// a time, on the widest vector unit the CPU has (the same bits on any).
 ///
 /// # Panics
 /// If the three child slices differ in length or a parent is out of range.
-pub(crate) fn fill_normals<T: Copy + Into<u64>>(
+pub(crate) fn fill_normals(
     key: [u32; 2],
-    ids: &[T],
+    ids: &[StateId],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
@@ -162,21 +163,15 @@ pub(crate) fn fill_normals<T: Copy + Into<u64>>(
 /// [`fill_normals_any`] on AVX-512.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
-pub(crate) fn normals_avx512<T: Copy + Into<u64>>(
+pub(crate) fn normals_avx512(
     key: [u32; 2],
-    ids: &[T],
+    ids: &[StateId],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
 ) {
     #[target_feature(enable = "avx512f")]
-    fn run<T: Copy + Into<u64>>(
-        key: [u32; 2],
-        ids: &[T],
-        parent: &[u32],
-        index: &[u32],
-        z: &mut [f64],
-    ) {
+    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
         fill_normals_any(key, ids, parent, index, z);
     }
     assert!(std::is_x86_feature_detected!("avx512f"));
@@ -188,21 +183,15 @@ pub(crate) fn normals_avx512<T: Copy + Into<u64>>(
 /// [`fill_normals_any`] on AVX2.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
-pub(crate) fn normals_avx2<T: Copy + Into<u64>>(
+pub(crate) fn normals_avx2(
     key: [u32; 2],
-    ids: &[T],
+    ids: &[StateId],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
 ) {
     #[target_feature(enable = "avx2")]
-    fn run<T: Copy + Into<u64>>(
-        key: [u32; 2],
-        ids: &[T],
-        parent: &[u32],
-        index: &[u32],
-        z: &mut [f64],
-    ) {
+    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
         fill_normals_any(key, ids, parent, index, z);
     }
     assert!(std::is_x86_feature_detected!("avx2"));
@@ -214,25 +203,19 @@ pub(crate) fn normals_avx2<T: Copy + Into<u64>>(
 /// [`fill_normals`]' loop, for whatever vector unit the caller is
 /// compiled for: full chunks of [`LANES`] children, then the rest padded.
 #[inline(always)]
-pub(crate) fn fill_normals_any<T: Copy + Into<u64>>(
+pub(crate) fn fill_normals_any(
     key: [u32; 2],
-    ids: &[T],
+    ids: &[StateId],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
 ) {
     #[inline(always)]
-    fn chunk<T: Copy + Into<u64>>(
-        key: [u32; 2],
-        ids: &[T],
-        parent: &[u32],
-        index: &[u32],
-        z: &mut [f64],
-    ) {
+    fn chunk(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
         let mut streams = [0u64; LANES];
         let mut blocks = [0u32; LANES];
         for l in 0..parent.len() {
-            streams[l] = ids[parent[l] as usize].into();
+            streams[l] = ids[parent[l] as usize].0;
             blocks[l] = index[l];
         }
         let w = philox_words_any(key, &streams, &blocks);
@@ -251,5 +234,72 @@ pub(crate) fn fill_normals_any<T: Copy + Into<u64>>(
     let z = zs.into_remainder();
     if !z.is_empty() {
         chunk(key, ids, ps.remainder(), is.remainder(), z);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{mix64, step_key};
+
+    /// Random123's published known-answer vectors for Philox4x32-10
+    /// (`kat_vectors`), through the counter layout `philox` uses.
+    #[test]
+    fn philox_matches_the_random123_known_answers() {
+        let words = |b: u64, s: u64| [b as u32, (b >> 32) as u32, s as u32, (s >> 32) as u32];
+        let cases: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
+            (
+                [0; 4],
+                [0, 0],
+                [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8],
+            ),
+            (
+                [0xffff_ffff; 4],
+                [0xffff_ffff; 2],
+                [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd],
+            ),
+            (
+                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+                [0xa409_3822, 0x299f_31d0],
+                [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1],
+            ),
+        ];
+        for (ctr, key, want) in cases {
+            let block = u64::from(ctr[0]) | (u64::from(ctr[1]) << 32);
+            let stream = u64::from(ctr[2]) | (u64::from(ctr[3]) << 32);
+            assert_eq!(words(block, stream), ctr);
+            assert_eq!(philox(key, stream, block), want);
+            // The lanes give the same block 0 of each stream.
+            if block == 0 {
+                let mut streams = [stream; LANES];
+                streams[1] = stream ^ 1;
+                let got = philox_lanes(key, &streams);
+                assert_eq!(got[0], want);
+                assert_eq!(got[1], philox(key, stream ^ 1, 0));
+            }
+        }
+    }
+
+    #[test]
+    fn lanes_are_the_scalar_blocks() {
+        let key = step_key(7, 3);
+        let mut streams = [0u64; LANES];
+        for (i, s) in streams.iter_mut().enumerate() {
+            *s = mix64(i as u64);
+        }
+        let got = philox_lanes(key, &streams);
+        for (s, block) in streams.iter().zip(got) {
+            assert_eq!(block, philox(key, *s, 0));
+        }
+        assert_eq!(philox_lanes_any(key, &streams), got);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                assert_eq!(avx2(key, &streams), got);
+            }
+            if std::is_x86_feature_detected!("avx512f") {
+                assert_eq!(avx512(key, &streams), got);
+            }
+        }
     }
 }

@@ -128,6 +128,15 @@ fn dropped_soon_after(c: &mut Cluster) -> Vec<(usize, String)> {
     c.sched.overdue(now, &|_| Io::default()).0
 }
 
+/// What the driver does with a worker `overdue` names: closes its
+/// connection (its frames never arrive) and tells the scheduler.
+fn drop_worker(c: &mut Cluster, w: usize, reason: &str) {
+    c.alive[w] = false;
+    c.queues[w].clear();
+    c.sched.on_disconnect(w, reason);
+    c.collect();
+}
+
 /// `Recovery::Buddy`: a worker stopped with its batches in flight is
 /// dropped as a straggler once the bound has passed (no silence
 /// deadline), its states are promoted on their buddies and evolved there,
@@ -146,10 +155,7 @@ fn a_stopped_worker_in_buddy_mode_is_dropped_and_its_work_promoted() {
     assert_eq!(late.len(), 1, "{late:?}");
     assert_eq!(late[0].0, 2);
     assert!(late[0].1.contains("straggler"), "{}", late[0].1);
-    c.alive[2] = false;
-    c.queues[2].clear();
-    c.sched.on_disconnect(2, &late[0].1);
-    c.collect();
+    drop_worker(&mut c, 2, &late[0].1);
     finish_step(&mut c, &mut local, 2, &ids);
 }
 
@@ -174,10 +180,7 @@ fn neighbours_that_straggle_together_are_dropped_one_at_a_time() {
         let late = dropped_soon_after(&mut c);
         let got: Vec<usize> = late.iter().map(|l| l.0).collect();
         assert_eq!(got, [w], "{late:?}");
-        c.alive[w] = false;
-        c.queues[w].clear();
-        c.sched.on_disconnect(w, &late[0].1);
-        c.collect();
+        drop_worker(&mut c, w, &late[0].1);
     }
     finish_step(&mut c, &mut local, 2, &ids);
 }
