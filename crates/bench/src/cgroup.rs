@@ -1,4 +1,6 @@
-//! A cgroup with a CPU quota, made for one measurement and removed after it.
+//! A cgroup with a CPU quota ([`QuotaCgroup`]) or a cap on the write
+//! operations a block device takes from it ([`WriteIopsCgroup`]), made for
+//! one measurement and removed after it.
 //!
 //! [`QuotaCgroup::create`] makes a new cgroup in the hierarchy of the `cpu`
 //! controller (v1, or v2 where that is what the host has), found through
@@ -22,6 +24,18 @@ pub enum CgroupError {
     /// unified hierarchy offers it (v2).
     #[error("no cgroup hierarchy with the cpu controller is mounted (/proc/self/mountinfo)")]
     NoCpuHierarchy,
+    /// No hierarchy with the `blkio` controller is mounted (v1), and no
+    /// unified hierarchy offers `io` (v2).
+    #[error("no cgroup hierarchy with the blkio (v1) or io (v2) controller is mounted (/proc/self/mountinfo)")]
+    NoIoHierarchy,
+    /// The file system of `path` is not on a block device.
+    #[error("{} is on device {device}, which is not a block device (tmpfs, overlay?): put --data on a disk", path.display())]
+    NoBlockDevice {
+        /// The path asked about.
+        path: PathBuf,
+        /// Its file system's device, `major:minor`.
+        device: String,
+    },
     /// Creating the directory or writing a control file failed (typically
     /// `EACCES`/`EROFS`: not root, or a read-only `/sys/fs/cgroup`).
     #[error("{what} {}: {source}", path.display())]
@@ -54,6 +68,25 @@ impl QuotaCgroup {
     /// its files cannot be written (not root, read-only); nothing is left
     /// behind.
     pub fn create(name: &str, cpus: f64) -> Result<QuotaCgroup, CgroupError> {
+        Self::create_with_period(name, cpus, PERIOD_US)
+    }
+
+    /// [`QuotaCgroup::create`] with a CFS period of `period_us`
+    /// microseconds (the kernel takes 1,000 to 1,000,000) instead of
+    /// [`PERIOD_US`]. The period bounds what the quota does to latency: a
+    /// group that has spent its `cpus · period` waits, unscheduled, for the
+    /// rest of the period, so under a quota of `q` CPUs a request arriving
+    /// at a random moment waits up to `(1 − q) · period` before any of the
+    /// group's threads can read it.
+    ///
+    /// # Errors
+    ///
+    /// As [`QuotaCgroup::create`].
+    pub fn create_with_period(
+        name: &str,
+        cpus: f64,
+        period_us: u64,
+    ) -> Result<QuotaCgroup, CgroupError> {
         let mountinfo =
             std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| CgroupError::Io {
                 what: "reading",
@@ -73,15 +106,15 @@ impl QuotaCgroup {
             source,
         })?;
         let cgroup = QuotaCgroup { dir };
-        let quota = (cpus * PERIOD_US as f64).round() as u64;
+        let quota = (cpus * period_us as f64).round() as u64;
         if v1 {
             write(
                 &cgroup.dir.join("cpu.cfs_period_us"),
-                &PERIOD_US.to_string(),
+                &period_us.to_string(),
             )?;
             write(&cgroup.dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
         } else {
-            write(&cgroup.dir.join("cpu.max"), &format!("{quota} {PERIOD_US}"))?;
+            write(&cgroup.dir.join("cpu.max"), &format!("{quota} {period_us}"))?;
         }
         Ok(cgroup)
     }
@@ -94,21 +127,138 @@ impl QuotaCgroup {
 
 impl Drop for QuotaCgroup {
     fn drop(&mut self) {
-        // A process that just exited may still be counted in the cgroup for a
-        // moment; `rmdir` fails with EBUSY until it is gone. Bounded: 50 tries
-        // of 10 ms.
-        for _ in 0..50 {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => return,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return,
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        eprintln!(
-            "warning: could not remove cgroup {} (processes still in it?)",
-            self.dir.display()
-        );
+        remove(&self.dir);
     }
+}
+
+/// A cgroup whose processes may issue at most so many write operations a
+/// second to one block device (v1 `blkio.throttle.write_iops_device`, v2
+/// `io.max`'s `wiops`); removed when dropped. Writes from the page cache
+/// that `fsync`/`fdatasync` pushes out count against the caller's cgroup,
+/// so a durable server in one is a server on a slow disk: its write
+/// capacity is set by the device, and its CPUs stay free.
+#[derive(Debug)]
+pub struct WriteIopsCgroup {
+    dir: PathBuf,
+}
+
+impl WriteIopsCgroup {
+    /// Creates cgroup `name` (a single directory name, made unique by the
+    /// caller) under the root of the `blkio` (v1) or `io` (v2) hierarchy,
+    /// capping writes to the block device that holds `path` at `iops` a
+    /// second.
+    ///
+    /// # Errors
+    ///
+    /// [`CgroupError::NoIoHierarchy`] or [`CgroupError::NoBlockDevice`], or
+    /// [`CgroupError::Io`] as [`QuotaCgroup::create`]; nothing is left
+    /// behind.
+    pub fn create(name: &str, path: &Path, iops: u64) -> Result<WriteIopsCgroup, CgroupError> {
+        let (major, minor) = block_device_of(path)?;
+        let mountinfo =
+            std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| CgroupError::Io {
+                what: "reading",
+                path: "/proc/self/mountinfo".into(),
+                source,
+            })?;
+        let (v1, point) =
+            controller_mount(&mountinfo, "blkio", "io").ok_or(CgroupError::NoIoHierarchy)?;
+        if !v1 {
+            write(&point.join("cgroup.subtree_control"), "+io")?;
+        }
+        let dir = point.join(name);
+        std::fs::create_dir(&dir).map_err(|source| CgroupError::Io {
+            what: "creating",
+            path: dir.clone(),
+            source,
+        })?;
+        let cgroup = WriteIopsCgroup { dir };
+        if v1 {
+            write(
+                &cgroup.dir.join("blkio.throttle.write_iops_device"),
+                &format!("{major}:{minor} {iops}"),
+            )?;
+        } else {
+            write(
+                &cgroup.dir.join("io.max"),
+                &format!("{major}:{minor} wiops={iops}"),
+            )?;
+        }
+        Ok(cgroup)
+    }
+
+    /// The cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for WriteIopsCgroup {
+    fn drop(&mut self) {
+        remove(&self.dir);
+    }
+}
+
+/// The whole disk (major, minor) that holds `path`: the device of its file
+/// system, or that partition's disk (throttling rules name disks).
+///
+/// # Errors
+///
+/// [`CgroupError::NoBlockDevice`] when the file system is not on a block
+/// device (tmpfs, overlay): there is nothing to throttle.
+pub fn block_device_of(path: &Path) -> Result<(u32, u32), CgroupError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dev = std::fs::metadata(path)
+        .map_err(|source| CgroupError::Io {
+            what: "reading",
+            path: path.to_path_buf(),
+            source,
+        })?
+        .dev();
+    let (major, minor) = (
+        nix::sys::stat::major(dev) as u32,
+        nix::sys::stat::minor(dev) as u32,
+    );
+    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    let none = || CgroupError::NoBlockDevice {
+        path: path.to_path_buf(),
+        device: format!("{major}:{minor}"),
+    };
+    if !sys.exists() {
+        return Err(none());
+    }
+    if !sys.join("partition").exists() {
+        return Ok((major, minor));
+    }
+    // A partition: its directory sits in its disk's, whose `dev` says
+    // `major:minor`.
+    let disk = std::fs::canonicalize(&sys).map_err(|_| none())?;
+    let text = disk
+        .parent()
+        .and_then(|d| std::fs::read_to_string(d.join("dev")).ok())
+        .ok_or_else(none)?;
+    let (a, b) = text.trim().split_once(':').ok_or_else(none)?;
+    Ok((
+        a.parse().map_err(|_| none())?,
+        b.parse().map_err(|_| none())?,
+    ))
+}
+
+/// Removes a cgroup's directory. A process that just exited may still be
+/// counted in it for a moment; `rmdir` fails with EBUSY until it is gone.
+/// Bounded: 50 tries of 10 ms.
+fn remove(dir: &Path) {
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    eprintln!(
+        "warning: could not remove cgroup {} (processes still in it?)",
+        dir.display()
+    );
 }
 
 /// Moves the calling process (every thread of it) into the cgroup at `dir`.
@@ -132,6 +282,13 @@ fn write(path: &Path, text: &str) -> Result<(), CgroupError> {
 /// `cgroup` with the `cpu` controller, else `(false, mount point)` for
 /// `cgroup2` whose root lists `cpu` in `cgroup.controllers`.
 fn cpu_mount(mountinfo: &str) -> Option<(bool, PathBuf)> {
+    controller_mount(mountinfo, "cpu", "cpu")
+}
+
+/// The first hierarchy in `mountinfo` with a controller: `(true, mount
+/// point)` for v1 `cgroup` with `v1` among its options, else `(false, mount
+/// point)` for `cgroup2` whose root lists `v2` in `cgroup.controllers`.
+fn controller_mount(mountinfo: &str, v1: &str, v2: &str) -> Option<(bool, PathBuf)> {
     let mounts: Vec<(&str, &str, &str)> = mountinfo
         .lines()
         .filter_map(|line| {
@@ -143,10 +300,10 @@ fn cpu_mount(mountinfo: &str) -> Option<(bool, PathBuf)> {
             Some((fstype, point, options))
         })
         .collect();
-    let v1 = mounts
+    let first = mounts
         .iter()
-        .find(|(fs, _, opts)| *fs == "cgroup" && opts.split(',').any(|o| o == "cpu"));
-    if let Some((_, point, _)) = v1 {
+        .find(|(fs, _, opts)| *fs == "cgroup" && opts.split(',').any(|o| o == v1));
+    if let Some((_, point, _)) = first {
         return Some((true, PathBuf::from(point)));
     }
     mounts
@@ -155,7 +312,7 @@ fn cpu_mount(mountinfo: &str) -> Option<(bool, PathBuf)> {
         .map(|(_, point, _)| PathBuf::from(point))
         .find(|point| {
             std::fs::read_to_string(point.join("cgroup.controllers"))
-                .is_ok_and(|c| c.split_whitespace().any(|c| c == "cpu"))
+                .is_ok_and(|c| c.split_whitespace().any(|c| c == v2))
         })
         .map(|point| (false, point))
 }
@@ -204,5 +361,74 @@ mod tests {
         assert!(quota.starts_with("50000"), "{quota}");
         drop(cgroup);
         assert!(!dir.exists(), "{} removed", dir.display());
+    }
+
+    #[test]
+    fn a_short_period_is_written_with_its_quota() {
+        let name = format!("statepipe-bench-test-period-{}", std::process::id());
+        let cgroup = match QuotaCgroup::create_with_period(&name, 0.3, 10_000) {
+            Ok(c) => c,
+            Err(e) => {
+                skip::skip(
+                    Lack::Privilege,
+                    &format!("cannot create a cgroup here: {e}"),
+                );
+                return;
+            }
+        };
+        let dir = cgroup.dir();
+        let v1 = std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).and_then(|q| {
+            Ok(format!(
+                "{} {}",
+                q.trim(),
+                std::fs::read_to_string(dir.join("cpu.cfs_period_us"))?.trim()
+            ))
+        });
+        let got = v1
+            .or_else(|_| std::fs::read_to_string(dir.join("cpu.max")))
+            .expect("a quota file");
+        assert_eq!(got.trim(), "3000 10000");
+    }
+
+    #[test]
+    fn a_write_iops_cgroup_caps_the_disk_of_a_path() {
+        let here = std::env::temp_dir();
+        let dev = match block_device_of(&here) {
+            Ok(d) => d,
+            Err(e) => {
+                skip::skip(
+                    Lack::Privilege,
+                    &format!("the temporary directory is not on a disk: {e}"),
+                );
+                return;
+            }
+        };
+        let name = format!("statepipe-bench-test-io-{}", std::process::id());
+        let cgroup = match WriteIopsCgroup::create(&name, &here, 250) {
+            Ok(c) => c,
+            Err(e) => {
+                skip::skip(
+                    Lack::Privilege,
+                    &format!("cannot create an io cgroup here: {e}"),
+                );
+                return;
+            }
+        };
+        let dir = cgroup.dir().to_path_buf();
+        let rule = std::fs::read_to_string(dir.join("blkio.throttle.write_iops_device"))
+            .or_else(|_| std::fs::read_to_string(dir.join("io.max")))
+            .expect("a throttle file");
+        let want = format!("{}:{}", dev.0, dev.1);
+        assert!(rule.contains(&want) && rule.contains("250"), "{rule}");
+        drop(cgroup);
+        assert!(!dir.exists(), "{} removed", dir.display());
+    }
+
+    #[test]
+    fn a_file_system_without_a_disk_has_no_block_device() {
+        // /proc is never on a block device.
+        let e = block_device_of(Path::new("/proc/self")).expect_err("/proc has no disk");
+        assert!(matches!(e, CgroupError::NoBlockDevice { .. }), "{e}");
+        assert!(e.to_string().contains("not a block device"), "{e}");
     }
 }

@@ -41,14 +41,20 @@ pub struct ServeBenchArgs {
     /// Skip the restart, idle-memory and overload measurements.
     #[arg(long)]
     pub no_extras: bool,
-    /// Install oha with `cargo install oha --locked` when neither h2load
-    /// nor oha is found and h2load cannot be installed with apt-get
-    /// (otherwise the overload run is skipped, saying so).
+    /// With `--overload-generator h2load`: install oha with `cargo install
+    /// oha --locked` when h2load is not found and cannot be installed with
+    /// apt-get (otherwise the overload run is skipped, saying so).
     #[arg(long)]
     pub install_oha: bool,
-    /// The overload run's generator: `h2load` (the default; installed with
-    /// `apt-get install -y nghttp2-client` when missing) or `oha`.
-    #[arg(long, default_value = "h2load", value_parser = ["h2load", "oha"])]
+    /// The overload run's generator: `oha` (the default; installed with
+    /// `cargo install oha --locked` when missing, h2load if that fails),
+    /// whose rate spreads the requests evenly over time, or `h2load`
+    /// (installed with `apt-get install -y nghttp2-client` when missing),
+    /// whose `--rps` clocks start together on every connection, so that
+    /// each tick sends a burst of one request per connection: its latencies
+    /// then measure the burst (several ms at 400 connections against an
+    /// idle server), not the server.
+    #[arg(long, default_value = "oha", value_parser = ["h2load", "oha"])]
     pub overload_generator: String,
     /// Connections of the overload run.
     #[arg(long, default_value_t = 400)]
@@ -59,6 +65,24 @@ pub struct ServeBenchArgs {
     /// then the rounds' POST figure).
     #[arg(long, value_name = "CPUS", default_value_t = 0.3)]
     pub overload_quota: f64,
+    /// The CFS period of that quota, in microseconds (the kernel takes
+    /// 1,000 to 1,000,000, and a quota of at least 1,000). The period
+    /// bounds the latency the quota adds: once the server has spent its
+    /// share of a period, none of its threads runs until the next, so a
+    /// request arriving then waits unread. Under a quota of q CPUs, the
+    /// p99 of that wait alone is about (0.99 − q) · period: 69 ms at the
+    /// kernel's default 100 ms and q = 0.3.
+    #[arg(long, value_name = "US", default_value_t = statepipe_bench::cgroup::PERIOD_US,
+          value_parser = clap::value_parser!(u64).range(1000..=1_000_000))]
+    pub overload_period_us: u64,
+    /// Cap the write operations a second statepipe may issue to the disk
+    /// that holds `--data`, through a `blkio`/`io` cgroup, in the overload
+    /// run and the capacity measurement before it (0: no cap). With the
+    /// disk as the limit, the server's CPUs stay free: the overload run then
+    /// measures admission alone, not a CPU quota's throttling. Combine with
+    /// `--overload-quota 0`.
+    #[arg(long, value_name = "IOPS", default_value_t = 0)]
+    pub overload_write_iops: u64,
     /// The CPUs every server (statepipe and each peer) is pinned to, as
     /// `taskset -c` takes them (`0`, `0-3`, `0,2,4-7`); wrk gets the usable
     /// CPUs not in the list. Repeat it, or separate lists with `;`, for one
@@ -145,8 +169,13 @@ fn rate_generator(args: &ServeBenchArgs) -> Option<RateGenerator> {
             return Some(RateGenerator::H2load(p));
         }
         println!("rate generator: trying oha instead of h2load");
+        return find_or_install_oha(args.install_oha).map(RateGenerator::Oha);
     }
-    find_or_install_oha(args.install_oha).map(RateGenerator::Oha)
+    if let Some(p) = find_or_install_oha(true) {
+        return Some(RateGenerator::Oha(p));
+    }
+    println!("rate generator: trying h2load instead of oha");
+    find_or_install_h2load().map(RateGenerator::H2load)
 }
 
 fn find_or_install_oha(install: bool) -> Option<PathBuf> {
@@ -226,7 +255,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
             1_000_000
         },
         idle_connections: 10_000,
-        cgroup: None,
+        cgroups: Vec::new(),
         peers: args.peers.clone(),
         gets: args
             .gets
@@ -256,7 +285,11 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
             extras_rows(
                 &options,
                 args.overload_connections,
-                args.overload_quota,
+                OverloadLimits {
+                    quota: args.overload_quota,
+                    period_us: args.overload_period_us,
+                    write_iops: args.overload_write_iops,
+                },
                 &rows,
                 &mut extra_rows,
                 &mut notes,
@@ -321,68 +354,134 @@ fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow
     })
 }
 
-/// The options of the overload run, and the cgroup they start statepipe
+/// The ring slots statepipe gets in the overload run (and its capacity
+/// measurement): fewer than the run's connections, so the ring can fill.
+const OVERLOAD_RING: usize = 128;
+
+/// What limits statepipe's capacity in the overload run, so that the
+/// generator can offer twice it: a CPU quota and its period, a cap on
+/// the data disk's write operations; none: the rounds' POST figure.
+#[derive(Debug, Clone, Copy)]
+struct OverloadLimits {
+    quota: f64,
+    period_us: u64,
+    write_iops: u64,
+}
+
+impl OverloadLimits {
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.quota > 0.0 {
+            parts.push(format!(
+                "quota {} CPU per {} ms",
+                self.quota,
+                self.period_us as f64 / 1e3
+            ));
+        }
+        if self.write_iops > 0 {
+            parts.push(format!("disk writes capped at {} IOPS", self.write_iops));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The options of the overload run, and the cgroups they start statepipe
 /// in (kept until the run is over; removed when dropped).
 struct Overload {
     options: ServeOptions,
-    _cgroup: Option<statepipe_bench::cgroup::QuotaCgroup>,
+    _quota: Option<statepipe_bench::cgroup::QuotaCgroup>,
+    _iops: Option<statepipe_bench::cgroup::WriteIopsCgroup>,
+    /// What limits the capacity, or "" for nothing.
+    limits: String,
 }
 
 /// The POST capacity the overload run offers twice, and how to run it:
-/// under a `quota`-CPU cgroup, measured there first (a row of its own);
-/// without a quota (0, or no cgroup can be made: a note says why), the
-/// rounds' POST figure.
+/// under the `limits`' cgroups, measured there first (a row of its own);
+/// without limits (or no cgroup can be made: a note says why), the rounds'
+/// POST figure.
 fn overload_capacity(
     options: &ServeOptions,
-    quota: f64,
+    limits: OverloadLimits,
     scratch: &Path,
     measured: &[ResultRow],
     rows: &mut Vec<ResultRow>,
     notes: &mut String,
 ) -> anyhow::Result<(f64, Overload)> {
-    let unquoted = |notes: &mut String, why: String| {
+    let unlimited = |notes: &mut String, why: String| {
         if !why.is_empty() {
-            notes.push_str(&format!("overload: no CPU quota: {why}\n"));
+            notes.push_str(&format!("overload: no limit on statepipe: {why}\n"));
         }
         let capacity = ours(measured, "post/req/s").map_or(1000.0, |r| r.median);
         let plain = Overload {
             options: options.clone(),
-            _cgroup: None,
+            _quota: None,
+            _iops: None,
+            limits: String::new(),
         };
         (capacity, plain)
     };
-    if quota <= 0.0 {
-        return Ok(unquoted(notes, String::new()));
+    let OverloadLimits {
+        quota,
+        period_us,
+        write_iops,
+    } = limits;
+    if quota <= 0.0 && write_iops == 0 {
+        return Ok(unlimited(notes, String::new()));
     }
-    let name = format!("statepipe-bench-overload-{}", std::process::id());
-    let cgroup = match statepipe_bench::cgroup::QuotaCgroup::create(&name, quota) {
-        Ok(c) => c,
-        Err(e) => return Ok(unquoted(notes, e.to_string())),
-    };
     let mut inside = options.clone();
-    inside.cgroup = Some(cgroup.dir().to_path_buf());
-    eprintln!("overload: POST capacity with statepipe under a {quota} CPU quota");
-    let r = extras::post_capacity(&inside, scratch)?;
-    let quota_config = |mut row: ResultRow| {
-        row.config = format!("{}, quota {quota} CPU", row.config);
+    let mut under = Overload {
+        options: options.clone(),
+        _quota: None,
+        _iops: None,
+        limits: limits.describe(),
+    };
+    if quota > 0.0 {
+        anyhow::ensure!(
+            quota * period_us as f64 >= 1000.0,
+            "--overload-quota {quota} per --overload-period-us {period_us} is {:.0} µs a period; \
+             the kernel's least is 1000 µs: give a longer period",
+            quota * period_us as f64
+        );
+        let name = format!("statepipe-bench-overload-{}", std::process::id());
+        let made =
+            statepipe_bench::cgroup::QuotaCgroup::create_with_period(&name, quota, period_us);
+        let cgroup = match made {
+            Ok(c) => c,
+            Err(e) => return Ok(unlimited(notes, e.to_string())),
+        };
+        inside.cgroups.push(cgroup.dir().to_path_buf());
+        under._quota = Some(cgroup);
+    }
+    if write_iops > 0 {
+        let name = format!("statepipe-bench-overload-io-{}", std::process::id());
+        let made = statepipe_bench::cgroup::WriteIopsCgroup::create(&name, scratch, write_iops);
+        let cgroup = match made {
+            Ok(c) => c,
+            Err(e) => return Ok(unlimited(notes, e.to_string())),
+        };
+        inside.cgroups.push(cgroup.dir().to_path_buf());
+        under._iops = Some(cgroup);
+    }
+    eprintln!(
+        "overload: POST capacity with statepipe under {}",
+        under.limits
+    );
+    let r = extras::post_capacity(&inside, scratch, OVERLOAD_RING)?;
+    let limited = |mut row: ResultRow| {
+        row.config = format!("{}, {}", row.config, under.limits);
         row
     };
-    rows.extend(one("overload 2x/capacity", "req/s", true, &[r.rate()]).map(quota_config));
+    rows.extend(one("overload 2x/capacity", "req/s", true, &[r.rate()]).map(limited));
     let p99 = r.p99_us as f64 / 1e3;
-    rows.extend(one("overload 2x/capacity p99", "ms", false, &[p99]).map(quota_config));
-    Ok((
-        r.rate().max(1.0),
-        Overload {
-            options: inside,
-            _cgroup: Some(cgroup),
-        },
-    ))
+    rows.extend(one("overload 2x/capacity p99", "ms", false, &[p99]).map(limited));
+    under.options = inside;
+    Ok((r.rate().max(1.0), under))
 }
 
 fn extras_rows(
     options: &ServeOptions,
     conns: usize,
-    quota: f64,
+    limits: OverloadLimits,
     measured: &[ResultRow],
     rows: &mut Vec<ResultRow>,
     notes: &mut String,
@@ -465,9 +564,10 @@ fn extras_rows(
         Err(e) => notes.push_str(&format!("quota: skipped: {e}\n")),
     }
     if let Some(generator) = &options.rate {
-        let (capacity, under) = overload_capacity(options, quota, &scratch, measured, rows, notes)?;
+        let (capacity, under) =
+            overload_capacity(options, limits, &scratch, measured, rows, notes)?;
         let rate = 2.0 * capacity;
-        let ring = 128;
+        let ring = OVERLOAD_RING;
         let name = generator.name();
         eprintln!("overload: {name} at {rate:.0} POST/s, {conns} connections, ring of {ring}");
         let (r, held) = extras::overload(
@@ -518,8 +618,15 @@ fn extras_rows(
         notes.push_str(&format!(
             "overload: {name}: statuses {:?}; {held} items held for {created} 201s (ring {ring}, {conns} connections, {}{})\n",
             r.statuses,
-            if under.options.cgroup.is_some() {
-                format!("statepipe under a {quota} CPU quota, offered twice its capacity there")
+            if !under.limits.is_empty() {
+                let mut s = format!("statepipe under {}, offered twice its capacity there", under.limits);
+                if limits.quota > 0.0 {
+                    s.push_str(&format!(
+                        "; the quota alone adds a wait whose p99 is about {:.2} ms",
+                        (0.99 - limits.quota).max(0.0) * limits.period_us as f64 / 1e3
+                    ));
+                }
+                s
             } else {
                 "statepipe with no CPU quota, offered twice the rounds' POST capacity".into()
             },

@@ -176,14 +176,27 @@ pub fn idle_rss(options: &ServeOptions, scratch: &Path) -> Result<(f64, f64), Be
 }
 
 /// statepipe's closed-loop `POST /item` capacity as `options` runs it (in
-/// its cgroup, if it has one): wrk's warm-up, then one measured window.
+/// its cgroups, if it has any) with a ring of `ring` slots (the overload
+/// run's: with a slow disk, the writes in flight per commit bound the
+/// rate): wrk's warm-up, then one measured window. Its rate counts 2xx
+/// answers only.
 ///
 /// # Errors
 ///
 /// A server or wrk that fails.
-pub fn post_capacity(options: &ServeOptions, scratch: &Path) -> Result<WrkResult, BenchError> {
+pub fn post_capacity(
+    options: &ServeOptions,
+    scratch: &Path,
+    ring: usize,
+) -> Result<WrkResult, BenchError> {
     let data = scratch.join("capacity");
-    let server = Running::start(options, Kind::Statepipe, &data, &[])?;
+    let ring_s = ring.to_string();
+    let server = Running::start(
+        options,
+        Kind::Statepipe,
+        &data,
+        &["--ring-capacity", &ring_s],
+    )?;
     let post = load::wrk_script(Endpoint::Post, super::GET_IDS);
     options
         .wrk
@@ -282,7 +295,7 @@ pub fn quota(
     let mut inside = options.clone();
     inside.server_cpus.clear();
     inside.wrk.cpus.clear();
-    inside.cgroup = Some(cgroup.dir().to_path_buf());
+    inside.cgroups.push(cgroup.dir().to_path_buf());
     let mut out = Vec::new();
     for &kind in kinds {
         let data = scratch.join(format!("quota-{}", kind.slug()));

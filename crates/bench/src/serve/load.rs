@@ -406,7 +406,7 @@ fn parse_h2load_log(text: &str, rate: f64) -> Result<RateResult, BenchError> {
     if samples.is_empty() {
         return Err(BenchError::failed("h2load", "its log lists no request"));
     }
-    Ok(summarise(rate, &samples))
+    Ok(summarise(rate, &samples, 0.0))
 }
 
 /// Runs oha at `rate` requests per second (open loop, latency corrected)
@@ -426,12 +426,15 @@ fn oha(path: &Path, spec: &RateSpec<'_>) -> Result<RateResult, BenchError> {
     cmd.args([
         "--no-tui",
         "--latency-correction",
+        // Requests in flight at the deadline are answered, not dropped
+        // (they would count as errors).
+        "--wait-ongoing-requests-after-deadline",
         "-c",
         &connections.to_string(),
         "-q",
         &format!("{rate:.0}"),
         "-z",
-        &format!("{}s", length.as_secs().max(1)),
+        &format!("{}s", length.as_secs().max(1) + OHA_WARM_UP_S as u64),
         "--output-format",
         "csv",
     ]);
@@ -449,10 +452,30 @@ fn oha(path: &Path, spec: &RateSpec<'_>) -> Result<RateResult, BenchError> {
         ));
     }
     let mut r = parse_oha_csv(&String::from_utf8_lossy(&out.stdout), rate)?;
-    let offered = (rate * length.as_secs_f64()).round() as u64;
-    r.errors = offered.saturating_sub(r.statuses.iter().map(|s| s.1).sum());
+    r.errors = oha_unanswered(&r, rate.round());
     Ok(r)
 }
+
+/// Requests oha scheduled and got no answer for: its CSV lists answered
+/// requests only, their starts `1/q` apart (latency-corrected), so the
+/// schedule between the first start and the last holds `span · q + 1`;
+/// the missing ones failed. (oha may stop scheduling a few slots before
+/// its deadline: counting from the deadline would call those failures.)
+fn oha_unanswered(r: &RateResult, q: f64) -> u64 {
+    let answered: u64 = r.statuses.iter().map(|s| s.1).sum();
+    if answered == 0 || r.sent <= 0.0 {
+        return 0;
+    }
+    let span = answered as f64 / r.sent;
+    let scheduled = (span * q).round() as u64 + 1;
+    scheduled.saturating_sub(answered)
+}
+
+/// Seconds oha runs before the window whose latencies count: its
+/// connections are opened together at the start, and the requests
+/// scheduled meanwhile wait for them (latency correction counts that). Its
+/// requests still count in the statuses and the 201s.
+const OHA_WARM_UP_S: f64 = 1.0;
 
 fn parse_oha_csv(csv: &str, rate: f64) -> Result<RateResult, BenchError> {
     let mut lines = csv.lines();
@@ -483,11 +506,13 @@ fn parse_oha_csv(csv: &str, rate: f64) -> Result<RateResult, BenchError> {
         };
         samples.push((s, d, st));
     }
-    Ok(summarise(rate, &samples))
+    Ok(summarise(rate, &samples, OHA_WARM_UP_S))
 }
 
-/// Statuses, rates and p99s of `(start s, duration s, status)` samples.
-fn summarise(rate: f64, samples: &[(f64, f64, u16)]) -> RateResult {
+/// Statuses, rates and p99s of `(start s, duration s, status)` samples;
+/// the p99s leave out requests started within `warm_up` seconds of the
+/// first.
+fn summarise(rate: f64, samples: &[(f64, f64, u16)], warm_up: f64) -> RateResult {
     let mut ok = Vec::new();
     let mut busy = Vec::new();
     let mut statuses: std::collections::BTreeMap<u16, u64> = Default::default();
@@ -497,7 +522,11 @@ fn summarise(rate: f64, samples: &[(f64, f64, u16)]) -> RateResult {
         last = last.max(s + d);
         last_start = last_start.max(s);
         *statuses.entry(st).or_default() += 1;
-        if st == 429 { &mut busy } else { &mut ok }.push(d * 1e3);
+    }
+    for &(s, d, st) in samples {
+        if s - first >= warm_up {
+            if st == 429 { &mut busy } else { &mut ok }.push(d * 1e3);
+        }
     }
     let answered: u64 = statuses.values().sum();
     let succeeded: u64 = statuses
@@ -531,18 +560,45 @@ mod tests {
     #[test]
     fn oha_csv_splits_latencies_by_status() {
         let csv = "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n\
-                   0.0,0,0,0.001,0.002,8,201\n\
-                   0.5,0,0,0.0001,0.0002,30,429\n\
+                   0.0,0,0.0005,0.009,0.009,8,201\n\
+                   0.5,0,0,0.001,0.009,30,429\n\
                    1.0,0,0,0.003,0.004,8,201\n\
+                   1.5,0,0,0.0001,0.0002,30,429\n\
+                   2.0,0,0,0.003,0.003,8,201\n\
                    garbage line\n";
         let r = parse_oha_csv(csv, 10.0).unwrap();
-        assert_eq!(r.statuses, vec![(201, 2), (429, 1)]);
-        assert_eq!((r.count(201), r.count(429), r.count(500)), (2, 1, 0));
+        // Every request counts; the p99s leave out the first second's.
+        assert_eq!(r.statuses, vec![(201, 3), (429, 2)]);
+        assert_eq!((r.count(201), r.count(429), r.count(500)), (3, 2, 0));
         assert!((r.accepted_p99_ms - 4.0).abs() < 1e-9);
         assert!((r.rejected_p99_ms - 0.2).abs() < 1e-9);
-        assert!((r.achieved - 3.0 / 1.004).abs() < 1e-9);
-        assert!((r.succeeded - 2.0 / 1.004).abs() < 1e-9);
+        assert!((r.achieved - 5.0 / 2.003).abs() < 1e-9);
+        assert!((r.succeeded - 3.0 / 2.003).abs() < 1e-9);
         assert!(parse_oha_csv("status\n", 1.0).is_err());
+    }
+
+    #[test]
+    fn oha_failures_are_the_gaps_in_its_schedule() {
+        // 10 a second for 1 s: 11 slots from 0.0 to 1.0; two missing.
+        let mut csv = String::from(
+            "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n",
+        );
+        for i in [0, 1, 2, 4, 5, 6, 7, 9, 10] {
+            csv.push_str(&format!(
+                "{:.3},0,0,0.001,0.001,8,201\n",
+                f64::from(i) / 10.0
+            ));
+        }
+        let r = parse_oha_csv(&csv, 10.0).unwrap();
+        assert_eq!(oha_unanswered(&r, 10.0), 2);
+        // A full schedule, however early it stopped, has none.
+        let full: String = (0..8)
+            .map(|i| format!("{:.3},0,0,0.001,0.001,8,429\n", f64::from(i) / 10.0))
+            .collect();
+        let csv = format!(
+            "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n{full}"
+        );
+        assert_eq!(oha_unanswered(&parse_oha_csv(&csv, 10.0).unwrap(), 10.0), 0);
     }
 
     #[test]

@@ -61,8 +61,9 @@ pub struct ServeOptions {
     pub restart_items: u64,
     /// Idle keep-alive connections of the memory measurement.
     pub idle_connections: usize,
-    /// A cgroup the servers start in (`cgroup.procs` of its directory).
-    pub cgroup: Option<PathBuf>,
+    /// Cgroups the servers start in (`cgroup.procs` of each directory):
+    /// one per controller (a CPU quota, a cap on disk writes).
+    pub cgroups: Vec<PathBuf>,
     /// The peers to run, by [`Kind::slug`] (empty: all of [`contenders`]);
     /// statepipe always runs.
     pub peers: Vec<String>,

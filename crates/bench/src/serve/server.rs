@@ -170,16 +170,22 @@ impl Running {
                 c
             }
         };
-        if let Some(cgroup) = &options.cgroup {
-            // The shell moves itself into the cgroup, then becomes the
-            // server: every thread the server starts is in it from the start.
+        if !options.cgroups.is_empty() {
+            // The shell moves itself into the cgroups, then becomes the
+            // server: every thread the server starts is in them from the
+            // start.
             let program = cmd.get_program().to_owned();
             let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
             let mut wrapped = std::process::Command::new("sh");
+            let enter: String = (1..=options.cgroups.len())
+                .map(|i| format!("echo $$ > \"${i}\" && "))
+                .collect();
+            let n = options.cgroups.len();
             wrapped
                 .arg("-c")
-                .arg("echo $$ > \"$0\" && exec \"$@\"")
-                .arg(cgroup.join("cgroup.procs"))
+                .arg(format!("{enter}shift {n} && exec \"$@\""))
+                .arg("sh")
+                .args(options.cgroups.iter().map(|c| c.join("cgroup.procs")))
                 .arg(program)
                 .args(args);
             cmd = wrapped;
