@@ -178,8 +178,10 @@ pub fn idle_rss(options: &ServeOptions, scratch: &Path) -> Result<(f64, f64), Be
 /// statepipe's closed-loop `POST /item` capacity as `options` runs it (in
 /// its cgroups, if it has any) with a ring of `ring` slots (the overload
 /// run's: with a slow disk, the writes in flight per commit bound the
-/// rate): wrk's warm-up, then one measured window. Its rate counts 2xx
-/// answers only.
+/// rate), over no more connections than the ring has slots (more would
+/// spend the server's CPU on refusing the surplus, and understate what it
+/// can accept): wrk's warm-up, then one measured window. Its rate counts
+/// 2xx answers only.
 ///
 /// # Errors
 ///
@@ -191,6 +193,9 @@ pub fn post_capacity(
 ) -> Result<WrkResult, BenchError> {
     let data = scratch.join("capacity");
     let ring_s = ring.to_string();
+    let mut options = options.clone();
+    options.wrk.connections = options.wrk.connections.min(ring);
+    let options = &options;
     let server = Running::start(
         options,
         Kind::Statepipe,

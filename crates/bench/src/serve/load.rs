@@ -255,8 +255,7 @@ pub struct RateResult {
     /// Responses by status.
     pub statuses: Vec<(u16, u64)>,
     /// Requests that got no response: connection errors and timeouts
-    /// (h2load's `errored` and `timeout`; for oha, the requests offered by
-    /// `rate × length` that are not in its CSV of answered ones).
+    /// (h2load's `errored` and `timeout`; for oha, see `oha_unanswered`).
     pub errors: u64,
     /// p99 of the answers that were not 429, ms.
     pub accepted_p99_ms: f64,
@@ -451,24 +450,48 @@ fn oha(path: &Path, spec: &RateSpec<'_>) -> Result<RateResult, BenchError> {
             format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
         ));
     }
-    let mut r = parse_oha_csv(&String::from_utf8_lossy(&out.stdout), rate)?;
-    r.errors = oha_unanswered(&r, rate.round());
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let mut r = parse_oha_csv(&csv, rate)?;
+    r.errors = oha_unanswered(&r, rate.round(), oha_dials(&csv)?, connections);
     Ok(r)
 }
 
-/// Requests oha scheduled and got no answer for: its CSV lists answered
-/// requests only, their starts `1/q` apart (latency-corrected), so the
-/// schedule between the first start and the last holds `span · q + 1`;
-/// the missing ones failed. (oha may stop scheduling a few slots before
-/// its deadline: counting from the deadline would call those failures.)
-fn oha_unanswered(r: &RateResult, q: f64) -> u64 {
+/// Requests of oha's CSV that opened a connection (a `DNS+dialup` time).
+fn oha_dials(csv: &str) -> Result<u64, BenchError> {
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap_or_default();
+    let col = header
+        .split(',')
+        .position(|h| h.trim() == "DNS+dialup")
+        .ok_or_else(|| BenchError::failed("oha", format!("no column DNS+dialup in {header:?}")))?;
+    Ok(lines
+        .filter(|l| {
+            l.split(',')
+                .nth(col)
+                .and_then(|v| v.parse::<f64>().ok())
+                .is_some_and(|v| v > 0.0)
+        })
+        .count() as u64)
+}
+
+/// Requests oha scheduled and got no answer for. Its CSV lists answered
+/// requests only, so two signs count them, and the larger is taken:
+/// - a failed request takes its connection with it, and oha opens a new
+///   one: each of the `dials` past the first `connections` is a failure;
+/// - the starts are about `1/q` apart, so the schedule between the first
+///   and the last holds about `span · q + 1`; a shortfall beyond 1 % (plus
+///   ten: the starts jitter, and oha may stop scheduling a few slots before
+///   its deadline) is requests that never got an answer.
+fn oha_unanswered(r: &RateResult, q: f64, dials: u64, connections: usize) -> u64 {
+    let reconnects = dials.saturating_sub(connections as u64);
     let answered: u64 = r.statuses.iter().map(|s| s.1).sum();
     if answered == 0 || r.sent <= 0.0 {
-        return 0;
+        return reconnects;
     }
     let span = answered as f64 / r.sent;
     let scheduled = (span * q).round() as u64 + 1;
-    scheduled.saturating_sub(answered)
+    let slack = scheduled / 100 + 10;
+    reconnects.max(scheduled.saturating_sub(answered + slack))
 }
 
 /// Seconds oha runs before the window whose latencies count: its
@@ -578,27 +601,41 @@ mod tests {
     }
 
     #[test]
-    fn oha_failures_are_the_gaps_in_its_schedule() {
-        // 10 a second for 1 s: 11 slots from 0.0 to 1.0; two missing.
-        let mut csv = String::from(
-            "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n",
-        );
-        for i in [0, 1, 2, 4, 5, 6, 7, 9, 10] {
+    fn oha_failures_are_reconnections_or_a_short_schedule() {
+        let head = "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n";
+        // 100 a second for 2 s on 2 connections; request 50 reconnects.
+        let mut csv = String::from(head);
+        for i in 0..=200 {
+            let dial = if i < 2 || i == 50 { 0.0002 } else { 0.0 };
             csv.push_str(&format!(
-                "{:.3},0,0,0.001,0.001,8,201\n",
-                f64::from(i) / 10.0
+                "{:.3},0,{dial},0.001,0.001,8,201\n",
+                f64::from(i) / 100.0
             ));
         }
-        let r = parse_oha_csv(&csv, 10.0).unwrap();
-        assert_eq!(oha_unanswered(&r, 10.0), 2);
-        // A full schedule, however early it stopped, has none.
-        let full: String = (0..8)
-            .map(|i| format!("{:.3},0,0,0.001,0.001,8,429\n", f64::from(i) / 10.0))
-            .collect();
-        let csv = format!(
-            "request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n{full}"
-        );
-        assert_eq!(oha_unanswered(&parse_oha_csv(&csv, 10.0).unwrap(), 10.0), 0);
+        let r = parse_oha_csv(&csv, 100.0).unwrap();
+        let dials = oha_dials(&csv).unwrap();
+        assert_eq!(dials, 3);
+        assert_eq!(oha_unanswered(&r, 100.0, dials, 2), 1);
+        // A few slots missing is jitter; a fifth of them is failures.
+        let mut csv = String::from(head);
+        for i in (0..=200).filter(|i| i % 5 != 3) {
+            csv.push_str(&format!(
+                "{:.3},0,0,0.001,0.001,8,429\n",
+                f64::from(i) / 100.0
+            ));
+        }
+        let r = parse_oha_csv(&csv, 100.0).unwrap();
+        let missing = 40;
+        assert_eq!(oha_unanswered(&r, 100.0, 0, 2), missing - (201 / 100 + 10));
+        let mut csv = String::from(head);
+        for i in (0..=200).filter(|i| ![7, 99, 150].contains(i)) {
+            csv.push_str(&format!(
+                "{:.3},0,0,0.001,0.001,8,429\n",
+                f64::from(i) / 100.0
+            ));
+        }
+        let r = parse_oha_csv(&csv, 100.0).unwrap();
+        assert_eq!(oha_unanswered(&r, 100.0, 0, 2), 0);
     }
 
     #[test]

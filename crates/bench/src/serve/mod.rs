@@ -16,7 +16,7 @@
 //! Then, for `statepipe serve` alone ([`extras`]): restart time after
 //! SIGKILL with 1 M items journalled, resident memory with 10,000 idle
 //! keep-alive connections, and a rate-driven overload run at twice the
-//! measured POST capacity (`h2load --rps`, or `oha -q`), whose 201s are
+//! measured POST capacity (`oha -q`, or `h2load --rps`), whose 201s are
 //! then all found in the store.
 
 pub mod cpus;
