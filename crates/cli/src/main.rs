@@ -24,7 +24,10 @@ use clap::{Parser, Subcommand};
 /// calls allocates a few small vectors per call and frees them in bulk on
 /// another thread, the pattern glibc's malloc is slowest at (its slow paths
 /// were about 30 % of `statepipe pf`'s instructions; see
-/// bench/results/inprocess-run2).
+/// bench/results/inprocess-run2). Built without its transparent huge
+/// pages (`no_thp`): it would advise them for every region it maps, and
+/// the first touch of each would zero 2 MB, starting before `main` (6 % of
+/// a 2,000-particle `statepipe pf`, bench/results/pf-run8).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -67,10 +70,10 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    // `statepipe pf`: most runs are short, and with transparent huge pages
-    // mimalloc's first touch of each 2 MB region zeroes all of it (a sixth
-    // of a 2,000-particle run's time). First thing, before the parser
-    // allocates; its workers inherit the setting.
+    // `statepipe pf`: most runs are short, and where the system gives
+    // every region transparent huge pages, the first touch of each zeroes
+    // 2 MB (a sixth of a 2,000-particle run's time). First thing, before
+    // the parser allocates; its workers inherit the setting.
     if std::env::args_os().nth(1).is_some_and(|a| a == "pf") {
         let _ = nix::sys::prctl::set_thp_disable(true);
     }
