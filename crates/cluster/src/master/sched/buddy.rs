@@ -33,8 +33,11 @@
 //! whose holders is live, which takes the loss of a worker and all its
 //! `r` buddies within one round (or of a worker holding promoted states
 //! and every remaining holder of theirs). Moves never put a state on a
-//! worker holding its replica, so any `r` losses in a round leave a copy
-//! (`tests/chaos.rs` loses workers at every delivery of a run).
+//! worker holding its replica, and a state with no live replica left (its
+//! worker and every holder lost, so promoted from the last one) does not
+//! move until a round replicates it again, so any `r` losses in a round
+//! leave a copy, and so does any set of losses with no `r + 1` side by
+//! side (`tests/chaos.rs` loses workers at every delivery of a run).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -64,6 +67,20 @@ impl Scheduler {
     /// `v` held at the last round (so none of them may move to `w`).
     pub(super) fn keeps_replicas_of(&self, w: WorkerId, v: WorkerId) -> bool {
         self.buddies() && self.buddy.buddy_of.get(&v).is_some_and(|b| b.contains(&w))
+    }
+
+    /// Whether `id` has no replica on a live worker (every holder of its
+    /// committed replica was lost, or promoted it, or it was not
+    /// replicated yet): it is its own only copy, and does not move. Where
+    /// it is, the losses that would take it are a worker with its buddies
+    /// (`r + 1` side by side); moved, one more loss anywhere would.
+    pub(super) fn sole_copy(&self, id: StateId) -> bool {
+        self.buddies()
+            && !self
+                .buddy
+                .replica_at
+                .get(&id)
+                .is_some_and(|hs| hs.iter().any(|&h| self.slots[h].alive))
     }
 
     /// Whether `w` holds a committed replica of `id` (so `id` may not move

@@ -242,10 +242,11 @@ impl Scheduler {
         }
         if self.buddies() {
             // A state never moves onto a worker holding its replica (a
-            // state promoted or moved earlier may have one on `thief`).
+            // state promoted or moved earlier may have one on `thief`),
+            // nor at all while it is its only copy.
             let (keep, go): (Vec<StateId>, Vec<StateId>) = ids
                 .into_iter()
-                .partition(|id| self.holds_replica(thief, *id));
+                .partition(|id| self.holds_replica(thief, *id) || self.sole_copy(*id));
             if !keep.is_empty() {
                 self.push_pending(victim, keep);
             }
@@ -334,9 +335,10 @@ impl Scheduler {
             .map(|&w| self.slots[w].pending_cost)
             .fold(0.0, f64::max);
         let after = load.iter().copied().fold(0.0, f64::max);
-        // A state never moves onto the worker holding its replica.
+        // A state never moves onto the worker holding its replica, nor
+        // while it is its only copy.
         moves.retain(|&(owner, to, id)| {
-            !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id)
+            !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id) && !self.sole_copy(id)
         });
         if moves.is_empty() || after >= before - slack {
             return 0;

@@ -711,3 +711,67 @@ fn a_loss_owing_a_stale_fetch_is_recovered() {
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
 }
+
+/// Workers 2 and 3 (a worker and its first buddy) lost a few deliveries
+/// apart, then worker 0: some of 2's states, promoted on 3 and then on 4
+/// (their last replica), had no copy but the one on 4 until a round
+/// replicated them again. Stolen by 0 meanwhile, that one copy died with
+/// 0, three losses no two of them 2's buddies. A state that is its own
+/// only copy now stays where it is.
+#[test]
+fn a_state_promoted_from_its_last_replica_does_not_move() {
+    let picks: Vec<usize> = vec![
+        5245228108310619217,
+        3767530838676458,
+        12962703391472794404,
+        1838477262364784683,
+        1300194450319488334,
+        711131026042551063,
+        3376753652505360,
+        97077736,
+        4847249665509260074,
+        12455099534726243354,
+        275503454246772377,
+        271543216294640875,
+        5667598626692964262,
+        1093751882699070874,
+        705500521067853948,
+        176758889216091408,
+        12761595511611204325,
+        316828569432950826,
+        8066281770347206284,
+        2905995877070523698,
+        25420863260479723,
+        3467468079405358604,
+        2940059648692039563,
+        9600572738814784753,
+        130466749845688898,
+        5252454035584163590,
+        4392436762692894650,
+        4987257591546091900,
+        2045983033151207761,
+        1492014007741064736,
+        3209220674744080384,
+        96015538618019317,
+        71592307485748586,
+        5650244663807939647,
+        819119075679382,
+        5689281957848021842,
+        9703213112018547558,
+        2621319145959649166,
+        4982159177222980912,
+        4304071924476466632,
+        2188299068901553667,
+        2688629440314064154,
+        105292523067755114,
+        4130297759734881,
+        2662244277250866919,
+        0,
+        117164640604209822,
+    ];
+    let kills = [(3, 233), (0, 286), (2, 230)];
+    let mut c = Cluster::new(8, buddy_cfg(2, 1, true, false));
+    let mut local = Local::new(model(), SEED);
+    let r = run(&mut c, &mut local, 17, 4, &kills, &picks);
+    assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+}
