@@ -62,6 +62,7 @@ use crate::BenchError;
 mod chaos;
 mod faults;
 mod models;
+mod order;
 mod svg;
 
 pub use models::{Ballast, Sleep, SleepInput};
@@ -247,7 +248,8 @@ fn cluster<E: Evolve>(
     sched: SchedConfig,
 ) -> Result<(Master<E>, LocalCluster), Failure> {
     let c = LocalCluster::spawn(worker, n, &[])?;
-    let joined = c.accept(Duration::from_secs(120))?;
+    // In start order, the order the fault cases kill by (see `order`).
+    let joined = order::in_start_order(c.accept(Duration::from_secs(120))?, &c.pids());
     let cfg = MasterConfig {
         imp,
         sched,
