@@ -207,12 +207,28 @@ fn pf_json(args: &[&str], fault: Fault) -> serde_json::Value {
     j
 }
 
+/// Particles of the fault tests' runs: enough that a run on two workers
+/// lasts seconds, so that a fault 400 ms in lands mid-run, in a debug
+/// build and in an optimised one alike.
+const FAULT_PARTICLES: &str = if cfg!(debug_assertions) {
+    "1000"
+} else {
+    "10000"
+};
+
 #[test]
 fn a_killed_worker_costs_time_not_the_result() {
     // Kill -9 one of two workers mid-run: the master places its states on
     // the other from its copies and runs its unfinished evolves again; the
     // filter ends with the same bits as a run without the loss.
-    let args = ["--workers", "2", "--particles", "1000", "--islands", "10"];
+    let args = [
+        "--workers",
+        "2",
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+    ];
     let clean = pf_json(&args, Fault::None);
     let hurt = pf_json(&args, Fault::Kill(Duration::from_millis(400)));
     assert_eq!(clean["lost_workers"].as_u64(), Some(0));
@@ -233,7 +249,14 @@ fn a_silent_worker_is_declared_lost_and_its_late_answers_ignored() {
     // master also declares it lost and closes its connection. Either way
     // the result is the clean run's. The stopped worker is woken later:
     // nothing it sends counts, and it leaves no process behind.
-    let args = ["--workers", "2", "--particles", "1000", "--islands", "10"];
+    let args = [
+        "--workers",
+        "2",
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+    ];
     let clean = pf_json(&args, Fault::None);
     let stopped = pf_json(&args, Fault::Stop(Duration::from_millis(400)));
     for key in ["loglik", "loglik_se", "filtered_means"] {
