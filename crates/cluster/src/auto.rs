@@ -118,8 +118,7 @@ impl fmt::Display for Decision {
             write!(
                 f,
                 "in process on {} thread{}: an evolve call costs {:.2} µs and shipping a state \
-                 {:.2} µs, so a step should take {:.0} µs here against {:.0} µs on {} workers \
-                 (+{:.0} ms to start them)",
+                 {:.2} µs, so a step should take {:.0} µs here against {:.0} µs on {} workers",
                 self.threads,
                 if self.threads == 1 { "" } else { "s" },
                 us(self.per_call),
@@ -127,8 +126,17 @@ impl fmt::Display for Decision {
                 us(self.step_in_process),
                 us(self.step_on_workers),
                 self.workers,
-                self.start.as_secs_f64() * 1e3
-            )
+            )?;
+            // A start cost of a day or more is a run told to stay (it says
+            // nothing about starting workers).
+            if self.start < Duration::from_secs(86_400) {
+                write!(
+                    f,
+                    " (+{:.0} ms to start them)",
+                    self.start.as_secs_f64() * 1e3
+                )?;
+            }
+            Ok(())
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::resume::Walk;
 use crate::auth::Secret;
+use crate::auto::Decision;
 use crate::listen::{Joined, Listener};
 use crate::pf::{self, Bootstrap, PfConfig};
 use crate::{worker, Auto, AutoConfig, Error, Local, MasterConfig, Registry, ShipCost};
@@ -166,4 +167,33 @@ fn workers_lost_during_the_move_roll_back_and_the_run_goes_on_in_process() {
     assert_eq!(got, reference());
     assert_eq!(rolled, vec![0]);
     assert!(auto.master().is_none());
+}
+
+fn decision(start: Duration) -> Decision {
+    Decision {
+        on_workers: false,
+        states: 2000,
+        per_call: Duration::from_nanos(310),
+        bytes_per_state: 24,
+        ship_per_state: Duration::from_nanos(1550),
+        step_in_process: Duration::from_micros(620),
+        step_on_workers: Duration::from_micros(3700),
+        start,
+        threads: 1,
+        workers: 2,
+    }
+}
+
+#[test]
+fn a_decision_says_what_starting_workers_would_cost_unless_the_run_stays() {
+    let said = decision(Duration::from_millis(70)).to_string();
+    assert!(
+        said.ends_with("on 2 workers (+70 ms to start them)"),
+        "{said}"
+    );
+    // A run told to stay in process weighs the move at an unreachable
+    // cost: it is not printed.
+    let said = decision(Duration::MAX / 4).to_string();
+    assert!(said.ends_with("on 2 workers"), "{said}");
+    assert!(said.starts_with("in process on 1 thread: "), "{said}");
 }
