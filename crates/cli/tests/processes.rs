@@ -513,3 +513,47 @@ fn a_checkpoint_that_cannot_be_written_fails_the_run_saying_why() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn the_bench_numbers_workers_in_the_order_it_started_them() {
+    // The bench kills `pids[k]` and means the master's worker k (whose
+    // buddies are k + 1 and k + 2): the joined workers are put back in
+    // start order. Kill the third one started, with recovery off: the
+    // master must name worker 2.
+    let worker = WorkerCommand::new(EXE).arg("worker");
+    let mut cluster = LocalCluster::spawn(&worker, 5, &[]).unwrap();
+    let pids = cluster.pids();
+    // Whatever order they joined in (turned by one here, so that the order
+    // to undo is never the identity).
+    let mut joined = cluster.accept(Duration::from_secs(30)).unwrap();
+    joined.rotate_left(1);
+    let joined = statepipe_bench::cluster::in_start_order(joined, &pids);
+    let mut cfg = MasterConfig {
+        seed: 4,
+        ..MasterConfig::default()
+    };
+    cfg.sched.recovery = statepipe_cluster::config::Recovery::Off;
+    let mut m = Master::new(&Sleep, joined, cfg).unwrap();
+    let ids = m.reset_states((0..20).collect()).unwrap();
+    kill(Pid::from_raw(pids[2] as i32), Signal::SIGKILL).unwrap();
+    assert!(gone(pids[2]));
+    let inputs: IdMap<_> = ids
+        .iter()
+        .map(|&i| {
+            (
+                i,
+                SleepInput {
+                    cost_us: 1000,
+                    children: 1,
+                },
+            )
+        })
+        .collect();
+    match m.evolve_many(inputs) {
+        Err(statepipe_cluster::Error::WorkerLost(l)) => {
+            assert_eq!(l.worker, 2, "{l:?}");
+        }
+        other => panic!("expected worker 2 lost, got {other:?}"),
+    }
+    cluster.kill_all();
+}

@@ -63,6 +63,7 @@ mod chaos;
 mod faults;
 mod models;
 mod order;
+pub use order::in_start_order;
 mod svg;
 
 pub use models::{Ballast, Sleep, SleepInput};

@@ -19,7 +19,7 @@ use statepipe_cluster::Joined;
 /// order), or as it came where a connection cannot be matched to one of
 /// them (no `/proc`, an IPv6 socket): then the bench's kills may fall side
 /// by side in the master's numbering, as they may on any host without it.
-pub(super) fn in_start_order(joined: Vec<Joined>, pids: &[u32]) -> Vec<Joined> {
+pub fn in_start_order(joined: Vec<Joined>, pids: &[u32]) -> Vec<Joined> {
     match start_index(&joined, pids) {
         Some(at) => {
             let mut keyed: Vec<(usize, Joined)> = at.into_iter().zip(joined).collect();
