@@ -272,6 +272,47 @@ impl Scheduler {
         Some(plan)
     }
 
+    /// Why `buddy_plan(w)` found no plan, for the log: how many of the
+    /// states `w`'s loss would restore have no holder of a replica still
+    /// live, and one of them.
+    pub(super) fn why_no_buddy_plan(&self, w: WorkerId) -> String {
+        // As `buddy_plan`: children made on `w` this round come back with
+        // their parents, evolved again.
+        let orphans: HashSet<StateId> = self
+            .buddy
+            .done
+            .values()
+            .filter(|(at, _)| *at == w)
+            .flat_map(|(_, kids)| kids.iter().copied())
+            .collect();
+        let bare: Vec<StateId> = self
+            .held_by(w)
+            .into_iter()
+            .filter(|id| !orphans.contains(id))
+            .chain(
+                self.buddy
+                    .done
+                    .iter()
+                    .filter(|(_, (at, _))| *at == w)
+                    .map(|(p, _)| *p),
+            )
+            .filter(|id| {
+                !self.copies.contains_key(id)
+                    && !self
+                        .buddy
+                        .replica_at
+                        .get(id)
+                        .is_some_and(|hs| hs.iter().any(|&h| h != w && self.slots[h].alive))
+            })
+            .collect();
+        format!(
+            "{} of its states have no live replica (e.g. {:?}: its worker and every holder of \
+             its replica lost since the last committed round)",
+            bare.len(),
+            bare.first()
+        )
+    }
+
     /// The workers `w`'s loss would promote states on, if it can be
     /// recovered at all (for dropping a straggler: see `straggle.rs`).
     pub(super) fn promote_holders(&self, w: WorkerId) -> Option<Vec<WorkerId>> {

@@ -108,7 +108,10 @@ impl Scheduler {
         if self.buddies() {
             match self.buddy_plan(w) {
                 Some(plan) => self.recover_from_replicas(w, reason, plan),
-                None => self.give_up(w, reason),
+                None => {
+                    tracing::warn!(worker = w, "not recovered: {}", self.why_no_buddy_plan(w));
+                    self.give_up(w, reason);
+                }
             }
             return;
         }
