@@ -86,6 +86,9 @@ enum Req {
 struct Slot {
     addr: SocketAddr,
     alive: bool,
+    /// When it was first sent a `Commit` (buddy mode): from then on it
+    /// keeps the states it gives away as replicas (`gave_away`).
+    committed_at: Option<Instant>,
     /// States of this step not yet requested, cheapest first.
     pending: Vec<StateId>,
     pending_cost: f64,
@@ -146,6 +149,7 @@ impl Slot {
             last_heard: now,
             last_evolved: now,
             beats_from: None,
+            committed_at: None,
             stats: WorkerStats::default(),
         }
     }

@@ -159,6 +159,9 @@ impl WorkerCore {
             Kind::Remove | Kind::Fetch => {
                 let ids = msg::ids(p).map_err(bad)?;
                 let found = self.take(&ids, kind == Kind::Remove)?;
+                if kind == Kind::Remove {
+                    lock(&self.replicas).keep_given(&found);
+                }
                 let k = if kind == Kind::Remove {
                     Kind::Removed
                 } else {
@@ -182,6 +185,7 @@ impl WorkerCore {
                     None => false,
                 };
                 let n = if sent {
+                    lock(&self.replicas).keep_given(&found);
                     found.len() as u32
                 } else {
                     lock(&self.store).extend(found);

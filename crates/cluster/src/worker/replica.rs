@@ -29,8 +29,11 @@ type Pending = (u64, u32, Vec<(StateId, Vec<u8>)>);
 pub(crate) struct Replicas {
     /// Per origin.
     pending: HashMap<u32, Pending>,
-    /// The last committed round's replicas.
+    /// The last committed round's replicas, and the states this worker
+    /// gave away since (see [`Replicas::keep_given`]).
     committed: HashMap<StateId, Vec<u8>>,
+    /// Whether a round has committed since the last `Setup`: buddy mode.
+    rounds: bool,
 }
 
 /// [`Replicas`] behind a lock.
@@ -67,6 +70,20 @@ impl Replicas {
             *r > round
         });
         self.committed = next;
+        self.rounds = true;
+    }
+
+    /// Keeps states this worker just gave away (a move) as replicas until
+    /// the next commit, in buddy mode: their replicas sit on this worker's
+    /// buddies, not on the new holder's, so the copy given away is what
+    /// keeps a copy of them among neighbours (the master books this worker
+    /// as a holder of theirs). Without rounds (master copies) it keeps
+    /// nothing.
+    pub(crate) fn keep_given(&mut self, states: &[(StateId, Vec<u8>)]) {
+        if self.rounds {
+            self.committed
+                .extend(states.iter().map(|(id, b)| (*id, b.clone())));
+        }
     }
 
     /// Moves the committed replicas `ids` into `store` as live states.
@@ -97,6 +114,7 @@ impl Replicas {
     pub(crate) fn clear(&mut self) {
         self.pending.clear();
         self.committed.clear();
+        self.rounds = false;
     }
 }
 
@@ -136,5 +154,30 @@ mod tests {
         r.commit(1);
         assert!(r.promote(&[StateId(2), StateId(1)], &store).is_err());
         assert_eq!(r.promote(&[StateId(2)], &store), Ok(1));
+    }
+
+    #[test]
+    fn states_given_away_are_kept_as_replicas_only_once_a_round_committed() {
+        let store = Mutex::new(HashMap::new());
+        let mut r = Replicas::default();
+        // Master copies (no round ever committed): nothing kept.
+        r.keep_given(&[s(7)]);
+        assert!(r.promote(&[StateId(7)], &store).is_err());
+        // Buddy mode: kept until the next commit, and promotable.
+        assert!(r.receive(1, 0, 1, [s(1)].into_iter()));
+        r.commit(1);
+        r.keep_given(&[s(7), s(8)]);
+        assert_eq!(r.promote(&[StateId(7)], &store), Ok(1));
+        assert_eq!(lock(&store).get(&StateId(7)), Some(&vec![7u8]));
+        assert!(r.receive(2, 0, 1, [s(2)].into_iter()));
+        r.commit(2);
+        assert!(
+            r.promote(&[StateId(8)], &store).is_err(),
+            "gone with the commit"
+        );
+        // A new `Setup` forgets the rounds.
+        r.clear();
+        r.keep_given(&[s(9)]);
+        assert!(r.promote(&[StateId(9)], &store).is_err());
     }
 }

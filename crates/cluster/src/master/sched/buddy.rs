@@ -35,9 +35,12 @@
 //! and every remaining holder of theirs). Moves never put a state on a
 //! worker holding its replica, and a state with no live replica left (its
 //! worker and every holder lost, so promoted from the last one) does not
-//! move until a round replicates it again, so any `r` losses in a round
-//! leave a copy, and so does any set of losses with no `r + 1` side by
-//! side (`tests/chaos.rs` loses workers at every delivery of a run).
+//! move until a round replicates it again. A worker that gives states away
+//! keeps them as replicas until the next commit (`gave_away`), so a moved
+//! state's copies stay its old worker and that worker's buddies (plus its
+//! new holder). So any `r` losses in a round leave a copy, and so does any
+//! set of losses with no `r + 1` side by side (`tests/chaos.rs` loses
+//! workers at every delivery of a run).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -67,6 +70,32 @@ impl Scheduler {
     /// `v` held at the last round (so none of them may move to `w`).
     pub(super) fn keeps_replicas_of(&self, w: WorkerId, v: WorkerId) -> bool {
         self.buddies() && self.buddy.buddy_of.get(&v).is_some_and(|b| b.contains(&w))
+    }
+
+    /// `victim` gave `ids` away (a move) and, in buddy mode, keeps them as
+    /// replicas until the next commit (the worker's `keep_given`): it is
+    /// booked as a holder of theirs, after their buddies. A moved state's
+    /// copies are then its new holder, its old worker and its old worker's
+    /// buddies, so that losing its new holder and those buddies, none side
+    /// by side, still leaves one.
+    ///
+    /// Only for a move sent after `victim`'s first `Commit` (`sent`): one
+    /// sent before reached it before that `Commit`, and it kept nothing.
+    pub(super) fn gave_away(
+        &mut self,
+        victim: WorkerId,
+        ids: &[StateId],
+        sent: std::time::Instant,
+    ) {
+        if !self.buddies() || !self.slots[victim].committed_at.is_some_and(|c| c < sent) {
+            return;
+        }
+        for id in ids {
+            let hs = self.buddy.replica_at.entry(*id).or_default();
+            if !hs.contains(&victim) {
+                hs.push(victim);
+            }
+        }
     }
 
     /// Whether `id` has no replica on a live worker (every holder of its
@@ -194,8 +223,10 @@ impl Scheduler {
     }
 
     fn commit(&mut self, round: u64) {
+        let now = std::time::Instant::now();
         for w in 0..self.slots.len() {
             if self.slots[w].alive {
+                self.slots[w].committed_at.get_or_insert(now);
                 let mut f = Vec::new();
                 protocol::encode(&mut f, Kind::Commit, &round.to_le_bytes());
                 self.slots[w].stats.bytes_out += f.len() as u64;

@@ -138,6 +138,9 @@ impl Scheduler {
         for id in &ids {
             self.location.insert(*id, dest);
         }
+        if dest != victim {
+            self.gave_away(victim, &ids, sent);
+        }
         self.send(dest, f, Req::Add(ids.len() as u32));
         self.landed(dest, ids, step, sent);
         if dest != thief {
@@ -170,7 +173,8 @@ impl Scheduler {
             return Ok(());
         }
         t.given = true;
-        let ids = t.ids.clone();
+        let (ids, sent) = (t.ids.clone(), t.sent);
+        self.gave_away(victim, &ids, sent);
         if self.slots[thief].alive {
             for id in ids {
                 if self.location.get(&id) == Some(&victim) {

@@ -775,3 +775,77 @@ fn a_state_promoted_from_its_last_replica_does_not_move() {
     let r = run(&mut c, &mut local, 17, 4, &kills, &picks);
     assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Losses spread over a whole run, none three side by side (so never a
+    /// worker with both its buddies), at any delivery, with states moving
+    /// by steals and rebalancing: every run ends with the single-process
+    /// engine's bits. A moved state keeps a copy on the worker it left
+    /// (`gave_away`), so its copies stay among neighbours.
+    #[test]
+    fn losses_never_three_side_by_side_end_identical(
+        n in 8usize..16,
+        states in 8u64..40,
+        batch in 1usize..4,
+        steal in any::<bool>(),
+        rebalance in any::<bool>(),
+        raw in prop::collection::vec((0usize..16, 0usize..400), 1..7),
+        picks in prop::collection::vec(any::<usize>(), 64),
+    ) {
+        let mut kills: Vec<(usize, usize)> = Vec::new();
+        for (w, t) in raw {
+            let w = w % n;
+            let dead = |x: usize| x == w || kills.iter().any(|k| k.0 == x);
+            let three = (0..n).any(|s| dead(s) && dead((s + 1) % n) && dead((s + 2) % n));
+            if !kills.iter().any(|k| k.0 == w) && !three {
+                kills.push((w, t));
+            }
+        }
+        let mut c = Cluster::new(n, buddy_cfg(2, batch, steal, rebalance));
+        let mut local = Local::new(model(), SEED);
+        let r = run(&mut c, &mut local, states, 4, &kills, &picks);
+        prop_assert!(r.is_ok(), "{kills:?}: {:?}", r.err().map(|e| e.to_string()));
+    }
+}
+
+/// A state moved by a steal from worker 8 to worker 4 (its replicas on 9
+/// and 10, 8's buddies), then 9, 10 and 4 lost in one round: the copy 8
+/// kept when it gave the state away is promoted.
+#[test]
+fn a_moved_state_outlives_its_new_holder_and_its_old_buddies() {
+    let mut picks: Vec<usize> = vec![402378552129011582];
+    picks.resize(34, 0);
+    picks.push(895202429349950);
+    picks.resize(43, 0);
+    picks.extend([
+        2427080386864084106,
+        5445436044487626601,
+        2405944082057948557,
+        1777550374651894354,
+        2800542273279969005,
+        2150558477983671028,
+        8544088174062593337,
+        184267692413544760,
+        987927879490395066,
+        2423240661122546549,
+        7530894998660455141,
+        3493037773855692340,
+        1790442327646835933,
+        8484367996752465766,
+        8962364916618700993,
+        11410281729678890402,
+        1792553145900802125,
+        101185965578294739,
+        198905667389785068,
+        1572110132414940394,
+        128626796266996168,
+    ]);
+    assert_eq!(picks.len(), 64);
+    let kills = [(7, 60), (9, 167), (10, 173), (4, 178)];
+    let mut c = Cluster::new(14, buddy_cfg(2, 1, true, false));
+    let mut local = Local::new(model(), SEED);
+    let r = run(&mut c, &mut local, 36, 4, &kills, &picks);
+    assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+}
