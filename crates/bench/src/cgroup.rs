@@ -87,24 +87,7 @@ impl QuotaCgroup {
         cpus: f64,
         period_us: u64,
     ) -> Result<QuotaCgroup, CgroupError> {
-        let mountinfo =
-            std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| CgroupError::Io {
-                what: "reading",
-                path: "/proc/self/mountinfo".into(),
-                source,
-            })?;
-        let (v1, point) = cpu_mount(&mountinfo).ok_or(CgroupError::NoCpuHierarchy)?;
-        if !v1 {
-            // The children of the v2 root get a cpu.max only once the root
-            // delegates the controller.
-            write(&point.join("cgroup.subtree_control"), "+cpu")?;
-        }
-        let dir = point.join(name);
-        std::fs::create_dir(&dir).map_err(|source| CgroupError::Io {
-            what: "creating",
-            path: dir.clone(),
-            source,
-        })?;
+        let (v1, dir) = make(name, ("cpu", "cpu"), CgroupError::NoCpuHierarchy)?;
         let cgroup = QuotaCgroup { dir };
         let quota = (cpus * period_us as f64).round() as u64;
         if v1 {
@@ -155,23 +138,7 @@ impl WriteIopsCgroup {
     /// behind.
     pub fn create(name: &str, path: &Path, iops: u64) -> Result<WriteIopsCgroup, CgroupError> {
         let (major, minor) = block_device_of(path)?;
-        let mountinfo =
-            std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| CgroupError::Io {
-                what: "reading",
-                path: "/proc/self/mountinfo".into(),
-                source,
-            })?;
-        let (v1, point) =
-            controller_mount(&mountinfo, "blkio", "io").ok_or(CgroupError::NoIoHierarchy)?;
-        if !v1 {
-            write(&point.join("cgroup.subtree_control"), "+io")?;
-        }
-        let dir = point.join(name);
-        std::fs::create_dir(&dir).map_err(|source| CgroupError::Io {
-            what: "creating",
-            path: dir.clone(),
-            source,
-        })?;
+        let (v1, dir) = make(name, ("blkio", "io"), CgroupError::NoIoHierarchy)?;
         let cgroup = WriteIopsCgroup { dir };
         if v1 {
             write(
@@ -244,6 +211,36 @@ pub fn block_device_of(path: &Path) -> Result<(u32, u32), CgroupError> {
     ))
 }
 
+/// Makes cgroup `name` under the root of the first hierarchy with the
+/// controller `(v1 name, v2 name)` (see `controller_mount`), delegating it
+/// to the root's children on v2; returns whether the hierarchy is v1, and
+/// the new directory. `missing` when there is no such hierarchy.
+fn make(
+    name: &str,
+    (c1, c2): (&str, &str),
+    missing: CgroupError,
+) -> Result<(bool, PathBuf), CgroupError> {
+    let mountinfo =
+        std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| CgroupError::Io {
+            what: "reading",
+            path: "/proc/self/mountinfo".into(),
+            source,
+        })?;
+    let (v1, point) = controller_mount(&mountinfo, c1, c2).ok_or(missing)?;
+    if !v1 {
+        // The children of the v2 root get the controller's files only once
+        // the root delegates it.
+        write(&point.join("cgroup.subtree_control"), &format!("+{c2}"))?;
+    }
+    let dir = point.join(name);
+    std::fs::create_dir(&dir).map_err(|source| CgroupError::Io {
+        what: "creating",
+        path: dir.clone(),
+        source,
+    })?;
+    Ok((v1, dir))
+}
+
 /// Removes a cgroup's directory. A process that just exited may still be
 /// counted in it for a moment; `rmdir` fails with EBUSY until it is gone.
 /// Bounded: 50 tries of 10 ms.
@@ -276,13 +273,6 @@ fn write(path: &Path, text: &str) -> Result<(), CgroupError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// The first `cpu` hierarchy in `mountinfo`: `(true, mount point)` for v1
-/// `cgroup` with the `cpu` controller, else `(false, mount point)` for
-/// `cgroup2` whose root lists `cpu` in `cgroup.controllers`.
-fn cpu_mount(mountinfo: &str) -> Option<(bool, PathBuf)> {
-    controller_mount(mountinfo, "cpu", "cpu")
 }
 
 /// The first hierarchy in `mountinfo` with a controller: `(true, mount
@@ -333,10 +323,13 @@ mod tests {
             32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
             41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
         assert_eq!(
-            cpu_mount(mountinfo),
+            controller_mount(mountinfo, "cpu", "cpu"),
             Some((true, PathBuf::from("/sys/fs/cgroup/cpu,cpuacct")))
         );
-        assert_eq!(cpu_mount("1 2 0:3 / /proc rw - proc proc rw\n"), None);
+        assert_eq!(
+            controller_mount("1 2 0:3 / /proc rw - proc proc rw\n", "cpu", "cpu"),
+            None
+        );
     }
 
     /// Creates a real half-CPU cgroup where the host allows it, checks its
