@@ -231,6 +231,7 @@ fn decoded(raw: super::RawResults) -> Decoded {
 
 mod chaos;
 mod endloss;
+mod moves;
 mod straggle;
 
 #[test]
