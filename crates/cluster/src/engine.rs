@@ -147,6 +147,11 @@ impl<E: Evolve> Children<E> {
         &mut self.parts[..n]
     }
 
+    /// Keeps the first `n` parts.
+    pub(crate) fn truncate(&mut self, n: usize) {
+        self.used = self.used.min(n);
+    }
+
     /// Each parent's children, taken out, with the parents named in order.
     fn into_outputs(mut self, parents: &[StateId]) -> Outputs<E> {
         let mut out = Outputs::<E>::with_capacity_and_hasher(parents.len(), IdHash);
@@ -416,6 +421,21 @@ impl<E: Evolve> Local<E> {
         self
     }
 
+    /// As [`Local::set_threads`] without the CPUs' cap, timing kept: the
+    /// first step probes on this thread, as on a machine with `threads`
+    /// CPUs (tests).
+    #[cfg(test)]
+    pub(crate) fn uncapped_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// How many runs of states the engine holds (tests).
+    #[cfg(test)]
+    pub(crate) fn segments(&self) -> usize {
+        self.held.len()
+    }
+
     /// The run as it stands, in the form [`Master::resume`] takes up: the
     /// rest of the run on workers gives the same bits as it would here.
     ///
@@ -524,24 +544,26 @@ impl<E: Evolve> Local<E> {
         }
     }
 
-    /// Cuts `parents` (held in `src`, in order) into up to `self.threads`
+    /// Cuts `parents[from..]` (held in `src`, in order) into `t`
     /// contiguous shares.
     fn shares<'a, I>(
-        &self,
         src: &[Seg<E>],
         parents: &'a [StateId],
         inputs: &'a [I],
+        from: usize,
+        t: usize,
     ) -> Vec<Share<'a, I>> {
-        let n = parents.len();
-        let t = match self.per_parent {
-            Some(p) if !self.forced => threads_for(p * n as u32, self.threads),
-            _ => self.threads,
-        };
+        let n = parents.len() - from;
         let t = t.min(n).max(1);
         let mut shares = Vec::with_capacity(t);
-        let (mut seg, mut off) = (0usize, 0usize);
+        // Skip to position `from` of the segments.
+        let (mut seg, mut off) = (0usize, from);
+        while seg < src.len() && off >= src[seg].ids.len() && off > 0 {
+            off -= src[seg].ids.len();
+            seg += 1;
+        }
         for k in 0..t {
-            let (lo, hi) = (n * k / t, n * (k + 1) / t);
+            let (lo, hi) = (from + n * k / t, from + n * (k + 1) / t);
             let mut pieces = Vec::new();
             let mut want = hi - lo;
             while want > 0 {
@@ -566,6 +588,15 @@ impl<E: Evolve> Local<E> {
         shares
     }
 
+    /// Threads for a step of `n` parents: as the last step's calls say
+    /// ([`threads_for`]), or all allowed.
+    fn threads_for_step(&self, n: usize) -> usize {
+        match self.per_parent {
+            Some(p) if !self.forced => threads_for(p * n as u32, self.threads),
+            _ => self.threads,
+        }
+    }
+
     /// Evolves `parents` (with `inputs`), which are the states of `src` in
     /// order, into `self.next` (one segment per share) and `out`; with
     /// `check`, first makes sure they are. Returns false (nothing evolved)
@@ -578,12 +609,21 @@ impl<E: Evolve> Local<E> {
         out: &mut Children<E>,
         check: bool,
     ) -> bool {
-        let shares = self.shares(src, parents, inputs);
-        let t = shares.len();
-        self.next.resize_with(t, Seg::default);
-        self.next.truncate(t);
-        self.scratch.resize_with(t, Offspring::default);
-        let parts = out.reset(t);
+        let n = parents.len();
+        // A step with no timing yet (the first, or the first after a
+        // restore) starts with a probe on this thread: an eighth of a
+        // thread's share, timed, which says how many threads the rest is
+        // worth. Without it a cheap model's first step would start the
+        // pool's threads for work one thread does faster.
+        let probe = if self.per_parent.is_none() && !self.forced && self.threads > 1 {
+            (n / (8 * self.threads)).max(1).min(n)
+        } else {
+            0
+        };
+        let most = usize::from(probe > 0) + self.threads_for_step(n - probe).min(n).max(1);
+        self.next.resize_with(most, Seg::default);
+        self.scratch.resize_with(most, Offspring::default);
+        let parts = out.reset(most);
         let (seed, step, model) = (self.seed, self.step, &self.model);
         let key = step_key(seed, step);
         let kid_key = child_key(seed, step);
@@ -642,12 +682,34 @@ impl<E: Evolve> Local<E> {
             std::mem::swap(&mut part.counts, &mut off.counts);
             Some(busy)
         };
+        let mut done = Vec::with_capacity(most);
+        let (mut next, mut scratch, mut parts) = (&mut self.next[..], &mut self.scratch[..], parts);
+        if probe > 0 {
+            let share = Self::shares(src, &parents[..probe], &inputs[..probe], 0, 1);
+            let busy = work(&share[0], &mut next[0], &mut scratch[0], &mut parts[0]);
+            let Some(busy) = busy else {
+                return false;
+            };
+            done.push(Some(busy));
+            self.per_parent = Some(busy / probe as u32);
+            (next, scratch, parts) = (&mut next[1..], &mut scratch[1..], &mut parts[1..]);
+        }
+        let t = match self.per_parent {
+            Some(p) if !self.forced => threads_for(p * (n - probe) as u32, self.threads),
+            _ => self.threads,
+        };
+        let shares = if probe < n {
+            Self::shares(src, parents, inputs, probe, t.min(parts.len()))
+        } else {
+            Vec::new()
+        };
+        let t = shares.len();
+        let used = usize::from(probe > 0) + t;
         let jobs = shares
             .iter()
-            .zip(self.next.iter_mut())
-            .zip(self.scratch.iter_mut().zip(parts.iter_mut()));
-        let mut done = Vec::with_capacity(t);
-        if t == 1 {
+            .zip(next.iter_mut())
+            .zip(scratch.iter_mut().zip(parts.iter_mut()));
+        if t <= 1 {
             for ((share, next), (off, part)) in jobs {
                 done.push(work(share, next, off, part));
             }
@@ -657,16 +719,19 @@ impl<E: Evolve> Local<E> {
             // model's share on many cores. Each share is its own task, and
             // `collect` keeps the shares' order.
             use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
-            done = jobs
+            let rest: Vec<_> = jobs
                 .collect::<Vec<_>>()
                 .into_par_iter()
                 .with_max_len(1)
                 .map(|((share, next), (off, part))| work(share, next, off, part))
                 .collect();
+            done.extend(rest);
         }
         if done.iter().any(Option::is_none) {
             return false;
         }
+        self.next.truncate(used);
+        out.truncate(used);
         self.last_calls = done.into_iter().flatten().sum();
         self.per_parent = Some(self.last_calls / parents.len().max(1) as u32);
         true

@@ -90,6 +90,7 @@ pub use evolve::{
 };
 pub use listen::{Joined, Listener};
 pub use master::{Master, MasterConfig, MasterImpl};
+pub use math::vectorised;
 pub use registry::Registry;
 pub use restore::Restore;
 pub use snapshot::Snapshot;

@@ -137,6 +137,43 @@ pub(crate) fn normal_of_words(w0: u32, w1: u32, w2: u32) -> f64 {
     (-2.0 * ln_pos(v)).sqrt() * cos_turn(w2)
 }
 
+/// Runs `f` compiled for the widest vector unit the CPU has: AVX-512 (F
+/// and DQ), AVX2, or the build's baseline (SSE2 on x86-64), chosen at run
+/// time. A model's loops over a batch ([`Evolve::evolve_batch`]) written
+/// inside `f` vectorise as wide as the machine allows, without `unsafe`
+/// in the model's crate. The bits are the same on each: Rust fuses no
+/// multiply with an add unless asked (`mul_add`), and lanes of a loop are
+/// independent. What `f` calls is compiled wide only where the compiler
+/// inlines it into `f`, as it does small loops and iterator adapters.
+///
+/// [`Evolve::evolve_batch`]: crate::Evolve::evolve_batch
+#[allow(unsafe_code)]
+#[inline]
+pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512dq")]
+        fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx2")]
+        fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq") {
+            // SAFETY: the CPU has AVX-512F and DQ (checked just above),
+            // the one condition for running code compiled for them.
+            return unsafe { avx512(f) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above), the one
+            // condition for running code compiled for it.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
+
 /// `$vis fn $name(args) -> R` calling `$any(args)`, an
 /// `#[inline(always)]` loop, compiled for the widest vector unit the CPU
 /// has: AVX-512 (F and DQ, whose 64-bit multiplies a hash wants), AVX2,

@@ -101,13 +101,20 @@ pub(crate) fn philox_words_any(
     const M1: u32 = 0xCD9E_8D57;
     const W0: u32 = 0x9E37_79B9;
     const W1: u32 = 0xBB67_AE85;
-    let mut x0 = *blocks;
-    let mut x1 = [0u32; LANES];
-    let mut x2 = [0u32; LANES];
-    let mut x3 = [0u32; LANES];
+    // Each word in a 64-bit lane whose high half is junk: the 32×32→64
+    // multiply (`vpmuludq`) reads only the low halves, and a word whose
+    // high half is junk only ever reaches a multiply or an exclusive or,
+    // so the rounds never pack and unpack the lanes. Masked once, at the
+    // end.
+    const LO: u64 = 0xFFFF_FFFF;
+    let mut x0 = [0u64; LANES];
+    let mut x1 = [0u64; LANES];
+    let mut x2 = [0u64; LANES];
+    let mut x3 = [0u64; LANES];
     for l in 0..LANES {
-        x2[l] = streams[l] as u32;
-        x3[l] = (streams[l] >> 32) as u32;
+        x0[l] = u64::from(blocks[l]);
+        x2[l] = streams[l];
+        x3[l] = streams[l] >> 32;
     }
     let mut k = key;
     for r in 0..10 {
@@ -115,22 +122,27 @@ pub(crate) fn philox_words_any(
             k[0] = k[0].wrapping_add(W0);
             k[1] = k[1].wrapping_add(W1);
         }
+        let (k0, k1) = (u64::from(k[0]), u64::from(k[1]));
         for l in 0..LANES {
-            let p0 = u64::from(x0[l]) * u64::from(M0);
-            let p1 = u64::from(x2[l]) * u64::from(M1);
-            let n0 = (p1 >> 32) as u32 ^ x1[l] ^ k[0];
-            let n2 = (p0 >> 32) as u32 ^ x3[l] ^ k[1];
-            // The products' low halves (not separate 32-bit multiplies,
-            // which cost as much again in vector registers).
-            let n1 = p1 as u32;
-            let n3 = p0 as u32;
-            x0[l] = n0;
-            x1[l] = n1;
-            x2[l] = n2;
-            x3[l] = n3;
+            let p0 = (x0[l] & LO) * u64::from(M0);
+            let p1 = (x2[l] & LO) * u64::from(M1);
+            // The products' low halves are the next x3 and x1 as they
+            // are (not separate 32-bit multiplies, which cost as much
+            // again in vector registers).
+            x0[l] = (p1 >> 32) ^ x1[l] ^ k0;
+            x2[l] = (p0 >> 32) ^ x3[l] ^ k1;
+            x1[l] = p1;
+            x3[l] = p0;
         }
     }
-    [x0, x1, x2, x3]
+    let mut w = [[0u32; LANES]; 4];
+    for l in 0..LANES {
+        w[0][l] = x0[l] as u32;
+        w[1][l] = x1[l] as u32;
+        w[2][l] = x2[l] as u32;
+        w[3][l] = x3[l] as u32;
+    }
+    w
 }
 
 /// For each child `j`: `z[j]` is the standard normal

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use statepipe_cluster::pf::{Bootstrap, PfOutput, SsModel};
-use statepipe_cluster::{Batch, ChildNormals, Offspring, Rng};
+use statepipe_cluster::{vectorised, Batch, ChildNormals, Offspring, Rng};
 
 /// The data shipped in the repository (`data/nile.csv`).
 pub const NILE_CSV: &str = include_str!("../../../data/nile.csv");
@@ -95,7 +95,7 @@ impl SsModel for Nile {
 
     fn log_obs(&self, x: &f64, t: usize) -> f64 {
         let d = self.y[t] - x;
-        -0.5 * ((2.0 * std::f64::consts::PI * self.var_eps).ln() + d * d / self.var_eps)
+        -0.5 * ((2.0 * std::f64::consts::PI * self.var_eps).ln() + d * d * (1.0 / self.var_eps))
     }
 
     fn summary(&self, x: &f64) -> f64 {
@@ -103,17 +103,22 @@ impl SsModel for Nile {
     }
 
     /// The same bits as the default, in passes over the batch's children
-    /// that vectorise: every child's normal draw at once
+    /// that vectorise (compiled for the widest vector unit, see
+    /// [`vectorised`]): every child's normal draw at once
     /// ([`Batch::child_normals`]), then the levels, then the states and
-    /// outputs; the square roots and the density's constant are taken
-    /// once.
+    /// outputs; the square roots, the density's constant and the inverse
+    /// of its variance are taken once.
     fn evolve_batch(
         &self,
         batch: &Batch<'_, Bootstrap<Self>>,
         out: &mut Offspring<Bootstrap<Self>>,
     ) {
-        let (sd0, sd) = (self.p0.sqrt(), self.var_eta.sqrt());
-        let c = (2.0 * std::f64::consts::PI * self.var_eps).ln();
+        let k = Consts {
+            sd0: self.p0.sqrt(),
+            sd: self.var_eta.sqrt(),
+            c: (2.0 * std::f64::consts::PI * self.var_eps).ln(),
+            inv: 1.0 / self.var_eps,
+        };
         let children: usize = batch.inputs().iter().map(|i| i.children as usize).sum();
         out.reserve(batch.len(), children);
         let mut draws = out.take_draws();
@@ -121,37 +126,51 @@ impl SsModel for Nile {
         let n = batch.len();
         for lo in (0..n).step_by(1024) {
             let part = batch.slice(lo..n.min(lo + 1024));
-            self.evolve_part(&part, out, &mut draws, (sd0, sd, c));
+            self.evolve_part(&part, out, &mut draws, k);
         }
         out.keep_draws(draws);
     }
 }
 
+/// What [`Nile::evolve_part`] takes once per batch: the square roots of the
+/// prior's and the step's variances, the observation density's constant
+/// ln(2π·var_eps) and 1 / var_eps.
+#[derive(Debug, Clone, Copy)]
+struct Consts {
+    sd0: f64,
+    sd: f64,
+    c: f64,
+    inv: f64,
+}
+
 impl Nile {
-    /// [`SsModel::evolve_batch`] of a part of a batch, with the square
-    /// roots of the variances and the density's constant.
+    /// [`SsModel::evolve_batch`] of a part of a batch.
     fn evolve_part(
         &self,
         batch: &Batch<'_, Bootstrap<Self>>,
         out: &mut Offspring<Bootstrap<Self>>,
         draws: &mut ChildNormals,
-        (sd0, sd, c): (f64, f64, f64),
+        k: Consts,
     ) {
         let (states, inputs) = (batch.states(), batch.inputs());
         batch.child_normals(inputs.iter().map(|i| i.children), draws);
+        let Consts { sd0, sd, c, inv } = k;
+        let m0 = self.m0;
         // Each child's level, in place of its draw.
         let (parents, x) = draws.parents_and_normals_mut();
-        for (x, &p) in x.iter_mut().zip(parents) {
-            let (base, scale) = match states[p as usize] {
-                None => (self.m0, sd0),
-                Some(s) => (s, sd),
-            };
-            *x = base + scale * *x;
-        }
-        let weigh = |x: f64, y: f64| {
+        vectorised(move || {
+            for (x, &p) in x.iter_mut().zip(parents) {
+                let (base, scale) = match states[p as usize] {
+                    None => (m0, sd0),
+                    Some(s) => (s, sd),
+                };
+                *x = base + scale * *x;
+            }
+        });
+        let weigh = move |x: f64, y: f64| {
             let d = y - x;
             PfOutput {
-                log_w: -0.5 * (c + d * d / self.var_eps),
+                log_w: -0.5 * (c + d * d * inv),
                 summary: x,
             }
         };
@@ -161,7 +180,7 @@ impl Nile {
             // The filter's batches: one observation for all.
             Some(t) if inputs.iter().all(|i| i.t == t) => {
                 let y = self.y[t as usize];
-                let outputs = draws.normals().iter().map(|&x| weigh(x, y));
+                let outputs = draws.normals().iter().map(move |&x| weigh(x, y));
                 out.extend_parents(counts, states, outputs);
             }
             _ => {

@@ -219,10 +219,27 @@ fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f
     (add(total), add(num))
 }
 
+/// The largest of `v` (−∞ if empty; NaNs ignored, as `f64::max` does), as
+/// [`SUM_LANES`] running maxima: the same value as a fold, without its
+/// chain of dependent comparisons.
+fn max_of(v: &[f64]) -> f64 {
+    let mut top = [f64::NEG_INFINITY; SUM_LANES];
+    let mut chunks = v.chunks_exact(SUM_LANES);
+    for c in &mut chunks {
+        for k in 0..SUM_LANES {
+            top[k] = top[k].max(c[k]);
+        }
+    }
+    let rest = chunks.remainder().iter().copied();
+    top.into_iter()
+        .chain(rest)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 impl Weights {
     /// The weights of `log_w`, in the buffer kept.
     fn set(&mut self, log_w: &[f64]) {
-        let max = log_w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let max = max_of(log_w);
         // The sum's bits do not depend on the summaries.
         let (total, _) = weigh(log_w, log_w, max, &mut self.w);
         self.total = total;
@@ -305,7 +322,6 @@ impl Island<'_> {
     fn absorb(&mut self, out: &Children<Bootstrap<impl SsModel>>) {
         let m = self.ids.len();
         let range = self.r * m..(self.r + 1) * m;
-        let mut max = f64::NEG_INFINITY;
         let mut at = 0;
         let w = &mut *self.weights;
         w.summary.resize(m, 0.0);
@@ -315,14 +331,16 @@ impl Island<'_> {
             let dst = self.log_w[at..at + n]
                 .iter_mut()
                 .zip(&mut w.summary[at..at + n]);
-            for ((l, s), o) in dst.zip(outs) {
-                *l = o.log_w;
-                *s = o.summary;
-                max = max.max(o.log_w);
-            }
+            crate::vectorised(|| {
+                for ((l, s), o) in dst.zip(outs) {
+                    *l = o.log_w;
+                    *s = o.summary;
+                }
+            });
             at += n;
         }
         assert_eq!(at, m, "an island's particles had {at} children, not {m}");
+        let max = max_of(self.log_w);
         // The weights, their sum (the bits of `Weights::set`, which a
         // resumed run uses) and the weighted sum of summaries.
         let (total, num) = weigh(self.log_w, &w.summary, max, &mut w.w);

@@ -77,6 +77,25 @@ fn threads_do_not_change_the_bits() {
 }
 
 #[test]
+fn a_first_step_probes_on_one_thread_with_the_same_bits() {
+    // Not forced: the first step evolves a probe of its parents on this
+    // thread, timed, then the rest on as many threads as that says (one,
+    // for a model this cheap); later steps by the last step's timing.
+    for threads in [2, 3, 7] {
+        let mut local = Local::new(Bootstrap(walk()), 3).uncapped_threads(threads);
+        let mut segments = Vec::new();
+        let r = pf::run_from(&mut local, &walk(), CFG, None, |l, _| {
+            segments.push(l.segments());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(r, reference());
+        // The probe's children and the rest's are runs of their own.
+        assert!(segments[0] >= 2, "{segments:?}");
+    }
+}
+
+#[test]
 fn a_cheap_model_stays_in_process_and_never_starts_workers() {
     let mut auto = Auto::new(Bootstrap(walk()), auto_cfg(ShipCost::default(), 2), || {
         panic!("a model this cheap must not start workers")
