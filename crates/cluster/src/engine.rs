@@ -397,7 +397,9 @@ impl<E: Evolve> Local<E> {
     /// CPUs this process may use: more would only queue) from now on. A
     /// step uses fewer when the last step's calls, timed, say a thread
     /// would get less than 500 µs of work (it would cost more than it
-    /// saves). The results are the same bits for any number: every call's
+    /// saves); a step with no timing yet first evolves an eighth of one
+    /// thread's share on the calling thread, timed, and spreads the rest
+    /// as that says. The results are the same bits for any number: every call's
     /// generator and every child's id depend on the parent, not on the
     /// thread.
     #[must_use]
@@ -614,9 +616,11 @@ impl<E: Evolve> Local<E> {
         // restore) starts with a probe on this thread: an eighth of a
         // thread's share, timed, which says how many threads the rest is
         // worth. Without it a cheap model's first step would start the
-        // pool's threads for work one thread does faster.
-        let probe = if self.per_parent.is_none() && !self.forced && self.threads > 1 {
-            (n / (8 * self.threads)).max(1).min(n)
+        // pool's threads for work one thread does faster; with it, an
+        // expensive model's first step takes at most an eighth longer.
+        let eighth = n / (8 * self.threads);
+        let probe = if self.per_parent.is_none() && !self.forced && self.threads > 1 && eighth > 0 {
+            eighth
         } else {
             0
         };
