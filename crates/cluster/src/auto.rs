@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::{threads_for, Children, Engine, Inputs, Local, Outputs};
+use crate::engine::{Children, Engine, Inputs, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
+use crate::local::{threads_for, Local};
 use crate::master::{Master, MasterConfig};
 use crate::registry::encode;
 use crate::snapshot::Snapshot;

@@ -62,6 +62,7 @@ mod evolve;
 mod fuzz;
 mod ids;
 mod listen;
+mod local;
 mod master;
 mod math;
 pub mod pf;
@@ -83,12 +84,13 @@ extern crate self as statepipe_cluster;
 
 pub use auth::{Secret, SECRET_ENV};
 pub use auto::{Auto, AutoConfig, Decision, ShipCost};
-pub use engine::{Children, Engine, Inputs, Local, Outputs};
+pub use engine::{Children, Engine, Inputs, Outputs};
 pub use error::{Error, WorkerLost};
 pub use evolve::{
     call_rng, Batch, ChildNormals, Evolve, IdHash, IdHasher, IdMap, Offspring, Rng, Rngs, StateId,
 };
 pub use listen::{Joined, Listener};
+pub use local::Local;
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use math::vectorised;
 pub use registry::Registry;

@@ -2,10 +2,11 @@
 //! needs to roll back to a checkpoint instead of failing.
 
 use crate::auto::Auto;
-use crate::engine::{Engine, Local};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::evolve::Evolve;
 use crate::listen::Joined;
+use crate::local::Local;
 use crate::master::Master;
 use crate::snapshot::Snapshot;
 

@@ -115,7 +115,7 @@ fn a_cheap_model_stays_in_process_and_never_starts_workers() {
 
 #[test]
 fn a_step_gets_a_thread_per_half_millisecond_of_calls() {
-    use crate::engine::threads_for;
+    use crate::local::threads_for;
     let us = Duration::from_micros;
     assert_eq!(threads_for(Duration::ZERO, 4), 1);
     assert_eq!(threads_for(us(400), 2), 1);

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::threads_with;
 use crate::config::{Deadlines, Recovery};
-use crate::engine::{Engine, Local};
+use crate::engine::Engine;
 use crate::evolve::{Evolve, Rng};
+use crate::local::Local;
 use crate::master::{MasterConfig, MasterImpl};
 use crate::registry::Registry;
 use crate::Error;

@@ -16,8 +16,8 @@ use std::time::Duration;
 use super::resume::Walk;
 use crate::auth::Secret;
 use crate::config::Recovery;
-use crate::engine::Local;
 use crate::listen::Listener;
+use crate::local::Local;
 use crate::pf::{self, Bootstrap, Checkpoints, PfConfig, PfResult, Progress};
 use crate::{worker, Error, Master, MasterConfig, MasterImpl, Registry};
 

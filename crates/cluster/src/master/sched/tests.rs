@@ -11,9 +11,10 @@ use std::net::SocketAddr;
 use proptest::prelude::*;
 
 use super::{Batch, Placement, Recovery, SchedConfig, Scheduler, StealVia};
-use crate::engine::{Engine, Local};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
+use crate::local::Local;
 use crate::protocol::{self, msg, Kind};
 use crate::registry::{decode, encode};
 use crate::tests::{registry, Branchy};

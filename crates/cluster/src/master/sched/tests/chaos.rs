@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use super::{cfg, decoded, model, state, Cluster, SEED};
-use crate::engine::{Engine, Local};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
+use crate::local::Local;
 use crate::master::sched::{Batch, Placement, Recovery, SchedConfig};
 use crate::registry::decode;
 use crate::snapshot::Snapshot;

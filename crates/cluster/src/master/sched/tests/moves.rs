@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::chaos::{buddy_cfg, run};
 use super::{model, Cluster, SEED};
-use crate::engine::Local;
+use crate::local::Local;
 
 /// Workers 2 and 3 (a worker and its first buddy) lost a few deliveries
 /// apart, then worker 0: some of 2's states, promoted on 3 and then on 4

@@ -6,8 +6,9 @@
 use std::time::{Duration, Instant};
 
 use super::{cfg, decoded, model, state, Cluster, SEED};
-use crate::engine::{Engine, Local};
+use crate::engine::Engine;
 use crate::evolve::StateId;
+use crate::local::Local;
 use crate::master::sched::straggle::BUDDY_STRAGGLE_FLOOR;
 use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
 
