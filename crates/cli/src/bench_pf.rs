@@ -6,7 +6,9 @@
 //! local-level model, systematic resampling at every step, 100 steps.
 //! statepipe and the floors split the particles into the command's 20
 //! islands (the same per-particle work; `particles` runs one filter).
-//! Samples are interleaved: each round runs every contender once. The
+//! Samples are interleaved: each round runs every contender once, each
+//! round starting with the next contender (so that none always follows
+//! the Python process). The
 //! figure is nanoseconds per particle and step of the filter's own time
 //! (after a warm-up run), plus the whole `statepipe pf` command's wall time
 //! at 2,000 particles (process start to exit) against `particles`' warm
@@ -290,19 +292,40 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
         let mut v: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         let mut lls = Vec::new();
         for round in 0..a.samples {
-            let (t1, ll1) = run_engine(&nile, n, a.islands, 1)?;
-            let (tt, llt) = run_engine(&nile, n, a.islands, threads)?;
-            let (tk, _) = run_floor(&nile, n, a.islands, true);
-            let (ts, _) = run_floor(&nile, n, a.islands, false);
-            v[0].push(t1 / ps);
-            v[1].push(tt / ps);
-            v[2].push(tk / ps);
-            v[3].push(ts / ps);
-            lls.push((ll1, llt));
-            if let Some(py) = &py {
-                let (tp, _) = run_particles(py, n)?;
-                v[4].push(tp / ps);
+            // Each round in another order, so that no contender always
+            // runs right after the Python process (whose exit and cache
+            // footprint slowed the next run here by up to a sixth).
+            let (mut ll1, mut llt) = (0.0, 0.0);
+            let k = if py.is_some() {
+                names.len()
+            } else {
+                names.len() - 1
+            };
+            for i in 0..k {
+                match (i + usize::from(round)) % k {
+                    0 => {
+                        let (t, ll) = run_engine(&nile, n, a.islands, 1)?;
+                        v[0].push(t / ps);
+                        ll1 = ll;
+                    }
+                    1 => {
+                        let (t, ll) = run_engine(&nile, n, a.islands, threads)?;
+                        v[1].push(t / ps);
+                        llt = ll;
+                    }
+                    2 => v[2].push(run_floor(&nile, n, a.islands, true).0 / ps),
+                    3 => v[3].push(run_floor(&nile, n, a.islands, false).0 / ps),
+                    _ => {
+                        let py = py
+                            .as_ref()
+                            .expect("k counts the peer only when there is one");
+                        v[4].push(run_particles(py, n)?.0 / ps);
+                    }
+                }
             }
+            lls.push((ll1, llt));
+            let last = |i: usize| *v[i].last().expect("ran this round");
+            let (t1, tt, tk, ts) = (last(0) * ps, last(1) * ps, last(2) * ps, last(3) * ps);
             eprintln!(
                 "  {n} particles, round {}: engine {:.1} / {:.1} ns (1 / {threads} threads), \
                  floor {:.1} keyed / {:.1} sequential{}",
