@@ -70,6 +70,7 @@ mod philox;
 mod protocol;
 mod registry;
 mod restore;
+mod rng;
 mod snapshot;
 mod spawn;
 mod stats;
@@ -86,15 +87,14 @@ pub use auth::{Secret, SECRET_ENV};
 pub use auto::{Auto, AutoConfig, Decision, ShipCost};
 pub use engine::{Children, Engine, Inputs, Outputs};
 pub use error::{Error, WorkerLost};
-pub use evolve::{
-    call_rng, Batch, ChildNormals, Evolve, IdHash, IdHasher, IdMap, Offspring, Rng, Rngs, StateId,
-};
+pub use evolve::{Batch, ChildNormals, Evolve, IdHash, IdHasher, IdMap, Offspring, StateId};
 pub use listen::{Joined, Listener};
 pub use local::Local;
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use math::vectorised;
 pub use registry::Registry;
 pub use restore::Restore;
+pub use rng::{call_rng, Rng, Rngs};
 pub use snapshot::Snapshot;
 pub use spawn::{kill_spawned_workers, LocalCluster, WorkerCommand};
 pub use stats::{Stats, WorkerStats};

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{Children, Engine};
 use crate::error::Error;
-use crate::evolve::{call_rng, Batch, Evolve, Offspring, Rng, StateId};
+use crate::evolve::{Batch, Evolve, Offspring, StateId};
 use crate::math::{exp_nonpos, widest};
+use crate::rng::{call_rng, Rng};
 
 /// A state-space model: a prior, a transition and an observation density.
 pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {

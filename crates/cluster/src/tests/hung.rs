@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 use super::threads_with;
 use crate::config::{Deadlines, Recovery};
 use crate::engine::Engine;
-use crate::evolve::{Evolve, Rng};
+use crate::evolve::Evolve;
 use crate::local::Local;
 use crate::master::{MasterConfig, MasterImpl};
 use crate::registry::Registry;
+use crate::rng::Rng;
 use crate::Error;
 
 /// Hangs (sleeps for an hour) on input 1 while `HANGS_LEFT` is above 0,
