@@ -293,6 +293,32 @@ mod tests {
     }
 
     #[test]
+    fn vectorised_gives_the_bits_of_the_plain_loop() {
+        let x: Vec<f64> = (0..1000).map(|i| f64::from(i) * 0.37 - 150.0).collect();
+        let f = |x: &[f64]| -> Vec<f64> {
+            x.iter()
+                .map(|&v| exp_nonpos(-(v * v) * 1e-3) * 3.5 + v / 7.0)
+                .collect()
+        };
+        let plain = f(&x);
+        let wide = vectorised(|| f(&x));
+        assert!(plain
+            .iter()
+            .zip(&wide)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        // It runs the closure once and returns what it returns.
+        let mut calls = 0;
+        assert_eq!(
+            vectorised(|| {
+                calls += 1;
+                7
+            }),
+            7
+        );
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
     fn normals_have_the_moments_and_tails_of_a_standard_normal() {
         let mut s = 11u64;
         let n = 2_000_000;

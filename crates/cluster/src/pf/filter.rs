@@ -589,4 +589,59 @@ mod tests {
         let c = systematic(&[0.0; 3], 3, 0.999);
         assert_eq!(c, vec![1, 1, 1]);
     }
+
+    /// The exact counts of systematic resampling, in rationals: particle
+    /// `i` gets the positions k + u below its running sum S_i (scaled to
+    /// `n`) and not below S_{i-1}.
+    fn exact(w: &[u32], n: u32, u_num: u64, u_den: u64) -> Vec<u32> {
+        let total: u64 = w.iter().map(|&x| u64::from(x)).sum();
+        let mut prev = 0u64;
+        let mut cum = 0u64;
+        w.iter()
+            .map(|&x| {
+                cum += u64::from(x);
+                // #{k ≥ 0 : k + u < n·cum/total} = ceil(n·cum/total − u), as
+                // ceil((n·cum·u_den − u_num·total) / (total·u_den)).
+                let num = (u64::from(n) * cum * u_den).saturating_sub(u_num * total);
+                let below = num.div_ceil(total * u_den).min(u64::from(n));
+                let c = below - prev;
+                prev = below;
+                c as u32
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// Against exact rational arithmetic on integer weights: the counts
+        /// are the same except where a position falls within a rounding of
+        /// a running sum, where one child may go to the neighbour; they
+        /// always add up to `n`, and each is within one of its share.
+        #[test]
+        fn systematic_is_the_exact_rule_up_to_rounding(
+            w in proptest::collection::vec(0u32..1000, 1..300),
+            u_num in 0u64..1000,
+        ) {
+            proptest::prop_assume!(w.iter().any(|&x| x > 0));
+            let n = w.len() as u32;
+            let u = u_num as f64 / 1000.0;
+            let log_w: Vec<f64> = w
+                .iter()
+                .map(|&x| if x == 0 { f64::NEG_INFINITY } else { f64::from(x).ln() })
+                .collect();
+            let got = systematic(&log_w, n as usize, u);
+            let want = exact(&w, n, u_num, 1000);
+            proptest::prop_assert_eq!(got.iter().sum::<u32>(), n);
+            let total: f64 = w.iter().map(|&x| f64::from(x)).sum();
+            for (i, (&g, &x)) in got.iter().zip(&w).enumerate() {
+                let share = f64::from(n) * f64::from(x) / total;
+                proptest::prop_assert!((f64::from(g) - share).abs() < 1.0 + 1e-9, "particle {i}: {g} children for a share of {share}");
+                if x == 0 {
+                    proptest::prop_assert_eq!(g, 0);
+                }
+            }
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            // A difference is a child moved across one boundary: two counts.
+            proptest::prop_assert!(differ <= 2 * w.len() / 50 + 2, "{got:?} against {want:?}");
+        }
+    }
 }
