@@ -572,6 +572,20 @@ impl<E: Evolve> Local<E> {
     }
 }
 
+/// `Err(UnknownStates)` naming every id of `ids` that `index` lacks.
+fn all_known<V>(index: &IdMap<V>, ids: &[StateId]) -> Result<(), Error> {
+    let unknown: Vec<_> = ids
+        .iter()
+        .filter(|i| !index.contains_key(i))
+        .copied()
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::UnknownStates(unknown))
+    }
+}
+
 impl<E: Evolve> Engine<E> for Local<E>
 where
     E::State: Clone,
@@ -610,14 +624,7 @@ where
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
         let index = self.index()?;
-        let unknown: Vec<_> = ids
-            .iter()
-            .filter(|i| !index.contains_key(i))
-            .copied()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Error::UnknownStates(unknown));
-        }
+        all_known(index, ids)?;
         let at: Vec<(u32, u32)> = ids.iter().map(|i| index[i]).collect();
         Ok(ids
             .iter()
@@ -633,14 +640,7 @@ where
             return Ok(());
         }
         let index = self.index()?;
-        let unknown: Vec<_> = ids
-            .iter()
-            .filter(|i| !index.contains_key(i))
-            .copied()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Error::UnknownStates(unknown));
-        }
+        all_known(index, ids)?;
         let gone: std::collections::HashSet<StateId, IdHash> = ids.iter().copied().collect();
         for seg in &mut self.held {
             let (ids, states) = (
