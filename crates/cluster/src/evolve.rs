@@ -215,7 +215,7 @@ impl<'a, E: Evolve> Batch<'a, E> {
         self.inputs
     }
 
-    /// Parent `i`'s generator: [`call_rng`] of the run's seed, the step and
+    /// Parent `i`'s generator: [`call_rng`](crate::call_rng) of the run's seed, the step and
     /// the parent's id.
     #[inline]
     pub fn rng(&self, i: usize) -> Rng {

@@ -5,7 +5,7 @@ use crate::ids::{step_key, StateId};
 use crate::math::normal_of_words;
 use crate::philox::{philox, philox_lanes, LANES};
 
-/// The random number generator handed to [`Evolve::evolve`]: Philox4x32-10,
+/// The random number generator handed to [`Evolve::evolve`](crate::Evolve::evolve): Philox4x32-10,
 /// the counter-based generator of Salmon, Moraes, Dror and Shaw ("Parallel
 /// Random Numbers: As Easy as 1, 2, 3", SC'11, the Random123 library; the
 /// same generator as numpy's `Philox` and JAX's default), through the
@@ -70,7 +70,7 @@ impl Rng {
     /// block (radius from words 0 and 1, angle from word 2; the rest of a
     /// block already partly read is skipped). So the `k`-th draw of a
     /// generator that draws nothing else is block `k`, which is what lets
-    /// [`Batch::child_normals`] make a batch's draws in bulk, with the
+    /// [`Batch::child_normals`](crate::Batch::child_normals) make a batch's draws in bulk, with the
     /// same bits. Branch free (no rejection), fdlibm's polynomials for the
     /// logarithm and the cosine: the same bits on every x86-64.
     #[inline]
@@ -134,7 +134,7 @@ impl rand::SeedableRng for Rng {
     }
 }
 
-/// The generators of a batch's parents in order: [`Batch::rngs`].
+/// The generators of a batch's parents in order: [`Batch::rngs`](crate::Batch::rngs).
 #[derive(Debug, Clone)]
 pub struct Rngs<'a> {
     key: [u32; 2],
@@ -203,7 +203,7 @@ impl Iterator for Rngs<'_> {
 impl ExactSizeIterator for Rngs<'_> {}
 
 /// The generator for the call that evolves `parent` at `step` of a run
-/// seeded `seed`: what [`Evolve::evolve`] receives (see [`Rng`]). A driver
+/// seeded `seed`: what [`Evolve::evolve`](crate::Evolve::evolve) receives (see [`Rng`]). A driver
 /// that draws its own numbers between steps (resampling) derives them the
 /// same way, so that they too are independent of placement.
 pub fn call_rng(seed: u64, step: u64, parent: StateId) -> Rng {
