@@ -165,8 +165,12 @@ fn pf_keeps_a_cheap_model_in_process_and_gives_the_workers_bits() {
 
 /// `statepipe pf`'s JSON result, run to the end.
 fn pf_json(args: &[&str], fault: Fault) -> serde_json::Value {
+    // One file per call: the tests of this binary run side by side, and
+    // two of them run a clean filter each.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let json = std::env::temp_dir().join(format!(
-        "statepipe-pf-{}-{}.json",
+        "statepipe-pf-{}-{call}-{}.json",
         std::process::id(),
         match fault {
             Fault::None => "clean",
