@@ -52,7 +52,7 @@ pub enum CgroupError {
 /// A cgroup with a CPU quota; removed when dropped.
 #[derive(Debug)]
 pub struct QuotaCgroup {
-    dir: PathBuf,
+    made: Made,
 }
 
 impl QuotaCgroup {
@@ -87,30 +87,21 @@ impl QuotaCgroup {
         cpus: f64,
         period_us: u64,
     ) -> Result<QuotaCgroup, CgroupError> {
-        let (v1, dir) = make(name, ("cpu", "cpu"), CgroupError::NoCpuHierarchy)?;
-        let cgroup = QuotaCgroup { dir };
+        let made = make(name, ("cpu", "cpu"), CgroupError::NoCpuHierarchy)?;
+        let dir = &made.dir;
         let quota = (cpus * period_us as f64).round() as u64;
-        if v1 {
-            write(
-                &cgroup.dir.join("cpu.cfs_period_us"),
-                &period_us.to_string(),
-            )?;
-            write(&cgroup.dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
+        if made.v1 {
+            write(&dir.join("cpu.cfs_period_us"), &period_us.to_string())?;
+            write(&dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
         } else {
-            write(&cgroup.dir.join("cpu.max"), &format!("{quota} {period_us}"))?;
+            write(&dir.join("cpu.max"), &format!("{quota} {period_us}"))?;
         }
-        Ok(cgroup)
+        Ok(QuotaCgroup { made })
     }
 
     /// The cgroup's directory, e.g. `/sys/fs/cgroup/cpu/statepipe-1234`.
     pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for QuotaCgroup {
-    fn drop(&mut self) {
-        remove(&self.dir);
+        &self.made.dir
     }
 }
 
@@ -122,7 +113,7 @@ impl Drop for QuotaCgroup {
 /// capacity is set by the device, and its CPUs stay free.
 #[derive(Debug)]
 pub struct WriteIopsCgroup {
-    dir: PathBuf,
+    made: Made,
 }
 
 impl WriteIopsCgroup {
@@ -138,31 +129,22 @@ impl WriteIopsCgroup {
     /// behind.
     pub fn create(name: &str, path: &Path, iops: u64) -> Result<WriteIopsCgroup, CgroupError> {
         let (major, minor) = block_device_of(path)?;
-        let (v1, dir) = make(name, ("blkio", "io"), CgroupError::NoIoHierarchy)?;
-        let cgroup = WriteIopsCgroup { dir };
-        if v1 {
-            write(
-                &cgroup.dir.join("blkio.throttle.write_iops_device"),
-                &format!("{major}:{minor} {iops}"),
-            )?;
+        let made = make(name, ("blkio", "io"), CgroupError::NoIoHierarchy)?;
+        let (file, rule) = if made.v1 {
+            (
+                "blkio.throttle.write_iops_device",
+                format!("{major}:{minor} {iops}"),
+            )
         } else {
-            write(
-                &cgroup.dir.join("io.max"),
-                &format!("{major}:{minor} wiops={iops}"),
-            )?;
-        }
-        Ok(cgroup)
+            ("io.max", format!("{major}:{minor} wiops={iops}"))
+        };
+        write(&made.dir.join(file), &rule)?;
+        Ok(WriteIopsCgroup { made })
     }
 
     /// The cgroup's directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for WriteIopsCgroup {
-    fn drop(&mut self) {
-        remove(&self.dir);
+        &self.made.dir
     }
 }
 
@@ -213,13 +195,8 @@ pub fn block_device_of(path: &Path) -> Result<(u32, u32), CgroupError> {
 
 /// Makes cgroup `name` under the root of the first hierarchy with the
 /// controller `(v1 name, v2 name)` (see `controller_mount`), delegating it
-/// to the root's children on v2; returns whether the hierarchy is v1, and
-/// the new directory. `missing` when there is no such hierarchy.
-fn make(
-    name: &str,
-    (c1, c2): (&str, &str),
-    missing: CgroupError,
-) -> Result<(bool, PathBuf), CgroupError> {
+/// to the root's children on v2. `missing` when there is no such hierarchy.
+fn make(name: &str, (c1, c2): (&str, &str), missing: CgroupError) -> Result<Made, CgroupError> {
     let mountinfo =
         std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| CgroupError::Io {
             what: "reading",
@@ -238,7 +215,22 @@ fn make(
         path: dir.clone(),
         source,
     })?;
-    Ok((v1, dir))
+    Ok(Made { v1, dir })
+}
+
+/// A cgroup directory this process made, removed when dropped (so that one
+/// whose control files cannot be written is not left behind).
+#[derive(Debug)]
+struct Made {
+    /// Whether its hierarchy is v1 (else v2, the unified one).
+    v1: bool,
+    dir: PathBuf,
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        remove(&self.dir);
+    }
 }
 
 /// Removes a cgroup's directory. A process that just exited may still be

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use statepipe_bench::cluster::{Sleep, SleepInput};
-use statepipe_cluster::{Engine, IdMap, Local, LocalCluster, Master, MasterConfig, WorkerCommand};
+use statepipe_cluster::{
+    Engine, IdMap, Local, LocalCluster, Master, MasterConfig, StateId, WorkerCommand,
+};
 
 const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
 
@@ -211,6 +213,21 @@ fn pf_json(args: &[&str], fault: Fault) -> serde_json::Value {
     j
 }
 
+/// Each of `ids` evolved into one child by a sleep of `cost_us`.
+fn sleeps(ids: &[StateId], cost_us: u32) -> IdMap<SleepInput> {
+    ids.iter()
+        .map(|&i| {
+            (
+                i,
+                SleepInput {
+                    cost_us,
+                    children: 1,
+                },
+            )
+        })
+        .collect()
+}
+
 /// Particles of the fault tests' runs: enough that a run on two workers
 /// lasts seconds, so that a fault 400 ms in lands mid-run, in a debug
 /// build and in an optimised one alike.
@@ -299,18 +316,7 @@ fn real_processes_match_local_and_recover_from_a_killed_worker() {
     assert_eq!(out, local.evolve_many(inputs).unwrap());
     // Kill one worker while every state sleeps 300 ms.
     let kids: Vec<_> = out.values().flatten().map(|c| c.0).collect();
-    let slow: IdMap<_> = kids
-        .iter()
-        .map(|&k| {
-            (
-                k,
-                SleepInput {
-                    cost_us: 300_000,
-                    children: 1,
-                },
-            )
-        })
-        .collect();
+    let slow = sleeps(&kids, 300_000);
     let victim = cluster.pids()[0];
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(100));
@@ -541,18 +547,7 @@ fn the_bench_numbers_workers_in_the_order_it_started_them() {
     let ids = m.reset_states((0..20).collect()).unwrap();
     kill(Pid::from_raw(pids[2] as i32), Signal::SIGKILL).unwrap();
     assert!(gone(pids[2]));
-    let inputs: IdMap<_> = ids
-        .iter()
-        .map(|&i| {
-            (
-                i,
-                SleepInput {
-                    cost_us: 1000,
-                    children: 1,
-                },
-            )
-        })
-        .collect();
+    let inputs = sleeps(&ids, 1000);
     match m.evolve_many(inputs) {
         Err(statepipe_cluster::Error::WorkerLost(l)) => {
             assert_eq!(l.worker, 2, "{l:?}");

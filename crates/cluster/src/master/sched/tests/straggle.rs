@@ -1,13 +1,20 @@
 //! Stragglers (`straggle.rs`) driven delivery by delivery, without
 //! sockets: a stopped worker's frames wait while the others' are
 //! delivered, and an operation ends when the scheduler is quiet, as a
-//! driver ends it.
+//! driver ends it; and, under proptest, several workers stopped at any
+//! moment of a run (perhaps one more lost), against the single-process
+//! engine.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
 
 use super::{cfg, decoded, model, state, Cluster, SEED};
 use crate::engine::Engine;
-use crate::evolve::StateId;
+use crate::error::Error;
+use crate::evolve::{Evolve, StateId};
+use crate::registry::decode;
 use crate::local::Local;
 use crate::master::sched::straggle::BUDDY_STRAGGLE_FLOOR;
 use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
@@ -184,4 +191,214 @@ fn neighbours_that_straggle_together_are_dropped_one_at_a_time() {
         drop_worker(&mut c, w, &late[0].1);
     }
     finish_step(&mut c, &mut local, 2, &ids);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Workers that stop (their frames wait) at any moment of a step (and
+    /// perhaps one more lost) have
+    /// their work started again on an idle worker, as the master does for
+    /// a batch far past its expected time; they wake a few deliveries into
+    /// the next operation, and their late answers lose. Every step gives
+    /// the single-process engine's bits, and in the end every worker holds
+    /// exactly the states the books place on it.
+    #[test]
+    fn stragglers_started_again_elsewhere_change_no_bit(
+        n in 2usize..6,
+        states in 1u64..24,
+        batch in 1usize..4,
+        steal in any::<bool>(),
+        stops in prop::collection::vec((0usize..6, 0usize..16, 0usize..3), 1..4),
+        wake_after in 0usize..12,
+        kill in prop::option::of((0usize..6, 0usize..16, 0usize..3)),
+        picks in prop::collection::vec(any::<usize>(), 64),
+    ) {
+        stragglers(n, states, batch, steal, &stops, wake_after, kill, &picks)?;
+    }
+}
+
+/// One case of `stragglers_started_again_elsewhere_change_no_bit`: `n`
+/// workers, `states` states, batches of `batch`; each of `stops` stops
+/// worker `.0` at delivery `.1` of step `.2`, all wake `wake_after`
+/// deliveries into each operation (or when nothing else can move);
+/// `kill` loses a worker likewise; `picks` orders the deliveries.
+#[allow(clippy::too_many_arguments)]
+fn stragglers(
+    n: usize,
+    states: u64,
+    batch: usize,
+    steal: bool,
+    stops: &[(usize, usize, usize)],
+    wake_after: usize,
+    kill: Option<(usize, usize, usize)>,
+    picks: &[usize],
+) -> Result<(), TestCaseError> {
+    let cfg = SchedConfig {
+        batch: Batch::Fixed(batch),
+        pipeline: 2,
+        recovery: Recovery::MasterCopy,
+        ..cfg(Placement::Spread, true, steal)
+    };
+    let mut c = Cluster::new(n, cfg);
+    let mut local = Local::new(model(), SEED);
+    let mut ids = c.reset(states);
+    local
+        .reset_states((0..states).map(state).collect())
+        .unwrap();
+    let mut stopped = vec![false; n];
+    let mut k = 0usize;
+    let mut may_fail = false;
+    let mut pump = |c: &mut Cluster,
+                    stopped: &mut Vec<bool>,
+                    may_fail: &mut bool,
+                    step: usize,
+                    until_quiet: bool| {
+        let mut delivered = 0usize;
+        let mut applied = vec![false; stops.len()];
+        loop {
+            if delivered == wake_after {
+                stopped.iter_mut().for_each(|s| *s = false);
+            }
+            if let Some((w, at, s)) = kill {
+                if s == step && at == delivered && c.alive[w % n] {
+                    let w = w % n;
+                    // Only the last worker's loss fails the step; one
+                    // while every other is a straggler, or behind on
+                    // evolves finished elsewhere, waits (`can_recover`).
+                    *may_fail |= (0..n).all(|v| v == w || !c.alive[v]);
+                    c.alive[w] = false;
+                    c.queues[w].clear();
+                    stopped[w] = false;
+                    c.sched.on_disconnect(w, "chaos: killed");
+                    c.collect();
+                }
+            }
+            for (j, &(w, at, s)) in stops.iter().enumerate() {
+                if s == step && at == delivered && !applied[j] {
+                    applied[j] = true;
+                    stopped[w % n] = true;
+                }
+            }
+            // What `overdue` does for a batch far past its time.
+            for (w, &stop) in stopped.iter().enumerate() {
+                if stop && c.alive[w] && c.sched.slots[w].fenced == 0 && c.sched.speculate(w) {
+                    c.collect();
+                }
+            }
+            let ready: Vec<usize> = (0..n)
+                .filter(|&w| !stopped[w] && !c.queues[w].is_empty())
+                .collect();
+            if ready.is_empty() {
+                if until_quiet && c.sched.is_quiet() {
+                    break;
+                }
+                if !stopped.iter().any(|s| *s) {
+                    break;
+                }
+                // Nothing else can move: wake them.
+                stopped.iter_mut().for_each(|s| *s = false);
+                continue;
+            }
+            k += 1;
+            c.deliver(ready[picks[k % picks.len()] % ready.len()]);
+            delivered += 1;
+        }
+    };
+    for step in 0..3 {
+        if ids.is_empty() {
+            break;
+        }
+        let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+        c.begin(&inputs);
+        pump(&mut c, &mut stopped, &mut may_fail, step, true);
+        let got = match c.sched.finish_evolve() {
+            Ok(r) => decoded(r),
+            Err(Error::WorkerLost(_)) if may_fail => return Ok(()),
+            Err(e) => panic!("{e}"),
+        };
+        let want = local
+            .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+            .unwrap();
+        prop_assert_eq!(&got, &want);
+        ids = got.values().flatten().map(|x| x.0).collect();
+        ids.sort_unstable();
+    }
+    let want = local.fetch_states(&ids).unwrap();
+    c.sched.begin_fetch(&ids).unwrap();
+    c.collect();
+    stopped.iter_mut().for_each(|s| *s = false);
+    pump(&mut c, &mut stopped, &mut may_fail, usize::MAX, false);
+    let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
+        .sched
+        .finish_fetch()
+        .unwrap()
+        .into_iter()
+        .map(|(id, b)| (id, decode(&b).unwrap()))
+        .collect();
+    prop_assert_eq!(got, want);
+    // No stale copy left anywhere.
+    let held = c.held();
+    for w in (0..n).filter(|&w| c.alive[w]) {
+        let mut on: Vec<StateId> = c.cores[w].held_states().into_iter().map(|s| s.0).collect();
+        on.sort_unstable();
+        let mut books: Vec<StateId> = held.iter().filter(|e| *e.1 == w).map(|e| *e.0).collect();
+        books.sort_unstable();
+        prop_assert_eq!(on, books, "worker {}", w);
+    }
+    Ok(())
+}
+
+/// A case proptest found: worker 2 straggles and its batch starts again,
+/// one state of it on worker 0; worker 0 then stops too, so that copy is
+/// fenced and starts again on worker 1, which is lost. The copy on worker
+/// 0 is fenced like worker 2's first evolve: the state is started again
+/// (or its stragglers waited for) rather than the step ending quiet with
+/// it never evolved.
+#[test]
+fn a_straggling_copy_does_not_count_when_the_running_copy_is_lost() {
+    let mut picks = vec![0; 64];
+    for (k, p) in [
+        (8, 10983392719876081772),
+        (9, 2304208785132632261),
+        (10, 6629597324183067471),
+        (11, 1295287092629758912),
+        (12, 402941743616345000),
+        (14, 12),
+        (15, 767564471744464999),
+        (17, 5452866015804150236),
+        (18, 10559681384036778350),
+        (20, 169770396),
+        (34, 19512068),
+        (35, 200614488143969581),
+        (37, 241588),
+        (39, 5216819303005),
+        (44, 14989),
+        (49, 1575530249),
+    ] {
+        picks[k] = p;
+    }
+    let stops = [(2, 9, 1), (0, 8, 1)];
+    stragglers(4, 15, 3, false, &stops, 0, Some((1, 12, 1)), &picks).unwrap();
+}
+
+/// A case proptest found: worker 2 stops and its batches start again on
+/// worker 3, where worker 0 steals two of the copies while they wait;
+/// worker 2 answers first. The copies stay where they were started
+/// (`steal_for`), so they are dropped there, and no parent evolved
+/// already is booked on the thief.
+#[test]
+fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
+    let mut picks = vec![0; 64];
+    for (k, p) in [
+        (8, 4291),
+        (10, 12925163659624642002),
+        (11, 84729783456962883),
+        (12, 5461583876295136849),
+        (13, 5075032100855658733),
+        (23, 210302715065604),
+    ] {
+        picks[k] = p;
+    }
+    stragglers(5, 14, 2, true, &[(2, 0, 1)], 8, Some((1, 0, 1)), &picks).unwrap();
 }
