@@ -14,10 +14,10 @@ use super::{cfg, decoded, model, state, Cluster, SEED};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
-use crate::registry::decode;
 use crate::local::Local;
 use crate::master::sched::straggle::BUDDY_STRAGGLE_FLOOR;
 use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
+use crate::registry::decode;
 
 /// Delivers the frames of every worker but `stopped`, lowest worker
 /// first, until none waits.
