@@ -101,8 +101,8 @@ pub struct FilterArgs {
           value_parser = clap::value_parser!(u16).range(1..))]
     pub replicas: u16,
     /// Declare a worker lost after this many seconds of silence (default
-    /// 1.5; workers send a heartbeat every second, or every two thirds of
-    /// this if shorter).
+    /// 1.5; workers send a heartbeat every 25 ms, or every two thirds of
+    /// this if shorter), and let no evolve run longer than this.
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub deadline_s: Option<Duration>,
     /// Write the run's state (every particle, the filter's accumulators)

@@ -104,7 +104,7 @@ pub use stats::{Stats, WorkerStats};
 pub mod config {
     pub use crate::master::sched::config::{
         Batch, Deadlines, Placement, Recovery, SchedConfig, StealVia, AUTO_BUDDY_BYTES,
-        DEFAULT_REPLICAS, HEARTBEAT,
+        DEFAULT_REPLICAS, HEARTBEAT, QUIET_BEATS, SILENCE,
     };
 }
 

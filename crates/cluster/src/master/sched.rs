@@ -11,8 +11,9 @@
 //!   other answer matches the other requests in order. Any mismatch is a
 //!   protocol violation.
 //! - during an evolve, a worker's `pending` is non-empty only while its
-//!   pipeline is full (`refill` sends otherwise), so moving states only
-//!   ever takes states no request names yet.
+//!   pipeline is full or its calls in flight are expected to run far
+//!   longer than the step's mean (`refill` sends otherwise), so moving
+//!   states only ever takes states no request names yet.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -222,6 +223,9 @@ pub(crate) struct Scheduler {
     /// Serialised input and expected cost of each state not yet requested.
     inputs: HashMap<StateId, (Vec<u8>, f64)>,
     remaining: usize,
+    /// The step's mean expected cost per state (`plan.rs`: no batch is
+    /// queued behind calls expected to run far longer).
+    mean_cost: f64,
     results: RawResults,
     fetched: Vec<(StateId, Vec<u8>)>,
     lost: Option<WorkerLost>,
@@ -295,6 +299,7 @@ impl Scheduler {
             evolving: false,
             inputs: HashMap::new(),
             remaining: 0,
+            mean_cost: 0.0,
             results: HashMap::new(),
             fetched: Vec::new(),
             lost: None,
@@ -440,6 +445,8 @@ impl Scheduler {
             self.slots[w].pending_cost += cost;
             self.inputs.insert(id, (input, cost));
         }
+        let total: f64 = self.slots.iter().map(|s| s.pending_cost).sum();
+        self.mean_cost = total / self.remaining.max(1) as f64;
         for w in 0..self.slots.len() {
             self.sort_pending(w);
         }
@@ -472,6 +479,7 @@ impl Scheduler {
         }
         let s = &mut self.slots[w];
         s.stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;
+        s.last_heard = Instant::now();
         if kind == Kind::Heartbeat {
             // Nothing is owed or matched; from now on silence is what
             // makes this worker lost (`deadline.rs`).
@@ -480,7 +488,6 @@ impl Scheduler {
             }
             return Ok(());
         }
-        s.last_heard = Instant::now();
         let at = match kind {
             Kind::Failed => return Err(crate::error::reported(p)),
             Kind::Evolved => s

@@ -18,11 +18,14 @@ use crate::worker::{self, Next, WorkerCore};
 use crate::{wire, Error};
 
 /// Heartbeats every 20 ms, lost after 300 ms of silence; every request
-/// allowance two minutes, so that only the silence can catch a worker.
+/// allowance two minutes, and a silent worker's work not started again
+/// elsewhere before that (`quiet`), so that only the silence can catch a
+/// worker.
 fn quick_silence() -> Deadlines {
     Deadlines {
         heartbeat: Some(Duration::from_millis(20)),
         silence: Duration::from_millis(300),
+        quiet: Some(Duration::from_secs(120)),
         floor: Duration::from_secs(120),
         unmeasured: Duration::from_secs(120),
         ..Deadlines::default()

@@ -42,7 +42,7 @@
 //! set of losses with no `r + 1` side by side (`tests/chaos.rs` loses
 //! workers at every delivery of a run).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{Req, Round, Scheduler, WorkerId};
 use crate::evolve::StateId;
@@ -284,20 +284,61 @@ impl Scheduler {
             .filter(|id| !orphans.contains(id))
             .collect();
         restore.extend(plan.redo.iter().copied());
+        // (state, its cost in this operation, its live holders)
+        let mut wanted: Vec<(StateId, f64, Vec<WorkerId>)> = Vec::new();
         for id in restore {
             if self.copies.contains_key(&id) {
                 plan.readd.push(id);
                 continue;
             }
-            // The first holder still live in the books: if it is lost too
-            // (several losses at once, handled one by one), its own loss
-            // promotes the state again from the next holder.
-            let holder = self
+            // Holders still live in the books: if the one chosen is lost
+            // too (several losses at once, handled one by one), its own
+            // loss promotes the state again from another.
+            let holders: Vec<WorkerId> = self
                 .buddy
                 .replica_at
                 .get(&id)
-                .and_then(|hs| hs.iter().copied().find(|&h| h != w && self.slots[h].alive));
-            plan.promote.entry(holder?).or_default().push(id);
+                .map(|hs| {
+                    hs.iter()
+                        .copied()
+                        .filter(|&h| h != w && self.slots[h].alive)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if holders.is_empty() {
+                return None;
+            }
+            let cost = if self.evolves_now(&id) {
+                self.cost_of(&id)
+            } else {
+                0.0
+            };
+            wanted.push((id, cost, holders));
+        }
+        // The work to run again is dealt over the holders, most expensive
+        // first, each state to its holder with the least work ahead (a
+        // promoted state is its only copy until the next commit, so no
+        // thief can take it later); the rest stay with their first holder.
+        wanted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut load: HashMap<WorkerId, f64> = HashMap::new();
+        for (id, cost, holders) in wanted {
+            let mut holder = holders[0];
+            if cost > 0.0 {
+                let mut least = f64::INFINITY;
+                for &h in &holders {
+                    let l = *load
+                        .entry(h)
+                        .or_insert_with(|| self.cost_ahead(h) + self.slots[h].pending_cost);
+                    if l < least {
+                        (least, holder) = (l, h);
+                    }
+                }
+                *load.entry(holder).or_default() += cost;
+            }
+            plan.promote.entry(holder).or_default().push(id);
+        }
+        for ids in plan.promote.values_mut() {
+            ids.sort_unstable();
         }
         plan.orphans = orphans.into_iter().collect();
         Some(plan)

@@ -165,11 +165,17 @@ pub struct Deadlines {
     /// How often workers send a heartbeat (`None`: never; requests'
     /// allowances apply instead).
     pub heartbeat: Option<Duration>,
-    /// Silence after which a heartbeating worker is lost (1.5 × `heartbeat`
-    /// by default: a heartbeat may be half an interval late, and a loss is
-    /// found within two intervals of the worker's last byte even when the
-    /// master is slow to notice by half an interval).
+    /// Silence after which a heartbeating worker is lost ([`SILENCE`] by
+    /// default: thirty heartbeats, so that a loaded host's scheduling
+    /// hiccup never costs a worker).
     pub silence: Duration,
+    /// Silence after which a heartbeating worker that owes an evolve of the
+    /// current step is taken for stopped, long before it is lost: with
+    /// [`Recovery::MasterCopy`] its work starts again from the master's
+    /// copies on the workers that will start it soonest, busy or idle, and
+    /// the first answer wins (a false alarm costs the time of one copy).
+    /// `None`: [`QUIET_BEATS`] heartbeat intervals.
+    pub quiet: Option<Duration>,
     /// One allowance for every request, replacing the measured ones and,
     /// for heartbeating workers, `silence` and each evolve's deadline.
     pub fixed: Option<Duration>,
@@ -181,14 +187,25 @@ pub struct Deadlines {
     pub unmeasured: Duration,
 }
 
-/// The default heartbeat interval.
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// The default heartbeat interval: short, so that a stopped worker is
+/// noticed within a few of them (`Deadlines::quiet`); a heartbeat is an
+/// 8-byte frame, so 200 workers send the master 32 KB/s.
+pub const HEARTBEAT: Duration = Duration::from_millis(25);
+
+/// The default silence after which a heartbeating worker is lost.
+pub const SILENCE: Duration = Duration::from_millis(1500);
+
+/// Heartbeat intervals of silence after which a worker owing an evolve is
+/// taken for stopped (`Deadlines::quiet`): one late heartbeat is a busy
+/// host, three missed in a row a stopped process.
+pub const QUIET_BEATS: u32 = 3;
 
 impl Default for Deadlines {
     fn default() -> Self {
         Deadlines {
             heartbeat: Some(HEARTBEAT),
-            silence: HEARTBEAT * 3 / 2,
+            silence: SILENCE,
+            quiet: None,
             fixed: None,
             factor: 10.0,
             floor: Duration::from_secs(1),
@@ -201,6 +218,13 @@ impl Deadlines {
     /// The silence after which a heartbeating worker is lost.
     pub(crate) fn silence(&self) -> Duration {
         self.fixed.unwrap_or(self.silence)
+    }
+
+    /// The silence after which a worker owing an evolve is taken for
+    /// stopped (none without heartbeats).
+    pub(crate) fn quiet(&self) -> Option<Duration> {
+        self.heartbeat?;
+        self.quiet.or(self.heartbeat.map(|h| h * QUIET_BEATS))
     }
 
     /// The heartbeat interval sent in `Setup`, in milliseconds (0: none).

@@ -8,8 +8,12 @@
 //! heartbeats come from a thread of their own, so a long evolve is never
 //! silence, and only a stopped process, a dead host or a cut link is. The
 //! silence clock restarts at the start of every operation (the master reads
-//! nothing between operations). [`Scheduler::overdue`] also says when the
-//! next such deadline falls, so that drivers wake up for it.
+//! nothing between operations). Long before that, a worker silent for
+//! `Deadlines::quiet` (three heartbeats) while it owes an evolve is taken
+//! for stopped and its work starts again elsewhere (`straggle.rs`).
+//! [`Scheduler::overdue`] also says when the next such deadline falls (and
+//! when a batch held back behind a long call is due, `plan.rs`), so that
+//! drivers wake up for it.
 //!
 //! A worker that does not heartbeat (before its first heartbeat; fake
 //! workers in tests; `heartbeat: None`) is timed per request: its silence is the time since it started owing an answer, since
@@ -195,6 +199,7 @@ impl Scheduler {
         let p99 = self.p99();
         let mut late = Vec::new();
         let mut hung = Vec::new();
+        let mut stopped = Vec::new();
         let mut next: Option<Instant> = None;
         let silence = self.cfg.deadlines.silence();
         for (w, s) in self.slots.iter().enumerate() {
@@ -238,6 +243,13 @@ impl Scheduler {
                 } else {
                     let at = heard + silence + Duration::from_millis(1);
                     next = Some(next.map_or(at, |n| n.min(at)));
+                    // Silent for a few heartbeats while it owes an evolve:
+                    // taken for stopped, its work starts again elsewhere.
+                    match self.quiet_at(w, heard) {
+                        Some(q) if now >= q => stopped.push(w),
+                        Some(q) => next = Some(next.map_or(q, |n| n.min(q))),
+                        None => {}
+                    }
                 }
                 continue;
             }
@@ -284,10 +296,18 @@ impl Scheduler {
                 }
             }
         }
-        for w in slow {
+        for &w in &stopped {
             if !late.iter().any(|l| l.0 == w) {
-                self.speculate(w);
+                self.speculate(w, true);
             }
+        }
+        for w in slow {
+            if !late.iter().any(|l| l.0 == w) && !stopped.contains(&w) {
+                self.speculate(w, false);
+            }
+        }
+        if let Some(at) = self.release_held(now) {
+            next = Some(next.map_or(at, |n| n.min(at)));
         }
         let exclude: Vec<WorkerId> = late.iter().map(|l| l.0).collect();
         let (drop, at) = self.buddy_stragglers(now, p99, ratio, &exclude);

@@ -14,6 +14,13 @@
 //! when the largest excess over `T` is worth less than four round trips, or
 //! when the dealt placement's longest load is no shorter than the current one.
 //!
+//! **Pipelining.** A worker is sent up to `SchedConfig::pipeline` batches,
+//! so that the next one is there when the last returns; but never behind
+//! calls expected to run for more than [`HOLD_BEHIND`] × the step's mean
+//! cost per state (a heavy tail's long call): there the batch would be
+//! stuck for the whole call, where an idle worker, or one given a lost
+//! worker's long call, could have taken it.
+//!
 //! **Steals** (during a step): a worker with nothing pending, a free
 //! pipeline slot and nothing on its way takes from the live worker with
 //! the most pending cost its most expensive pending states, up to half
@@ -24,10 +31,17 @@ use std::collections::{BinaryHeap, HashSet};
 use std::time::Instant;
 
 use super::{nanos, Batch, Req, Scheduler, WorkerId};
+
+/// No batch is queued behind calls in flight that are expected to run for
+/// more than this many times the step's mean cost per state: it would wait
+/// out the whole long call there, where an idle worker could have stolen
+/// it. The worker gets it two round trips before the long call is expected
+/// to end. Uniform steps never hold.
+pub(super) const HOLD_BEHIND: f64 = 4.0;
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 
-/// A load in the dealing heap: ordered by load, then worker index.
+/// A load in a dealing heap: ordered by load, then index.
 #[derive(PartialEq)]
 struct Load(f64, WorkerId);
 
@@ -107,6 +121,11 @@ impl Scheduler {
         }
         let pipeline = self.cfg.pipeline.max(1);
         while self.slots[w].evolving < pipeline && !self.slots[w].pending.is_empty() {
+            if self.holds_back(w).is_some() {
+                // Queued behind a long call, a batch would wait there for
+                // all of it; held here, an idle worker can steal it.
+                break;
+            }
             let b = self.batch_size(w);
             let mut ids = self.take_tail(w, b);
             if !self.hung.is_empty() && ids.len() > 1 {
@@ -170,13 +189,77 @@ impl Scheduler {
     /// stolen states behind that call; before anything was measured, only
     /// an idle worker steals.)
     fn wants_work(&self, w: WorkerId) -> bool {
-        let s = &self.slots[w];
-        if s.evolving == 0 {
+        if self.slots[w].evolving == 0 {
             return true;
         }
         let Some(ns_per_cost) = self.ns_per_cost else {
             return false;
         };
+        self.cost_ahead(w) * ns_per_cost <= self.move_ns.unwrap_or(1e6)
+    }
+
+    /// If `w`'s next batch waits for its calls in flight ([`HOLD_BEHIND`]):
+    /// how long, in ns, until they are expected to end within two round
+    /// trips, when it goes (`overdue` wakes up for that), unless another
+    /// worker will run out of work before (infinite: it waits for the call
+    /// to return, or for a thief). Before costs are measured, nothing waits.
+    pub(super) fn holds_back(&self, w: WorkerId) -> Option<f64> {
+        let s = &self.slots[w];
+        if s.evolving == 0 || s.evolving >= self.cfg.pipeline.max(1) || s.pending.is_empty() {
+            return None;
+        }
+        let t = self.ns_per_cost.filter(|t| *t > 0.0)?;
+        let ahead = self.cost_ahead(w);
+        if ahead <= HOLD_BEHIND * self.mean_cost {
+            return None;
+        }
+        let wait = ahead * t - 2.0 * s.rtt_ns.unwrap_or(1e6);
+        if wait > 0.0 {
+            return Some(wait);
+        }
+        // Due, unless another worker runs out of work first: it will steal
+        // the batch (a long call started again after a loss ends after
+        // everyone else's work).
+        let free_first = (0..self.slots.len()).any(|v| {
+            let o = &self.slots[v];
+            v != w
+                && o.alive
+                && o.fenced == 0
+                && (self.cost_ahead(v) + o.pending_cost) * t < ahead * t
+        });
+        free_first.then_some(f64::INFINITY)
+    }
+
+    /// Sends the batches held back behind long calls that are now due
+    /// (`holds_back`); returns when the next falls due.
+    pub(super) fn release_held(&mut self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        if !self.evolving || self.failed_at.is_some() {
+            return None;
+        }
+        for w in 0..self.slots.len() {
+            let s = &self.slots[w];
+            if !s.alive || s.fenced > 0 || s.evolving == 0 || s.pending.is_empty() {
+                continue;
+            }
+            match self.holds_back(w) {
+                // Until its long call returns.
+                Some(wait) if wait.is_infinite() => {}
+                Some(wait) => {
+                    let at = now + std::time::Duration::from_nanos(wait.min(1e18) as u64);
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+                None => self.refill(w),
+            }
+        }
+        next
+    }
+
+    /// The expected cost of the evolves `w` has been sent and not finished:
+    /// their costs, less what the one in progress has run (by the measured
+    /// time per unit of cost; before that is measured, none has run).
+    pub(super) fn cost_ahead(&self, w: WorkerId) -> f64 {
+        let s = &self.slots[w];
         let (mut queued, mut head) = (0.0, None);
         for r in &s.in_flight {
             if let Req::Evolve { cost, sent, .. } = r {
@@ -184,11 +267,42 @@ impl Scheduler {
                 head.get_or_insert(*sent);
             }
         }
-        // The batch in progress started when it was sent or when the one
-        // before it came back, whichever was later.
-        let started = head.map_or(s.last_evolved, |h| h.max(s.last_evolved));
-        let remaining = queued * ns_per_cost - nanos(started.elapsed());
-        remaining <= self.move_ns.unwrap_or(1e6)
+        match self.ns_per_cost {
+            Some(t) if t > 0.0 => {
+                // The batch in progress started when it was sent or when
+                // the one before it came back, whichever was later.
+                let started = head.map_or(s.last_evolved, |h| h.max(s.last_evolved));
+                (queued - nanos(started.elapsed()) / t).max(0.0)
+            }
+            _ => queued,
+        }
+    }
+
+    /// Deals `items` (each with its expected cost) over `to`, most
+    /// expensive first, each to the worker that would start it soonest:
+    /// the least cost ahead of it ([`cost_ahead`](Self::cost_ahead), plus
+    /// what this deal gave it), ties to the earlier in `to`. So a lost or
+    /// straggling worker's long call starts again behind the shortest
+    /// queue, not wherever an even split of ids puts it. Returns each
+    /// worker's share, in `to`'s order.
+    pub(super) fn deal_soonest<T: Copy>(&self, items: &[(T, f64)], to: &[WorkerId]) -> Vec<Vec<T>> {
+        let mut share = vec![Vec::new(); to.len()];
+        if to.is_empty() {
+            return share;
+        }
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| items[b].1.total_cmp(&items[a].1).then(a.cmp(&b)));
+        let mut heap: BinaryHeap<Reverse<Load>> = to
+            .iter()
+            .enumerate()
+            .map(|(k, &w)| Reverse(Load(self.cost_ahead(w), k)))
+            .collect();
+        for i in order {
+            let Reverse(Load(ahead, k)) = heap.pop().expect("one entry per worker");
+            share[k].push(items[i].0);
+            heap.push(Reverse(Load(ahead + items[i].1.max(0.0), k)));
+        }
+        share
     }
 
     /// Moves up to half the pending cost of the most loaded worker to `thief`.

@@ -13,7 +13,9 @@
 //!   placed on a survivor (`Add`) and waits there;
 //! - a state it was to evolve (pending, or in an evolve request it never
 //!   answered) is placed on a survivor and joins its pending states, with
-//!   its input;
+//!   its input: most expensive first, each on the survivor with the least
+//!   expected work in flight (`deal_soonest`), so that a long call lost
+//!   near the end of a step starts again behind the shortest queue;
 //! - a `Fetch` it never answered is answered from the copies.
 //!
 //! "A survivor" is one that takes states (`takes_states`): not a
@@ -208,11 +210,23 @@ impl Scheduler {
         (s.addr, owed)
     }
 
-    /// Places `ids` on `live` (even chunks) from the master's copies.
+    /// Places `ids` on `live` from the master's copies: those the operation
+    /// still has to evolve where each starts soonest (`deal_soonest`), the
+    /// rest in even chunks.
     pub(super) fn add_from_copies(&mut self, ids: &[StateId], live: &[WorkerId]) {
-        let n = ids.len();
-        for (k, &dest) in live.iter().enumerate() {
-            let chunk = &ids[n * k / live.len()..n * (k + 1) / live.len()];
+        if live.is_empty() {
+            return;
+        }
+        let (now, later): (Vec<StateId>, Vec<StateId>) =
+            ids.iter().partition(|id| self.evolves_now(id));
+        let costed: Vec<(StateId, f64)> = now.iter().map(|id| (*id, self.cost_of(id))).collect();
+        let mut share = self.deal_soonest(&costed, live);
+        let n = later.len();
+        for (k, s) in share.iter_mut().enumerate() {
+            s.extend_from_slice(&later[n * k / live.len()..n * (k + 1) / live.len()]);
+            s.sort_unstable();
+        }
+        for (&dest, chunk) in live.iter().zip(&share) {
             if chunk.is_empty() {
                 continue;
             }
@@ -226,6 +240,20 @@ impl Scheduler {
             self.send(dest, f, Req::Add(chunk.len() as u32));
             self.place_again(dest, chunk);
         }
+    }
+
+    /// Whether the operation in progress still has to evolve `id` (placed
+    /// anywhere, `place_again` queues it with its input).
+    pub(super) fn evolves_now(&self, id: &StateId) -> bool {
+        self.sent_inputs.contains_key(id) || (self.evolving && self.inputs.contains_key(id))
+    }
+
+    /// The expected cost of evolving `id` in this operation (1 if unknown).
+    pub(super) fn cost_of(&self, id: &StateId) -> f64 {
+        self.inputs
+            .get(id)
+            .or_else(|| self.sent_inputs.get(id))
+            .map_or(1.0, |x| x.1)
     }
 
     /// Books `ids` as held by `dest`, which has been sent them, and queues

@@ -1,17 +1,28 @@
-//! Stragglers (`Recovery::MasterCopy`): a worker whose batch in progress
-//! runs far past its expected time (a stopped, swapping or preempted
-//! process) has its work started again on an idle worker, from the
-//! master's copies, and the first answer wins.
+//! Stragglers (`Recovery::MasterCopy`): a worker that falls silent while
+//! it owes an evolve, or whose batch in progress runs far past its
+//! expected time (a stopped, swapping or preempted process), has its work
+//! started again elsewhere, from the master's copies, and the first answer
+//! wins.
 //!
-//! When the batch a worker is evolving (the oldest evolve it owes, counted
-//! from when it was sent or the batch before it came back) has run for
-//! [`STRAGGLE_FACTOR`] (2) × its expected time (its expected cost × the
-//! measured time per unit of cost × the p90 of recent batches' overrun of
-//! their cost; before costs are measured, the p99 per state × its
-//! states), at least [`STRAGGLE_FLOOR`], and a worker is idle, the master
-//! [`speculate`](Scheduler::speculate)s (over every idle worker):
-//! - the straggler's pending states move to the idle worker from the
-//!   copies (`Add` there, `Drop` at the straggler: no request names them);
+//! Two signals start it ([`speculate`](Scheduler::speculate)):
+//! - **silence**: the worker owes an evolve of this step and nothing came
+//!   from it for `Deadlines::quiet` (three heartbeats; a running worker
+//!   beats from a thread of its own, whatever its calls do): it is taken
+//!   for stopped, and its work goes where it starts soonest, busy workers
+//!   included ([`quiet_at`](Scheduler::quiet_at));
+//! - **time**: the batch it is evolving (the oldest evolve it owes,
+//!   counted from when it was sent or the batch before it came back) has
+//!   run for [`STRAGGLE_FACTOR`] (2) × its expected time (its expected
+//!   cost × the measured time per unit of cost × the p90 of recent
+//!   batches' overrun of their cost; before costs are measured, the p99
+//!   per state × its states), at least [`STRAGGLE_FLOOR`]: it still beats,
+//!   so it may only be slow, and its work goes to idle workers only,
+//!   when there are any.
+//!
+//! The work is dealt most expensive first, each state to the worker with
+//! the least expected work ahead of it (`deal_soonest`):
+//! - the straggler's pending states move there from the copies (`Add`
+//!   there, `Drop` at the straggler: no request names them);
 //! - the states of every evolve of this step it owes are placed there
 //!   too, from the copies, and queued with their inputs; those requests
 //!   are *fenced*, and the straggler becomes one: it gets no more work,
@@ -39,8 +50,10 @@
 //! A speculative copy that is itself slow is a straggler in its turn.
 //! With `Recovery::Buddy` the master has no copies to start the work
 //! from, but every state the straggler holds has replicas on its buddies:
-//! a batch that runs [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time,
-//! at least [`BUDDY_STRAGGLE_FLOOR`], has its worker dropped as if lost (see
+//! a worker silent for [`BUDDY_QUIET_FACTOR`] (2) × `Deadlines::quiet`
+//! owing an evolve of this step, or whose batch runs
+//! [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time, at least
+//! [`BUDDY_STRAGGLE_FLOOR`], is dropped as if lost (see
 //! [`buddy_stragglers`](Scheduler::buddy_stragglers)), and its states are
 //! promoted on their buddies and evolved there; the worker's connection is
 //! closed, so its late answers never count. A stopped worker then costs
@@ -67,6 +80,11 @@ pub(super) const BUDDY_STRAGGLE_FACTOR: f64 = 3.0;
 
 /// ... but never before it has run this long.
 pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
+
+/// With `Recovery::Buddy`, a worker owing an evolve is dropped as stopped
+/// after this many times `Deadlines::quiet` of silence: a false alarm costs
+/// a worker, not a copy, so it waits longer than `MasterCopy`.
+pub(super) const BUDDY_QUIET_FACTOR: u32 = 2;
 
 /// With `Recovery::Buddy`, a straggler is dropped (not merely doubled), so
 /// the bound is longer: a loaded host's scheduling hiccup must not cost a
@@ -155,24 +173,43 @@ impl Scheduler {
             .filter(|&w| self.slots[w].alive)
             .count();
         let keep = self.cfg.replicas + 2;
-        let at = |w: WorkerId| {
+        let quiet = self.cfg.deadlines.quiet().map(|q| q * BUDDY_QUIET_FACTOR);
+        let step = self.step;
+        // When `w` is dropped: its batch ran past its bound, or it fell
+        // silent owing an evolve of this step (then `true`).
+        let when = |w: WorkerId| {
             let s = &self.slots[w];
             if !s.alive || s.fenced > 0 {
                 return None;
             }
-            self.evolve_straggles_at(
+            let slow = self.evolve_straggles_at(
                 w,
                 p99,
                 ratio_p90,
                 BUDDY_STRAGGLE_FACTOR,
                 BUDDY_STRAGGLE_FLOOR,
-            )
+            )?;
+            let silent = quiet
+                .zip(s.beats_from)
+                .map(|(q, from)| from.max(s.last_heard) + q);
+            match silent {
+                Some(t)
+                    if t < slow
+                        && s.in_flight
+                            .iter()
+                            .any(|r| matches!(r, Req::Evolve { step: x, .. } if *x == step)) =>
+                {
+                    Some((t, true))
+                }
+                _ => Some((slow, false)),
+            }
         };
+        let at = |w: WorkerId| when(w).map(|x| x.0);
         for w in 0..self.slots.len() {
             if exclude.contains(&w) {
                 continue;
             }
-            let Some(t) = at(w) else { continue };
+            let Some((t, silent)) = when(w) else { continue };
             if now < t {
                 next = Some(next.map_or(t, |n: Instant| n.min(t)));
                 continue;
@@ -201,16 +238,24 @@ impl Scheduler {
                     })
                     .map_or(t, |sent| sent.max(self.slots[w].last_evolved)),
             );
-            drop.push((
-                w,
+            let why = if silent {
+                format!(
+                    "silent for {:.3} s owing an evolve of step {} (taken for stopped); dropped, \
+                     its states promoted on their buddies",
+                    now.saturating_duration_since(self.slots[w].last_heard)
+                        .as_secs_f64(),
+                    self.step
+                )
+            } else {
                 format!(
                     "a straggler: its batch of step {} ran past {:.3} s ({BUDDY_STRAGGLE_FACTOR}x its \
                      expected time, at least {:.3} s); dropped, its states promoted on their buddies",
                     self.step,
                     bound.as_secs_f64(),
                     BUDDY_STRAGGLE_FLOOR.as_secs_f64()
-                ),
-            ));
+                )
+            };
+            drop.push((w, why));
         }
         (drop, next)
     }
@@ -251,16 +296,42 @@ impl Scheduler {
         Some(sent.max(s.last_evolved) + bound)
     }
 
-    /// Starts `w`'s work of this step again on an idle worker (see the
-    /// module's comment). Returns whether it did (no idle worker: not now).
-    pub(super) fn speculate(&mut self, w: WorkerId) -> bool {
+    /// When `w`, silent since `heard`, is taken for stopped
+    /// ([`Deadlines::quiet`](super::config::Deadlines::quiet)): with the
+    /// master's copies, while it beats and owes an evolve of this step.
+    pub(super) fn quiet_at(&self, w: WorkerId, heard: Instant) -> Option<Instant> {
+        if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
+            return None;
+        }
+        let s = &self.slots[w];
+        if !s.alive || s.fenced > 0 || s.beats_from.is_none() {
+            return None;
+        }
+        let quiet = self.cfg.deadlines.quiet()?;
+        let step = self.step;
+        s.in_flight
+            .iter()
+            .any(|r| matches!(r, Req::Evolve { step: x, fenced: false, .. } if *x == step))
+            .then(|| heard + quiet)
+    }
+
+    /// Starts `w`'s work of this step again (see the module's comment) on
+    /// the idle workers; with `busy_too` (`w` fell silent: it is stopped,
+    /// not slow), when none is idle, on those that take states. Returns
+    /// whether it did (nowhere to go: not now).
+    pub(super) fn speculate(&mut self, w: WorkerId, busy_too: bool) -> bool {
         let idle = |s: &super::Slot| {
             s.alive && s.fenced == 0 && s.evolving == 0 && s.pending.is_empty() && s.incoming == 0
         };
-        let idle: Vec<WorkerId> = (0..self.slots.len())
+        let mut to: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&t| t != w && idle(&self.slots[t]))
             .collect();
-        if idle.is_empty() {
+        if to.is_empty() && busy_too {
+            to = (0..self.slots.len())
+                .filter(|&t| t != w && self.takes_states(t))
+                .collect();
+        }
+        if to.is_empty() {
             return self.land_moves_from_copies(w, None);
         }
         let step = self.step;
@@ -281,8 +352,21 @@ impl Scheduler {
                 }
             }
         }
-        // Only states the master has the bytes and input of.
-        again.retain(|id| self.copies.contains_key(id) && self.sent_inputs.contains_key(id));
+        // Only states the master has the bytes and input of, and none
+        // already started again on a worker that answers (a straggler
+        // unfenced when the copy it waited for was lost may straggle
+        // again): a second copy could land beside the first, on a worker
+        // that then evolves the state twice.
+        let slots = &self.slots;
+        let running = |id: &StateId| {
+            self.dups.get(id).is_some_and(|at| {
+                at.iter()
+                    .any(|&x| x != w && slots[x].alive && slots[x].fenced == 0)
+            })
+        };
+        again.retain(|id| {
+            self.copies.contains_key(id) && self.sent_inputs.contains_key(id) && !running(id)
+        });
         let s = &mut self.slots[w];
         s.fenced += fenced;
         let moved = std::mem::take(&mut s.pending);
@@ -293,51 +377,62 @@ impl Scheduler {
         // `w` batches, and an idle worker stole `w`'s pending states with a
         // `Remove` that nothing waited for once `w` was fenced (`is_quiet`):
         // the step ended with them never evolved.
-        let landed = self.land_moves_from_copies(w, idle.first().copied());
+        // Planned moves out of it that have not landed go to their thieves,
+        // or where a state would start soonest.
+        let first = self.deal_soonest(&[((), 1.0)], &to);
+        let fallback = to
+            .iter()
+            .zip(&first)
+            .find(|x| !x.1.is_empty())
+            .map(|x| *x.0);
+        let landed = self.land_moves_from_copies(w, fallback);
         if moved.is_empty() && again.is_empty() {
             return fenced > 0 || landed;
         }
-        // Dealt over the idle workers, most expensive first, so that the
-        // work runs again as wide as it can.
-        let mut all: Vec<(StateId, bool)> = moved
+        // Most expensive first, each where it starts soonest: over idle
+        // workers as wide as it can, over busy ones behind the shortest
+        // queues.
+        let all: Vec<((StateId, bool), f64)> = moved
             .iter()
             .map(|id| (*id, true))
             .chain(again.iter().map(|id| (*id, false)))
+            .map(|x| (x, self.cost_of(&x.0)))
             .collect();
-        all.sort_by(|a, b| {
-            let c = |id: &StateId| {
-                self.inputs
-                    .get(id)
-                    .or_else(|| self.sent_inputs.get(id))
-                    .map_or(1.0, |x| x.1)
-            };
-            c(&b.0).total_cmp(&c(&a.0)).then(a.0.cmp(&b.0))
-        });
-        let mut share: Vec<Vec<StateId>> = vec![Vec::new(); idle.len().min(all.len())];
-        let ways = share.len();
-        for (k, (id, is_moved)) in all.iter().enumerate() {
-            let dest = idle[k % ways];
-            share[k % ways].push(*id);
-            if *is_moved {
-                self.location.insert(*id, dest);
-            } else {
-                let x = self.sent_inputs[id].clone();
-                self.inputs.insert(*id, x);
-                self.dups.entry(*id).or_default().push(dest);
+        let share = self.deal_soonest(&all, &to);
+        let mut dealt = Vec::new();
+        for (&dest, items) in to.iter().zip(share) {
+            if items.is_empty() {
+                continue;
             }
+            let mut ids = Vec::with_capacity(items.len());
+            for (id, is_moved) in items {
+                ids.push(id);
+                if is_moved {
+                    self.location.insert(id, dest);
+                } else {
+                    let x = self.sent_inputs[&id].clone();
+                    self.inputs.insert(id, x);
+                    self.dups.entry(id).or_default().push(dest);
+                }
+            }
+            dealt.push((dest, ids));
         }
         if !moved.is_empty() {
             self.send_ids(w, Kind::Drop, &moved, Req::Drop);
         }
+        let why = if busy_too {
+            "a worker owing an evolve fell silent"
+        } else {
+            "a batch ran far past its expected time"
+        };
         tracing::info!(
             straggler = w,
-            idle = share.len(),
+            workers = dealt.len(),
             again = again.len(),
             moved = moved.len(),
-            "a batch ran far past its expected time; its step's work starts again on idle workers"
+            "{why}; its step's work starts again where it starts soonest"
         );
-        for (k, ids) in share.into_iter().enumerate() {
-            let dest = idle[k];
+        for (dest, ids) in dealt {
             self.add_copies_to(dest, &ids);
             self.slots[dest].stats.recovered_states += ids.len() as u64;
             self.push_pending(dest, ids);

@@ -233,6 +233,7 @@ fn decoded(raw: super::RawResults) -> Decoded {
 mod chaos;
 mod endloss;
 mod moves;
+mod soonest;
 mod straggle;
 
 #[test]

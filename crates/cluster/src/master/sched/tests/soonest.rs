@@ -1,0 +1,170 @@
+//! Where work goes when it must start again, and what waits behind a long
+//! call, without sockets: a lost worker's long call goes behind the
+//! shortest queue, a batch is not queued behind a long call while a thief
+//! could take it, and a worker silent for a few heartbeats has its work
+//! started again on busy workers; every step ends with the single-process
+//! engine's bits.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::{cfg, decoded, model, state, Cluster, SEED};
+use crate::engine::Engine;
+use crate::evolve::StateId;
+use crate::local::Local;
+use crate::master::sched::config::{HEARTBEAT, QUIET_BEATS};
+use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
+use crate::protocol::Kind;
+
+fn master_copies(placement: Placement, pipeline: usize, steal: bool) -> SchedConfig {
+    SchedConfig {
+        batch: Batch::Fixed(1),
+        pipeline,
+        recovery: Recovery::MasterCopy,
+        ..cfg(placement, false, steal)
+    }
+}
+
+/// Runs the step on `c` to its end (skipping workers not alive) and checks
+/// it against `local`.
+fn finish(c: &mut Cluster, local: &mut Local<super::Branchy>, ids: &[StateId]) {
+    while let Some(w) = (0..c.queues.len()).find(|&w| c.alive[w] && !c.queues[w].is_empty()) {
+        c.deliver(w);
+    }
+    let got = decoded(c.sched.finish_evolve().unwrap());
+    let want = local
+        .evolve_many(ids.iter().map(|&id| (id, 0)).collect())
+        .unwrap();
+    assert_eq!(got, want, "other bits than the single-process engine");
+}
+
+#[test]
+fn a_lost_workers_long_call_starts_again_behind_the_shortest_queue() {
+    // Three workers, two states each, one call in flight each: worker 0
+    // runs a call of cost 9, worker 1 one of cost 1, worker 2 one of cost
+    // 5. Worker 2 is lost: its call of 5 and its pending call of 1 go,
+    // longest first, where the least work is ahead (worker 1: 1, then 6,
+    // still below worker 0's 9), not one to each in id order.
+    let mut c = Cluster::new(3, master_copies(Placement::Spread, 1, false));
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(6);
+    local.reset_states((0..6).map(state).collect()).unwrap();
+    let at = c.held();
+    let on = |w: usize| {
+        let mut v: Vec<StateId> = ids.iter().copied().filter(|id| at[id] == w).collect();
+        v.sort_unstable();
+        v
+    };
+    let (on0, on2) = (on(0), on(2));
+    assert_eq!((on0.len(), on(1).len(), on2.len()), (2, 2, 2));
+    let cost = |id: &StateId| match () {
+        () if *id == on0[0] => 9.0,
+        () if *id == on2[0] => 5.0,
+        () => 1.0,
+    };
+    let inputs: Vec<_> = ids.iter().map(|id| (*id, 0u32, cost(id))).collect();
+    c.begin(&inputs);
+    c.alive[2] = false;
+    c.queues[2].clear();
+    c.sched.on_disconnect(2, "test: killed");
+    c.collect();
+    let held = c.held();
+    assert_eq!(
+        held[&on2[0]], 1,
+        "the long call goes behind the shortest queue"
+    );
+    assert_eq!(held[&on2[1]], 1);
+    finish(&mut c, &mut local, &ids);
+}
+
+#[test]
+fn no_batch_waits_behind_a_long_call_while_a_thief_could_take_it() {
+    // Everything on worker 0: one call far above the step's mean cost and
+    // four cheap ones. With two batches per worker in flight it would get
+    // the long call and a cheap one queued behind it; it gets the long
+    // call alone, and worker 1, idle, steals cheap ones from its pending.
+    let mut c = Cluster::new(2, master_copies(Placement::First, 2, true));
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(5);
+    local.reset_states((0..5).map(state).collect()).unwrap();
+    // As if measured: 1 µs per unit of cost.
+    c.sched.ns_per_cost = Some(1e3);
+    let costs = [1e6, 1.0, 1.0, 1.0, 1.0];
+    let cost: HashMap<StateId, f64> = ids.iter().copied().zip(costs).collect();
+    let inputs: Vec<_> = ids
+        .iter()
+        .zip(costs)
+        .map(|(&id, k)| (id, 0u32, k))
+        .collect();
+    c.begin(&inputs);
+    let sent: Vec<(Kind, Vec<f64>)> = c.log[0]
+        .iter()
+        .map(|(k, ids)| (*k, ids.iter().map(|i| cost[i]).collect()))
+        .collect();
+    assert_eq!(
+        sent,
+        vec![(Kind::Evolve, vec![1e6]), (Kind::Remove, vec![1.0, 1.0])],
+        "the long call alone, and a steal of the cheap ones"
+    );
+    finish(&mut c, &mut local, &ids);
+    assert_eq!(c.evolved_by(0)[0], ids[0]);
+    assert!(c.evolved_by(1).len() >= 2, "the thief ran the stolen calls");
+}
+
+#[test]
+fn a_worker_silent_for_a_few_heartbeats_has_its_work_started_on_busy_workers() {
+    // Three workers, every one busy with its first call. Worker 0, which
+    // heartbeats, falls silent for longer than `quiet` (but far less than
+    // the silence that loses it): its call and its pending state start
+    // again on the busy workers, the step ends without it, and its late
+    // answer changes nothing.
+    let mut c = Cluster::new(3, master_copies(Placement::Spread, 1, false));
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(6);
+    local.reset_states((0..6).map(state).collect()).unwrap();
+    let held0: Vec<StateId> = c
+        .held()
+        .into_iter()
+        .filter(|x| x.1 == 0)
+        .map(|x| x.0)
+        .collect();
+    assert_eq!(held0.len(), 2);
+    let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+    c.begin(&inputs);
+    c.sched.on_frame(0, Kind::Heartbeat, &[]).unwrap();
+    let quiet = HEARTBEAT * QUIET_BEATS;
+    assert!(quiet < crate::config::SILENCE);
+    // Just short of `quiet`: nothing happens.
+    let early = Instant::now() + quiet / 2;
+    let (late, next) = c.sched.overdue(early, &|_| Io::default());
+    assert!(late.is_empty() && c.sched.slots[0].fenced == 0);
+    assert!(next.is_some_and(|t| t <= Instant::now() + quiet + Duration::from_millis(1)));
+    // Past it (and its heartbeats long stopped): taken for stopped.
+    let (late, _) = c
+        .sched
+        .overdue(Instant::now() + quiet * 2, &|_| Io::default());
+    assert!(late.is_empty(), "silent for `quiet` is not lost: {late:?}");
+    c.collect();
+    assert!(c.sched.slots[0].fenced > 0, "worker 0 is a straggler");
+    let mut again: Vec<StateId> = (1..3)
+        .flat_map(|w| c.log[w].iter())
+        .filter(|(k, _)| *k == Kind::Add)
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect();
+    again.sort_unstable();
+    let mut on_0: Vec<StateId> = ids
+        .iter()
+        .copied()
+        .filter(|id| held0.contains(id))
+        .collect();
+    on_0.sort_unstable();
+    assert_eq!(again, on_0, "both of its states start on the busy workers");
+    // The step ends without worker 0 ...
+    c.alive[0] = false;
+    finish(&mut c, &mut local, &ids);
+    // ... and its late answers are dropped.
+    c.alive[0] = true;
+    while !c.queues[0].is_empty() {
+        c.deliver(0);
+    }
+}
