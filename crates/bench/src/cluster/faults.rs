@@ -200,9 +200,11 @@ fn faults<'a>(
         let n_of = move |percent: usize| (w * percent / 100).max(1);
         let d = statepipe_cluster::config::Deadlines::default();
         let silent = format!(
-            "silent: lost after {:.2} s of silence, heartbeats every {:.2} s",
+            "silent: work started again after {} ms of silence, lost after {:.2} s; \
+             heartbeats every {} ms",
+            d.quiet().unwrap_or_default().as_millis(),
             d.silence.as_secs_f64(),
-            d.heartbeat.unwrap_or_default().as_secs_f64()
+            d.heartbeat.unwrap_or_default().as_millis()
         );
         let config = match faults {
             Faults::None => format!("{shape}; nothing killed"),

@@ -17,11 +17,14 @@
 //! A lost worker `w`, during an operation or its round:
 //! - every state the books place on `w` that was there at the last commit
 //!   (or came to `w` since by a move or a promotion) is promoted from its
-//!   replica on the first of its holders still live in the books
-//!   (`Promote`) and, if this step evolves it and it has not been evolved,
-//!   evolved there; the other holders keep theirs, so a state promoted
-//!   onto a worker that is lost in turn (in the same moment, or later in
-//!   the round) is promoted again from the next holder;
+//!   replica on one of its holders still live in the books (`Promote`)
+//!   and, if this step evolves it and it has not been evolved, evolved
+//!   there: the states to evolve go, most expensive first, each to its
+//!   holder with the least work ahead (a promoted state is its only copy
+//!   until the next commit, so no thief spreads them later), the others
+//!   to their first holder; the other holders keep theirs, so a state
+//!   promoted onto a worker that is lost in turn (in the same moment, or
+//!   later in the round) is promoted again from another;
 //! - every parent `w` evolved in this operation is promoted from its
 //!   replica the same way and evolved again (its children died with `w`;
 //!   being derived from (seed, step, parent) they come back with the same

@@ -222,7 +222,7 @@ impl Deadlines {
 
     /// The silence after which a worker owing an evolve is taken for
     /// stopped (none without heartbeats).
-    pub(crate) fn quiet(&self) -> Option<Duration> {
+    pub fn quiet(&self) -> Option<Duration> {
         self.heartbeat?;
         self.quiet.or(self.heartbeat.map(|h| h * QUIET_BEATS))
     }

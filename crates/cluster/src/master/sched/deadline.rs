@@ -218,17 +218,22 @@ impl Scheduler {
                     late.push((
                         w,
                         format!(
-                            "silent for {:.2} s (heartbeats every {:.2} s, lost after {:.2} s)",
+                            "silent for {:.2} s (heartbeats every {} ms, lost after {:.2} s)",
                             quiet.as_secs_f64(),
-                            self.cfg
-                                .deadlines
-                                .heartbeat
-                                .unwrap_or_default()
-                                .as_secs_f64(),
+                            self.cfg.deadlines.heartbeat.unwrap_or_default().as_millis(),
                             silence.as_secs_f64()
                         ),
                     ));
-                } else if let Some((ids, step, deadline)) = self.hung_batch(w, heard, p99) {
+                } else if let Some((ids, step, deadline)) =
+                    // When it last really spoke (`heard` counts from the
+                    // start of the operation too): a stopped worker is no
+                    // hung evolve.
+                    self.hung_batch(
+                        w,
+                        io.read.map_or(s.last_heard, |r| r.max(s.last_heard)),
+                        p99,
+                    )
+                {
                     // Still beating, but its evolve has not returned.
                     hung.push(w);
                     late.push((

@@ -51,7 +51,8 @@
 //! With `Recovery::Buddy` the master has no copies to start the work
 //! from, but every state the straggler holds has replicas on its buddies:
 //! a worker silent for [`BUDDY_QUIET_FACTOR`] (2) × `Deadlines::quiet`
-//! owing an evolve of this step, or whose batch runs
+//! owing an answer during an evolve (a batch, or a move of the
+//! start-of-step rebalance, which holds every batch), or whose batch runs
 //! [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time, at least
 //! [`BUDDY_STRAGGLE_FLOOR`], is dropped as if lost (see
 //! [`buddy_stragglers`](Scheduler::buddy_stragglers)), and its states are
@@ -174,9 +175,9 @@ impl Scheduler {
             .count();
         let keep = self.cfg.replicas + 2;
         let quiet = self.cfg.deadlines.quiet().map(|q| q * BUDDY_QUIET_FACTOR);
-        let step = self.step;
         // When `w` is dropped: its batch ran past its bound, or it fell
-        // silent owing an evolve of this step (then `true`).
+        // silent owing an answer (an evolve, or a move at the start of the
+        // step, which holds every evolve until it lands): then `true`.
         let when = |w: WorkerId| {
             let s = &self.slots[w];
             if !s.alive || s.fenced > 0 {
@@ -188,20 +189,16 @@ impl Scheduler {
                 ratio_p90,
                 BUDDY_STRAGGLE_FACTOR,
                 BUDDY_STRAGGLE_FLOOR,
-            )?;
+            );
             let silent = quiet
                 .zip(s.beats_from)
+                .filter(|_| !s.in_flight.is_empty())
                 .map(|(q, from)| from.max(s.last_heard) + q);
-            match silent {
-                Some(t)
-                    if t < slow
-                        && s.in_flight
-                            .iter()
-                            .any(|r| matches!(r, Req::Evolve { step: x, .. } if *x == step)) =>
-                {
-                    Some((t, true))
-                }
-                _ => Some((slow, false)),
+            match (silent, slow) {
+                (Some(t), Some(u)) if t < u => Some((t, true)),
+                (Some(t), None) => Some((t, true)),
+                (_, Some(u)) => Some((u, false)),
+                (None, None) => None,
             }
         };
         let at = |w: WorkerId| when(w).map(|x| x.0);
@@ -240,7 +237,7 @@ impl Scheduler {
             );
             let why = if silent {
                 format!(
-                    "silent for {:.3} s owing an evolve of step {} (taken for stopped); dropped, \
+                    "silent for {:.3} s owing an answer in step {} (taken for stopped); dropped, \
                      its states promoted on their buddies",
                     now.saturating_duration_since(self.slots[w].last_heard)
                         .as_secs_f64(),
