@@ -127,7 +127,8 @@ fn two_of_four_killed_in_different_steps_are_recovered() {
 
 #[test]
 fn a_stopped_worker_is_lost_and_its_late_replicas_never_count() {
-    // SIGSTOP: no reset, only silence (1.5 s by default). The master
+    // SIGSTOP: no reset, only silence (150 ms while it owes an answer in an
+    // evolve, 1.5 s otherwise, by default). The master
     // promotes its states' replicas and closes its connection; woken
     // later, the worker's late frames (answers to the master, replicas to
     // its buddy, of a round that never commits) change nothing.

@@ -2,8 +2,9 @@
 //! workers each in a namespace of its own, joined by veth pairs. Mid-run
 //! one worker's link goes down (`ip link set … down`: no reset, no FIN,
 //! just silence) and comes back three seconds later. The master must
-//! declare that worker lost after its silence (heartbeats every 25 ms, lost
-//! after 1.5 s: the defaults), rerun its share on the other two, and end
+//! declare that worker lost after its silence (heartbeats every 25 ms; lost
+//! after 150 ms while it owes an evolve, else 1.5 s: the defaults), rerun
+//! its share on the other two, and end
 //! with the final states of a run without the cut; what the worker sends
 //! after its link returns must not count (its connection was closed: it
 //! gets a reset and exits).

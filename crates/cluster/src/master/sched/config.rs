@@ -170,10 +170,11 @@ pub struct Deadlines {
     /// hiccup never costs a worker).
     pub silence: Duration,
     /// Silence after which a heartbeating worker that owes an evolve of the
-    /// current step is taken for stopped, long before it is lost: with
+    /// current step is taken for stopped, long before `silence`: with
     /// [`Recovery::MasterCopy`] its work starts again from the master's
-    /// copies on the workers that will start it soonest, busy or idle, and
-    /// the first answer wins (a false alarm costs the time of one copy).
+    /// copies on idle workers (the first answer wins), and after twice
+    /// this it is dropped as lost, its work placed where it starts
+    /// soonest; with [`Recovery::Buddy`] it is dropped after twice this.
     /// `None`: [`QUIET_BEATS`] heartbeat intervals.
     pub quiet: Option<Duration>,
     /// One allowance for every request, replacing the measured ones and,

@@ -249,7 +249,23 @@ impl Scheduler {
                     let at = heard + silence + Duration::from_millis(1);
                     next = Some(next.map_or(at, |n| n.min(at)));
                     // Silent for a few heartbeats while it owes an evolve:
-                    // taken for stopped, its work starts again elsewhere.
+                    // taken for stopped, its work starts again on idle
+                    // workers; silent twice as long, it is dropped, and
+                    // its recovery places its work where it starts
+                    // soonest.
+                    match self.stopped_at(w, heard) {
+                        Some(d) if now >= d => late.push((
+                            w,
+                            format!(
+                                "silent for {:.3} s owing an evolve of step {} (taken for \
+                                 stopped)",
+                                now.saturating_duration_since(heard).as_secs_f64(),
+                                self.step
+                            ),
+                        )),
+                        Some(d) => next = Some(next.map_or(d, |n| n.min(d))),
+                        None => {}
+                    }
                     match self.quiet_at(w, heard) {
                         Some(q) if now >= q => stopped.push(w),
                         Some(q) => next = Some(next.map_or(q, |n| n.min(q))),
@@ -303,12 +319,12 @@ impl Scheduler {
         }
         for &w in &stopped {
             if !late.iter().any(|l| l.0 == w) {
-                self.speculate(w, true);
+                self.speculate(w);
             }
         }
         for w in slow {
             if !late.iter().any(|l| l.0 == w) && !stopped.contains(&w) {
-                self.speculate(w, false);
+                self.speculate(w);
             }
         }
         if let Some(at) = self.release_held(now) {

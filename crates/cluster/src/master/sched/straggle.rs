@@ -8,19 +8,23 @@
 //! - **silence**: the worker owes an evolve of this step and nothing came
 //!   from it for `Deadlines::quiet` (three heartbeats; a running worker
 //!   beats from a thread of its own, whatever its calls do): it is taken
-//!   for stopped, and its work goes where it starts soonest, busy workers
-//!   included ([`quiet_at`](Scheduler::quiet_at));
+//!   for stopped ([`quiet_at`](Scheduler::quiet_at)); silent
+//!   [`STOPPED_QUIETS`] times as long, it is dropped as lost
+//!   ([`stopped_at`](Scheduler::stopped_at)), and its recovery places its
+//!   work where it starts soonest, busy workers included;
 //! - **time**: the batch it is evolving (the oldest evolve it owes,
 //!   counted from when it was sent or the batch before it came back) has
 //!   run for [`STRAGGLE_FACTOR`] (2) × its expected time (its expected
 //!   cost × the measured time per unit of cost × the p90 of recent
 //!   batches' overrun of their cost; before costs are measured, the p99
 //!   per state × its states), at least [`STRAGGLE_FLOOR`]: it still beats,
-//!   so it may only be slow, and its work goes to idle workers only,
-//!   when there are any.
+//!   so it may only be slow.
 //!
-//! The work is dealt most expensive first, each state to the worker with
-//! the least expected work ahead of it (`deal_soonest`):
+//! Either way its work goes to idle workers only, when there are any (a
+//! copy on a busy worker would delay that worker's own work; a slow
+//! worker that still beats may finish first).
+//!
+//! The work is dealt over them most expensive first (`deal_soonest`):
 //! - the straggler's pending states move there from the copies (`Add`
 //!   there, `Drop` at the straggler: no request names them);
 //! - the states of every evolve of this step it owes are placed there
@@ -82,10 +86,16 @@ pub(super) const BUDDY_STRAGGLE_FACTOR: f64 = 3.0;
 /// ... but never before it has run this long.
 pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
 
+/// With `Recovery::MasterCopy`, a worker owing an evolve of the step is
+/// dropped as stopped after this many times `Deadlines::quiet` of silence
+/// (after one, its work already started again on idle workers): its loss
+/// places its work where it starts soonest, busy workers included.
+pub(super) const STOPPED_QUIETS: u32 = 2;
+
 /// With `Recovery::Buddy`, a worker owing an evolve is dropped as stopped
 /// after this many times `Deadlines::quiet` of silence: a false alarm costs
 /// a worker, not a copy, so it waits longer than `MasterCopy`.
-pub(super) const BUDDY_QUIET_FACTOR: u32 = 2;
+pub(super) const BUDDY_QUIET_FACTOR: u32 = STOPPED_QUIETS;
 
 /// With `Recovery::Buddy`, a straggler is dropped (not merely doubled), so
 /// the bound is longer: a loaded host's scheduling hiccup must not cost a
@@ -312,22 +322,34 @@ impl Scheduler {
             .then(|| heard + quiet)
     }
 
-    /// Starts `w`'s work of this step again (see the module's comment) on
-    /// the idle workers; with `busy_too` (`w` fell silent: it is stopped,
-    /// not slow), when none is idle, on those that take states. Returns
-    /// whether it did (nowhere to go: not now).
-    pub(super) fn speculate(&mut self, w: WorkerId, busy_too: bool) -> bool {
+    /// With the master's copies: when `w`, silent since `heard` while it
+    /// owes an evolve of this step (fenced or not), is dropped as stopped
+    /// ([`STOPPED_QUIETS`] × `Deadlines::quiet`).
+    pub(super) fn stopped_at(&self, w: WorkerId, heard: Instant) -> Option<Instant> {
+        if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
+            return None;
+        }
+        let s = &self.slots[w];
+        if !s.alive || s.beats_from.is_none() {
+            return None;
+        }
+        let quiet = self.cfg.deadlines.quiet()?;
+        let step = self.step;
+        s.in_flight
+            .iter()
+            .any(|r| matches!(r, Req::Evolve { step: x, .. } if *x == step))
+            .then(|| heard + quiet * STOPPED_QUIETS)
+    }
+
+    /// Starts `w`'s work of this step again on the idle workers (see the
+    /// module's comment). Returns whether it did (no idle worker: not now).
+    pub(super) fn speculate(&mut self, w: WorkerId) -> bool {
         let idle = |s: &super::Slot| {
             s.alive && s.fenced == 0 && s.evolving == 0 && s.pending.is_empty() && s.incoming == 0
         };
-        let mut to: Vec<WorkerId> = (0..self.slots.len())
+        let to: Vec<WorkerId> = (0..self.slots.len())
             .filter(|&t| t != w && idle(&self.slots[t]))
             .collect();
-        if to.is_empty() && busy_too {
-            to = (0..self.slots.len())
-                .filter(|&t| t != w && self.takes_states(t))
-                .collect();
-        }
         if to.is_empty() {
             return self.land_moves_from_copies(w, None);
         }
@@ -349,25 +371,49 @@ impl Scheduler {
                 }
             }
         }
-        // Only states the master has the bytes and input of, and none
-        // already started again on a worker that answers (a straggler
-        // unfenced when the copy it waited for was lost may straggle
-        // again): a second copy could land beside the first, on a worker
-        // that then evolves the state twice.
-        let slots = &self.slots;
-        let running = |id: &StateId| {
-            self.dups.get(id).is_some_and(|at| {
-                at.iter()
-                    .any(|&x| x != w && slots[x].alive && slots[x].fenced == 0)
-            })
-        };
-        again.retain(|id| {
-            self.copies.contains_key(id) && self.sent_inputs.contains_key(id) && !running(id)
-        });
         let s = &mut self.slots[w];
         s.fenced += fenced;
         let moved = std::mem::take(&mut s.pending);
         s.pending_cost = 0.0;
+        // Copies of other workers' states queued here (started again
+        // beside a straggler) are not moved: `w` drops them and, unless
+        // another copy runs, they start again like its evolves in flight.
+        let loc = &self.location;
+        let (own, queued): (Vec<StateId>, Vec<StateId>) =
+            moved.iter().partition(|id| loc.get(id) == Some(&w));
+        for id in &queued {
+            if let Some(at) = self.dups.get_mut(id) {
+                at.retain(|&x| x != w);
+                if at.is_empty() {
+                    self.dups.remove(id);
+                }
+            }
+        }
+        again.extend(queued.iter().filter(|id| !self.results.contains_key(id)));
+        // Only states the master has the bytes and input of, and none
+        // that runs on a worker that answers (its own holder, or a copy
+        // started before: a straggler unfenced when the copy it waited for
+        // was lost may straggle again): a second copy could land beside
+        // the first, on a worker that then evolves the state twice.
+        let slots = &self.slots;
+        let answers = |x: WorkerId| x != w && slots[x].alive && slots[x].fenced == 0;
+        // (Not by `dups` alone: a straggler unfenced when its state's last
+        // copy was lost runs its evolve again, and `dups` no longer names it.)
+        let running = |id: &StateId| {
+            self.location.get(id).is_some_and(|&x| answers(x))
+                || (0..slots.len()).any(|x| {
+                    answers(x)
+                        && (slots[x].pending.contains(id)
+                            || slots[x].in_flight.iter().any(|r| {
+                                matches!(r, Req::Evolve { ids, fenced: false, .. } if ids.contains(id))
+                            }))
+                })
+        };
+        again.retain(|id| {
+            self.copies.contains_key(id) && self.sent_inputs.contains_key(id) && !running(id)
+        });
+        again.sort_unstable();
+        again.dedup();
         // Only now do its moves land: landing the step's last planned move
         // releases every worker's first batch (`landed`), and that refill
         // must find `w` fenced and without pending states. Before, it sent
@@ -383,13 +429,14 @@ impl Scheduler {
             .find(|x| !x.1.is_empty())
             .map(|x| *x.0);
         let landed = self.land_moves_from_copies(w, fallback);
-        if moved.is_empty() && again.is_empty() {
+        if own.is_empty() && again.is_empty() {
+            if !moved.is_empty() {
+                self.send_ids(w, Kind::Drop, &moved, Req::Drop);
+            }
             return fenced > 0 || landed;
         }
-        // Most expensive first, each where it starts soonest: over idle
-        // workers as wide as it can, over busy ones behind the shortest
-        // queues.
-        let all: Vec<((StateId, bool), f64)> = moved
+        // Most expensive first, over the idle workers as wide as it can.
+        let all: Vec<((StateId, bool), f64)> = own
             .iter()
             .map(|id| (*id, true))
             .chain(again.iter().map(|id| (*id, false)))
@@ -417,17 +464,13 @@ impl Scheduler {
         if !moved.is_empty() {
             self.send_ids(w, Kind::Drop, &moved, Req::Drop);
         }
-        let why = if busy_too {
-            "a worker owing an evolve fell silent"
-        } else {
-            "a batch ran far past its expected time"
-        };
         tracing::info!(
             straggler = w,
             workers = dealt.len(),
             again = again.len(),
             moved = moved.len(),
-            "{why}; its step's work starts again where it starts soonest"
+            "a worker fell silent or its batch ran far past its expected time; its step's \
+             work starts again on idle workers"
         );
         for (dest, ids) in dealt {
             self.add_copies_to(dest, &ids);
@@ -563,7 +606,8 @@ impl Scheduler {
         if bare.is_empty() {
             return;
         }
-        for s in &mut self.slots {
+        for x in 0..self.slots.len() {
+            let s = &mut self.slots[x];
             if !s.alive || s.fenced == 0 {
                 continue;
             }
@@ -572,9 +616,18 @@ impl Scheduler {
             });
             if waits {
                 s.fenced = 0;
+                let mut runs = Vec::new();
                 for r in &mut s.in_flight {
-                    if let Req::Evolve { fenced, .. } = r {
+                    if let Req::Evolve { fenced, ids, .. } = r {
                         *fenced = false;
+                        runs.extend(ids.iter().filter(|id| bare.contains(id)).copied());
+                    }
+                }
+                // Its copies run again: booked as such, so that a loss
+                // adopts them rather than placing the state beside them.
+                for id in runs {
+                    if self.location.get(&id) != Some(&x) {
+                        self.dups.entry(id).or_default().push(x);
                     }
                 }
             }

@@ -148,20 +148,17 @@ fn end_losses(
             // A loaded host: any worker's batch may run past its time, and
             // its work starts again elsewhere while it goes on.
             for &(w, at, p) in slow {
-                if p == phase
-                    && at == delivered
-                    && c.alive[w % n]
-                    && c.sched.speculate(w % n, false)
-                {
+                if p == phase && at == delivered && c.alive[w % n] && c.sched.speculate(w % n) {
                     c.collect();
                 }
             }
-            // What `overdue` does for a worker fallen silent.
+            // What `overdue` does for a batch far past its time, or a worker
+            // fallen silent.
             for (w, stop) in stopped.iter().enumerate() {
                 if stop.is_some()
                     && c.alive[w]
                     && c.sched.slots[w].fenced == 0
-                    && c.sched.speculate(w, true)
+                    && c.sched.speculate(w)
                 {
                     c.collect();
                 }

@@ -75,7 +75,7 @@ fn landing_a_stragglers_move_lets_nobody_steal_from_it() {
     // of two).
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
     pump_but(&mut c, 0);
-    assert!(c.sched.speculate(0, false));
+    assert!(c.sched.speculate(0));
     c.collect();
     let ids = finish_step(&mut c, &mut local, 0, &ids);
     assert!(c.sched.slots[0].fenced > 0, "worker 0 is still behind");
@@ -94,7 +94,7 @@ fn landing_a_stragglers_move_lets_nobody_steal_from_it() {
     while !c.queues[0].is_empty() {
         c.deliver(0);
     }
-    assert!(c.sched.speculate(1, false));
+    assert!(c.sched.speculate(1));
     c.collect();
     finish_step(&mut c, &mut local, 1, &ids);
 }
@@ -280,15 +280,10 @@ fn stragglers(
                     stopped[w % n] = true;
                 }
             }
-            // What `overdue` does for a batch far past its time (idle
-            // workers only), or for a worker fallen silent (busy ones too):
-            // both, by worker.
+            // What `overdue` does for a batch far past its time, or a
+            // worker fallen silent.
             for (w, &stop) in stopped.iter().enumerate() {
-                if stop
-                    && c.alive[w]
-                    && c.sched.slots[w].fenced == 0
-                    && c.sched.speculate(w, (w + step) % 2 == 0)
-                {
+                if stop && c.alive[w] && c.sched.slots[w].fenced == 0 && c.sched.speculate(w) {
                     c.collect();
                 }
             }
