@@ -222,10 +222,7 @@ impl Scheduler {
         // everyone else's work).
         let free_first = (0..self.slots.len()).any(|v| {
             let o = &self.slots[v];
-            v != w
-                && o.alive
-                && o.fenced == 0
-                && (self.cost_ahead(v) + o.pending_cost) * t < ahead * t
+            v != w && o.alive && o.fenced == 0 && self.cost_ahead(v) + o.pending_cost < ahead
         });
         free_first.then_some(f64::INFINITY)
     }

@@ -92,9 +92,9 @@ pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
 /// places its work where it starts soonest, busy workers included.
 pub(super) const STOPPED_QUIETS: u32 = 2;
 
-/// With `Recovery::Buddy`, a worker owing an evolve is dropped as stopped
-/// after this many times `Deadlines::quiet` of silence: a false alarm costs
-/// a worker, not a copy, so it waits longer than `MasterCopy`.
+/// With `Recovery::Buddy`, a worker owing an answer during an evolve is
+/// dropped as stopped after this many times `Deadlines::quiet` of silence,
+/// as with `MasterCopy` (buddy mode has no copies to try first).
 pub(super) const BUDDY_QUIET_FACTOR: u32 = STOPPED_QUIETS;
 
 /// With `Recovery::Buddy`, a straggler is dropped (not merely doubled), so
