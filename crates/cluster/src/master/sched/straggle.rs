@@ -305,27 +305,26 @@ impl Scheduler {
 
     /// When `w`, silent since `heard`, is taken for stopped
     /// ([`Deadlines::quiet`](super::config::Deadlines::quiet)): with the
-    /// master's copies, while it beats and owes an evolve of this step.
+    /// master's copies, while it beats and owes an unfenced evolve of this
+    /// step.
     pub(super) fn quiet_at(&self, w: WorkerId, heard: Instant) -> Option<Instant> {
-        if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
+        if self.slots[w].fenced > 0 {
             return None;
         }
-        let s = &self.slots[w];
-        if !s.alive || s.fenced > 0 || s.beats_from.is_none() {
-            return None;
-        }
-        let quiet = self.cfg.deadlines.quiet()?;
-        let step = self.step;
-        s.in_flight
-            .iter()
-            .any(|r| matches!(r, Req::Evolve { step: x, fenced: false, .. } if *x == step))
-            .then(|| heard + quiet)
+        Some(heard + self.owing_quiet(w, false)?)
     }
 
     /// With the master's copies: when `w`, silent since `heard` while it
     /// owes an evolve of this step (fenced or not), is dropped as stopped
     /// ([`STOPPED_QUIETS`] × `Deadlines::quiet`).
     pub(super) fn stopped_at(&self, w: WorkerId, heard: Instant) -> Option<Instant> {
+        Some(heard + self.owing_quiet(w, true)? * STOPPED_QUIETS)
+    }
+
+    /// `Deadlines::quiet`, if silence can make `w` stopped now: master
+    /// copies, an evolve in progress, `w` alive and beating, and owing an
+    /// evolve of this step (with `fenced_too`, a fenced one counts).
+    fn owing_quiet(&self, w: WorkerId, fenced_too: bool) -> Option<Duration> {
         if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
             return None;
         }
@@ -333,12 +332,15 @@ impl Scheduler {
         if !s.alive || s.beats_from.is_none() {
             return None;
         }
-        let quiet = self.cfg.deadlines.quiet()?;
         let step = self.step;
-        s.in_flight
-            .iter()
-            .any(|r| matches!(r, Req::Evolve { step: x, .. } if *x == step))
-            .then(|| heard + quiet * STOPPED_QUIETS)
+        let owes = s.in_flight.iter().any(|r| {
+            matches!(r, Req::Evolve { step: x, fenced, .. } if *x == step && (fenced_too || !fenced))
+        });
+        if owes {
+            self.cfg.deadlines.quiet()
+        } else {
+            None
+        }
     }
 
     /// Starts `w`'s work of this step again on the idle workers (see the

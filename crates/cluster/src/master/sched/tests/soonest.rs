@@ -25,6 +25,22 @@ fn master_copies(placement: Placement, pipeline: usize, steal: bool) -> SchedCon
     }
 }
 
+/// A cluster of `n` workers holding `states` states, and the
+/// single-process engine holding the same.
+fn start(
+    cfg: SchedConfig,
+    n: usize,
+    states: u64,
+) -> (Cluster, Local<super::Branchy>, Vec<StateId>) {
+    let mut c = Cluster::new(n, cfg);
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(states);
+    local
+        .reset_states((0..states).map(state).collect())
+        .unwrap();
+    (c, local, ids)
+}
+
 /// Runs the step on `c` to its end (skipping workers not alive) and checks
 /// it against `local`.
 fn finish(c: &mut Cluster, local: &mut Local<super::Branchy>, ids: &[StateId]) {
@@ -45,10 +61,7 @@ fn a_lost_workers_long_call_starts_again_behind_the_shortest_queue() {
     // 5. Worker 2 is lost: its call of 5 and its pending call of 1 go,
     // longest first, where the least work is ahead (worker 1: 1, then 6,
     // still below worker 0's 9), not one to each in id order.
-    let mut c = Cluster::new(3, master_copies(Placement::Spread, 1, false));
-    let mut local = Local::new(model(), SEED);
-    let ids = c.reset(6);
-    local.reset_states((0..6).map(state).collect()).unwrap();
+    let (mut c, mut local, ids) = start(master_copies(Placement::Spread, 1, false), 3, 6);
     let at = c.held();
     let on = |w: usize| {
         let mut v: Vec<StateId> = ids.iter().copied().filter(|id| at[id] == w).collect();
@@ -83,10 +96,7 @@ fn no_batch_waits_behind_a_long_call_while_a_thief_could_take_it() {
     // four cheap ones. With two batches per worker in flight it would get
     // the long call and a cheap one queued behind it; it gets the long
     // call alone, and worker 1, idle, steals cheap ones from its pending.
-    let mut c = Cluster::new(2, master_copies(Placement::First, 2, true));
-    let mut local = Local::new(model(), SEED);
-    let ids = c.reset(5);
-    local.reset_states((0..5).map(state).collect()).unwrap();
+    let (mut c, mut local, ids) = start(master_copies(Placement::First, 2, true), 2, 5);
     // As if measured: 1 µs per unit of cost.
     c.sched.ns_per_cost = Some(1e3);
     let costs = [1e6, 1.0, 1.0, 1.0, 1.0];
@@ -118,10 +128,7 @@ fn a_worker_silent_for_a_few_heartbeats_is_a_straggler_then_lost_long_before_the
     // and its pending states start again on worker 1; silent for twice
     // that (far less than the silence that loses a worker that owes
     // nothing), it is dropped, and the step ends with the same bits.
-    let mut c = Cluster::new(2, master_copies(Placement::First, 1, false));
-    let mut local = Local::new(model(), SEED);
-    let ids = c.reset(4);
-    local.reset_states((0..4).map(state).collect()).unwrap();
+    let (mut c, mut local, ids) = start(master_copies(Placement::First, 1, false), 2, 4);
     let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
     c.begin(&inputs);
     c.sched.on_frame(0, Kind::Heartbeat, &[]).unwrap();
