@@ -373,7 +373,6 @@ impl<E: Evolve> Offspring<E> {
     ///
     /// # Panics
     /// If a parent is open, or the counts, states and outputs do not agree.
-    #[inline]
     pub fn extend_parents(
         &mut self,
         counts: impl IntoIterator<Item = u32>,

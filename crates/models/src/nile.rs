@@ -181,7 +181,7 @@ impl Nile {
             Some(t) if inputs.iter().all(|i| i.t == t) => {
                 let y = self.y[t as usize];
                 let outputs = draws.normals().iter().map(move |&x| weigh(x, y));
-                vectorised(|| out.extend_parents(counts, states, outputs));
+                out.extend_parents(counts, states, outputs);
             }
             _ => {
                 let children = draws.parents().iter().zip(draws.normals());
