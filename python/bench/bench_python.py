@@ -75,6 +75,8 @@ from nile_pf import M0, P0, VAR_EPS, VAR_ETA, load_nile  # noqa: E402
 from nile_pf import NilePerParticle as Nile  # noqa: E402  (the per-state path)
 from statepipe.pf import systematic  # noqa: E402  (the package's own resampling, for every system)
 
+from bench_checks import overhead, same_bits  # noqa: E402  (beside this file)
+
 PARTICLES, STEPS, CHUNK = 2000, 20, 5
 SLEEP_PER_CHILD = 0.030 / CHUNK
 
@@ -495,63 +497,6 @@ IMPORT = {
 }
 
 
-# -- the per-call overhead and the determinism check --------------------------
-class Noop:
-    def evolve(self, x, i, rng):
-        return [(x, None)]
-
-
-def overhead(n: int = 2000, steps: int = 20) -> Dict[str, float]:
-    """Per evolve call of a no-op model, in process: the Rust engine's; a
-    Python model's through the public ``Engine.evolve_many`` (what a user
-    pays: the inputs pickled, the outputs unpickled, the dict built); and
-    through the native layer alone with the inputs pickled in advance.
-    Best of three runs of each, interleaved."""
-    import pickle
-
-    import statepipe
-    from statepipe import _native
-
-    state, inp = pickle.dumps(1.0, 5), pickle.dumps(None, 5)
-    rust = min(_native.bench_rust_noop(n, steps, state, inp) for _ in range(3)) / (n * steps)
-    api, native = math.inf, math.inf
-    for _ in range(3):
-        with statepipe.Engine(Noop(), workers=0) as e:
-            ids = e.reset([1.0] * n)
-            t0 = time.perf_counter()
-            for _s in range(steps):
-                out = e.evolve_many({i: None for i in ids})
-                ids = [kids[0][0] for kids in out.values()]
-            api = min(api, time.perf_counter() - t0)
-        with statepipe.Engine(Noop(), workers=0) as e:
-            ids = e.reset([1.0] * n)
-            inputs = [inp] * n
-            t0 = time.perf_counter()
-            for _s in range(steps):
-                raw = e._native.evolve_many(ids, inputs)
-                ids = [kids[0][0] for _, kids in raw]
-            native = min(native, time.perf_counter() - t0)
-    py, nat = api / (n * steps), native / (n * steps)
-    return {
-        "rust_us_per_call": rust * 1e6,
-        "python_us_per_call": py * 1e6,
-        "python_overhead_us": (py - rust) * 1e6,
-        "native_layer_us_per_call": nat * 1e6,
-        "native_layer_overhead_us": (nat - rust) * 1e6,
-    }
-
-
-def same_bits() -> Dict[str, Any]:
-    import statepipe
-
-    y = load_nile()
-    r = {
-        w: statepipe.particle_filter(Nile(), y, 2000, islands=8, seed=1, workers=w, placement="workers").loglik
-        for w in (1, 2, 4)
-    }
-    return {"logliks": {str(w): v.hex() for w, v in r.items()}, "identical": len({v.hex() for v in r.values()}) == 1}
-
-
 def run_one(system: str, w: int, budget: float) -> Dict[str, Any]:
     """One run in a process of its own (a peer's runtime never outlives its
     run), stopped after `budget` seconds."""
@@ -590,7 +535,6 @@ def main() -> None:
         r = module.SYSTEMS[a.one[0]](int(a.one[1]), load_nile()[:STEPS])
         print("RESULT " + json.dumps(r), flush=True)
         return
-    y = load_nile()[:STEPS]
     load = os.getloadavg()
     host = {
         "python": sys.version.split()[0],
