@@ -241,4 +241,52 @@ mod tests {
         assert_eq!(bytes[..4], want[0].to_le_bytes());
         assert_eq!(bytes[4..], want[1].to_le_bytes()[..2]);
     }
+
+    /// Φ(x) by Abramowitz and Stegun's 26.2.17 (error below 7.5e-8, far
+    /// under the bound of the test below).
+    fn phi(x: f64) -> f64 {
+        let z = x.abs();
+        let t = 1.0 / (1.0 + 0.231_641_9 * z);
+        let poly = t
+            * (0.319_381_530
+                + t * (-0.356_563_782
+                    + t * (1.781_477_937 + t * (-1.821_255_978 + t * 1.330_274_429))));
+        let tail = (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt() * poly;
+        if x >= 0.0 {
+            1.0 - tail
+        } else {
+            tail
+        }
+    }
+
+    /// The normals of many calls' generators, as a run draws them (each
+    /// call's first few blocks, parents' ids as streams), against the
+    /// standard normal's distribution function: the Kolmogorov–Smirnov
+    /// distance stays under its 1-in-a-million critical value, and each
+    /// sign gets half the draws.
+    #[test]
+    fn normals_have_the_standard_normal_distribution() {
+        let n = 1_000_000usize;
+        let mut z: Vec<f64> = (0..n / 4)
+            .flat_map(|p| {
+                let mut rng = call_rng(7, 3, StateId(crate::ids::mix64(p as u64)));
+                [rng.normal(), rng.normal(), rng.normal(), rng.normal()]
+            })
+            .collect();
+        let nf = n as f64;
+        let negative = z.iter().filter(|&&x| x < 0.0).count() as f64 / nf;
+        assert!((negative - 0.5).abs() < 0.0025, "P(z < 0) = {negative}");
+        z.sort_by(f64::total_cmp);
+        let d = z
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                let p = phi(x);
+                (p - i as f64 / nf)
+                    .abs()
+                    .max((p - (i + 1) as f64 / nf).abs())
+            })
+            .fold(0.0, f64::max);
+        assert!(d < 2.6 / nf.sqrt(), "Kolmogorov–Smirnov distance {d}");
+    }
 }
