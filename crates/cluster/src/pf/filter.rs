@@ -155,22 +155,28 @@ fn log_sum_exp(v: impl Iterator<Item = f64> + Clone) -> f64 {
 /// Numbers of children of each particle: systematic resampling of `log_w`
 /// into `n` particles with the single uniform `u` in [0, 1).
 pub fn systematic(log_w: &[f64], n: usize, u: f64) -> Vec<u32> {
-    let mut w = Weights::default();
-    w.set(log_w);
+    let (mut w, mut scratch) = (Weights::default(), Scratch::default());
+    w.set(log_w, &mut scratch);
     let mut inputs = vec![PfInput { t: 0, children: 0 }; log_w.len()];
-    systematic_into(&w.w, w.total, n, u, &mut inputs, 0);
+    systematic_into(&scratch.w, w.total, n, u, &mut inputs, 0);
     inputs.iter().map(|i| i.children).collect()
 }
 
-/// An island's weights exp(log_w − max), their sum and the max: one `exp`
-/// per particle serves the likelihood, the filtered mean and the next
-/// resampling.
+/// An island's weights exp(log_w − max), in a [`Scratch`]: their sum and
+/// the max. One `exp` per particle serves the likelihood, the filtered
+/// mean and the next resampling.
 #[derive(Debug, Default)]
 struct Weights {
-    w: Vec<f64>,
     total: f64,
     max: f64,
-    /// The island's children's summaries, gathered for [`weigh`].
+}
+
+/// The buffers of one island's work between steps, reused island after
+/// island by the thread that does them (so they stay in its cache): the
+/// weights, and the children's summaries gathered for [`weigh`].
+#[derive(Debug, Default)]
+struct Scratch {
+    w: Vec<f64>,
     summary: Vec<f64>,
 }
 
@@ -238,11 +244,11 @@ fn max_of(v: &[f64]) -> f64 {
 }
 
 impl Weights {
-    /// The weights of `log_w`, in the buffer kept.
-    fn set(&mut self, log_w: &[f64]) {
+    /// The weights of `log_w`, into `scratch`.
+    fn set(&mut self, log_w: &[f64], scratch: &mut Scratch) {
         let max = max_of(log_w);
         // The sum's bits do not depend on the summaries.
-        let (total, _) = weigh(log_w, log_w, max, &mut self.w);
+        let (total, _) = weigh(log_w, log_w, max, &mut scratch.w);
         self.total = total;
         self.max = max;
     }
@@ -320,18 +326,18 @@ impl Island<'_> {
     /// Takes in the island's children from the step just done: positions
     /// `r·m .. (r+1)·m` of `out` (every island has `m` particles, and its
     /// particles' children come together).
-    fn absorb(&mut self, out: &Children<Bootstrap<impl SsModel>>) {
+    fn absorb(&mut self, out: &Children<Bootstrap<impl SsModel>>, scratch: &mut Scratch) {
         let m = self.ids.len();
         let range = self.r * m..(self.r + 1) * m;
         let mut at = 0;
         let w = &mut *self.weights;
-        w.summary.resize(m, 0.0);
+        scratch.summary.resize(m, 0.0);
         for (ids, outs) in out.slices(range) {
             let n = ids.len();
             self.ids[at..at + n].copy_from_slice(ids);
             let dst = self.log_w[at..at + n]
                 .iter_mut()
-                .zip(&mut w.summary[at..at + n]);
+                .zip(&mut scratch.summary[at..at + n]);
             crate::vectorised(|| {
                 for ((l, s), o) in dst.zip(outs) {
                     *l = o.log_w;
@@ -344,7 +350,7 @@ impl Island<'_> {
         let max = max_of(self.log_w);
         // The weights, their sum (the bits of `Weights::set`, which a
         // resumed run uses) and the weighted sum of summaries.
-        let (total, num) = weigh(self.log_w, &w.summary, max, &mut w.w);
+        let (total, num) = weigh(self.log_w, &scratch.summary, max, &mut scratch.w);
         w.max = max;
         w.total = total;
         self.num = num;
@@ -352,11 +358,12 @@ impl Island<'_> {
     }
 
     /// The island's inputs for step `t`: systematic resampling of its
-    /// weights with the run's uniform for (`t`, island).
-    fn resample(&mut self, seed: u64, t: usize) {
+    /// weights (in `scratch`, from [`Island::absorb`] or [`Weights::set`]
+    /// just before) with the run's uniform for (`t`, island).
+    fn resample(&mut self, seed: u64, t: usize, scratch: &Scratch) {
         let m = self.inputs.len();
         let u = call_rng(seed, t as u64, StateId(self.r as u64)).random::<f64>();
-        systematic_into(&self.weights.w, self.weights.total, m, u, self.inputs, t);
+        systematic_into(&scratch.w, self.weights.total, m, u, self.inputs, t);
     }
 }
 
@@ -405,27 +412,33 @@ fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInpu
 /// of islands), or on this thread when the islands are too small to share.
 fn each_island(
     islands: &mut [Island<'_>],
+    scratch: &mut Vec<Scratch>,
     threads: usize,
     particles: usize,
-    f: impl Fn(&mut Island<'_>) + Sync,
+    f: impl Fn(&mut Island<'_>, &mut Scratch) + Sync,
 ) {
     let t = threads
         .min(islands.len())
         .min(particles / PER_THREAD)
         .max(1);
+    if scratch.len() < t {
+        scratch.resize_with(t, Scratch::default);
+    }
     if t == 1 {
-        islands.iter_mut().for_each(f);
+        let s = &mut scratch[0];
+        islands.iter_mut().for_each(|i| f(i, s));
         return;
     }
     // `t` runs of islands, each a task on the pool's threads (started
-    // once per process, not once per step).
-    use rayon::iter::{IndexedParallelIterator, ParallelIterator};
+    // once per process, not once per step) with a scratch of its own.
+    use rayon::iter::{IndexedParallelIterator, IntoParallelRefMutIterator, ParallelIterator};
     use rayon::slice::ParallelSliceMut;
     let per = islands.len().div_ceil(t);
     islands
         .par_chunks_mut(per)
+        .zip(scratch.par_iter_mut())
         .with_max_len(1)
-        .for_each(|run| run.iter_mut().for_each(&f));
+        .for_each(|(run, s)| run.iter_mut().for_each(|i| f(i, s)));
 }
 
 /// Runs the filter on `engine` from the start, or from `start` (a state an
@@ -490,12 +503,13 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
         cfg.particles
     ];
     let mut weights: Vec<Weights> = (0..cfg.islands).map(|_| Weights::default()).collect();
+    let mut scratch = vec![Scratch::default()];
     let mut out = Children::new();
     let seed = cfg.seed;
     // The islands' weights from the last step (recomputed from `log_w`
     // on a resumed run), and the first step's inputs.
     for (r, w) in weights.iter_mut().enumerate() {
-        w.set(&st.log_w[r * m..(r + 1) * m]);
+        w.set(&st.log_w[r * m..(r + 1) * m], &mut scratch[0]);
         if st.t > 0 && st.t < model.steps() {
             let mut isl = Island {
                 r,
@@ -506,7 +520,7 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
                 inputs: &mut inputs[r * m..(r + 1) * m],
                 num: 0.0,
             };
-            isl.resample(seed, st.t);
+            isl.resample(seed, st.t, &scratch[0]);
         }
     }
     while st.t < model.steps() {
@@ -531,12 +545,18 @@ pub fn run_from<M: SsModel, G: Engine<Bootstrap<M>>>(
             })
             .collect();
         let last = t + 1 == model.steps();
-        each_island(&mut islands, threads, cfg.particles, |isl| {
-            isl.absorb(&out);
-            if !last {
-                isl.resample(seed, t + 1);
-            }
-        });
+        each_island(
+            &mut islands,
+            &mut scratch,
+            threads,
+            cfg.particles,
+            |isl, s| {
+                isl.absorb(&out, s);
+                if !last {
+                    isl.resample(seed, t + 1, s);
+                }
+            },
+        );
         // The weighted mean over all islands: each island's weights are
         // scaled by its own max, so rescale them to the largest.
         let top = islands
