@@ -110,6 +110,10 @@ pub struct Batch<'a, E: Evolve> {
     states: &'a [E::State],
     inputs: &'a [E::Input],
     key: [u32; 2],
+    /// In a batch an engine made: the key of the step's child ids, and
+    /// the position of the first parent in the engine's share of the step
+    /// ([`Batch::child_normals`] then makes the children's ids too).
+    kids: Option<(u64, usize)>,
 }
 
 impl<E: Evolve> std::fmt::Debug for Batch<'_, E> {
@@ -154,15 +158,19 @@ impl<'a, E: Evolve> Batch<'a, E> {
             states,
             inputs,
             key: step_key(seed, step),
+            kids: None,
         }
     }
 
-    /// As [`Batch::new`] with the step's key already derived.
+    /// As [`Batch::new`] with the step's key already derived, and with
+    /// `kids`: the child ids' key and the position of `ids[0]` in the
+    /// engine's share (see [`Offspring::take_child_ids`]).
     pub(crate) fn with_key(
         key: [u32; 2],
         ids: &'a [StateId],
         states: &'a [E::State],
         inputs: &'a [E::Input],
+        kids: Option<(u64, usize)>,
     ) -> Self {
         debug_assert!(ids.len() == states.len() && ids.len() == inputs.len());
         Batch {
@@ -170,6 +178,7 @@ impl<'a, E: Evolve> Batch<'a, E> {
             states,
             inputs,
             key,
+            kids,
         }
     }
 
@@ -185,6 +194,7 @@ impl<'a, E: Evolve> Batch<'a, E> {
         Batch {
             ids: &self.ids[range.clone()],
             states: &self.states[range.clone()],
+            kids: self.kids.map(|(k, at)| (k, at + range.start)),
             inputs: &self.inputs[range],
             key: self.key,
         }
@@ -237,12 +247,17 @@ impl<E: Evolve> Batch<'_, E> {
     /// gets the `k`-th [`Rng::normal`] of [`Batch::rng`]`(i)`, the bits a
     /// model that draws one normal per child, and nothing else, gets by
     /// drawing them one by one. Made sixteen children at a time in vector
-    /// registers, with no branch per child.
+    /// registers, with no branch per child. In an engine's batch the
+    /// children's ids are made in the same pass (the parents' ids are in
+    /// registers already), and the engine takes them instead of hashing
+    /// the ids again when the calls covered its whole share in order with
+    /// the counts the model then closed its parents with.
     ///
     /// # Panics
     /// If `counts` does not have one count per parent.
     pub fn child_normals(&self, counts: impl Iterator<Item = u32> + Clone, out: &mut ChildNormals) {
         let n: usize = counts.clone().map(|c| c as usize).sum();
+        let counted = counts.clone();
         let (parent, index) = (&mut out.parent, &mut out.index);
         // Four slots per parent whatever its count: the next parent's
         // overwrite those past this one's children (no branch per count).
@@ -271,7 +286,22 @@ impl<E: Evolve> Batch<'_, E> {
         parent.truncate(n);
         index.truncate(n);
         out.z.resize(n, 0.0);
-        fill_normals(self.key, self.ids, parent, index, &mut out.z);
+        let kids = match self.kids {
+            Some((kid_key, at)) => out
+                .kids
+                .follow(at, self.ids.len(), counted)
+                .map(|ids| (kid_key, ids)),
+            None => None,
+        };
+        match kids {
+            Some((kid_key, ids)) => {
+                let start = ids.len();
+                ids.resize(start + n, StateId(0));
+                let kids = Some((kid_key, &mut ids[start..]));
+                fill_normals(self.key, self.ids, parent, index, &mut out.z, kids);
+            }
+            None => fill_normals(self.key, self.ids, parent, index, &mut out.z, None),
+        }
     }
 }
 
@@ -282,6 +312,53 @@ pub struct ChildNormals {
     parent: Vec<u32>,
     index: Vec<u32>,
     z: Vec<f64>,
+    kids: Kids,
+}
+
+/// The children's ids that [`Batch::child_normals`] makes beside their
+/// draws in an engine's batches, call after call through the engine's
+/// share of a step: what the engine would otherwise hash again
+/// ([`Offspring::take_child_ids`] says when it may use them).
+#[derive(Debug, Clone, Default)]
+struct Kids {
+    ids: Vec<StateId>,
+    /// The counts they were made for, parent after parent.
+    counts: Vec<u32>,
+    /// The share's position the next call must start at to be appended.
+    next: usize,
+    /// Whether the calls so far tiled the share from its start.
+    ok: bool,
+}
+
+impl Kids {
+    /// Where a call for the parents at `at .. at + len` of the share with
+    /// `counts` appends its children's ids: a call at 0 starts again, one
+    /// that does not follow the last leaves none usable.
+    fn follow(
+        &mut self,
+        at: usize,
+        len: usize,
+        counts: impl Iterator<Item = u32>,
+    ) -> Option<&mut Vec<StateId>> {
+        if at == 0 {
+            self.clear();
+            self.ok = true;
+        }
+        if !self.ok || at != self.next {
+            self.ok = false;
+            return None;
+        }
+        self.next += len;
+        self.counts.extend(counts);
+        Some(&mut self.ids)
+    }
+
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.counts.clear();
+        self.next = 0;
+        self.ok = false;
+    }
 }
 
 impl ChildNormals {
@@ -434,6 +511,22 @@ impl<E: Evolve> Offspring<E> {
         self.outputs.clear();
         self.counts.clear();
         self.open = 0;
+        self.draws.kids.clear();
+    }
+
+    /// The ids of all the children, if [`Batch::child_normals`] made them
+    /// for exactly these: calls through the engine's `parents` in order
+    /// from the first, with the counts the model closed its parents with.
+    /// Swapped into `ids` (which must be empty); false leaves `ids` as is.
+    pub(crate) fn take_child_ids(&mut self, parents: usize, ids: &mut Vec<StateId>) -> bool {
+        let kids = &mut self.draws.kids;
+        if !(kids.ok && kids.next == parents && kids.counts == self.counts) {
+            return false;
+        }
+        debug_assert!(ids.is_empty());
+        std::mem::swap(ids, &mut kids.ids);
+        kids.clear();
+        true
     }
 }
 
@@ -478,16 +571,23 @@ mod tests {
         let parent: Vec<u32> = draws.parents().to_vec();
         let index: Vec<u32> = (0..j as u32).map(|k| k % 5).collect();
         let mut want = vec![0.0; j];
-        crate::philox::fill_normals_any(step_key(5, 6), &ids, &parent, &index, &mut want);
+        crate::philox::fill_normals_any(step_key(5, 6), &ids, &parent, &index, &mut want, None);
         #[cfg(target_arch = "x86_64")]
         {
             let mut got = vec![0.0; j];
             if std::is_x86_feature_detected!("avx2") {
-                crate::philox::normals_avx2(step_key(5, 6), &ids, &parent, &index, &mut got);
+                crate::philox::normals_avx2(step_key(5, 6), &ids, &parent, &index, &mut got, None);
                 assert_eq!(got, want);
             }
             if std::is_x86_feature_detected!("avx512f") {
-                crate::philox::normals_avx512(step_key(5, 6), &ids, &parent, &index, &mut got);
+                crate::philox::normals_avx512(
+                    step_key(5, 6),
+                    &ids,
+                    &parent,
+                    &index,
+                    &mut got,
+                    None,
+                );
                 assert_eq!(got, want);
             }
         }

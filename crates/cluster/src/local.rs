@@ -411,6 +411,7 @@ impl<E: Evolve> Local<E> {
                     &seg.ids[r.clone()],
                     &seg.states[r.clone()],
                     &share.inputs[at..at + n],
+                    Some((kid_key, at)),
                 );
                 model.evolve_batch(&batch, off);
                 at += n;
@@ -430,7 +431,11 @@ impl<E: Evolve> Local<E> {
                 "{}'s evolve_batch pushed children after its last parent",
                 E::NAME
             );
-            child_ids_into(kid_key, share.parents, &off.counts, &mut part.ids);
+            // The ids `Batch::child_normals` made beside the draws, if it
+            // made them for exactly these children; else hashed here.
+            if !off.take_child_ids(share.parents.len(), &mut part.ids) {
+                child_ids_into(kid_key, share.parents, &off.counts, &mut part.ids);
+            }
             next.ids.extend_from_slice(&part.ids);
             std::mem::swap(&mut next.states, &mut off.states);
             std::mem::swap(&mut part.outputs, &mut off.outputs);

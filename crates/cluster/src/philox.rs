@@ -5,7 +5,7 @@
 //! first blocks of sixteen parents' generators, or sixteen children's
 //! normal draws ([`fill_normals`]).
 
-use crate::ids::StateId;
+use crate::ids::{child_id_keyed, StateId};
 use crate::math::normal_of_words;
 
 /// Block `block` of stream `stream` under `key`: Philox4x32-10 of the
@@ -145,34 +145,43 @@ pub(crate) fn philox_words_any(
     w
 }
 
+/// The children's ids [`fill_normals`] may make beside their draws: the
+/// step's child-id key, and where each child's id goes.
+pub(crate) type KidIds<'a> = Option<(u64, &'a mut [StateId])>;
+
 /// For each child `j`: `z[j]` is the standard normal
 /// ([`normal_of_words`](crate::math::normal_of_words)) of block
 /// `index[j]` of stream `ids[parent[j]]` under `key`, sixteen children at
 /// a time, on the widest vector unit the CPU has (the same bits on any).
+/// With `kids`, also each child's id, [`child_id_keyed`] of that parent
+/// and child index: the parent's id is in a register already.
 ///
 /// # Panics
-/// If the three child slices differ in length or a parent is out of range.
+/// If the child slices differ in length or a parent is out of range.
 pub(crate) fn fill_normals(
     key: [u32; 2],
     ids: &[StateId],
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
+    kids: KidIds<'_>,
 ) {
     assert!(parent.len() == z.len() && index.len() == z.len());
+    assert!(kids.as_ref().map_or(true, |(_, k)| k.len() == z.len()));
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
-            return normals_avx512(key, ids, parent, index, z);
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq") {
+            return normals_avx512(key, ids, parent, index, z, kids);
         }
         if std::is_x86_feature_detected!("avx2") {
-            return normals_avx2(key, ids, parent, index, z);
+            return normals_avx2(key, ids, parent, index, z, kids);
         }
     }
-    fill_normals_any(key, ids, parent, index, z);
+    fill_normals_any(key, ids, parent, index, z, kids);
 }
 
-/// [`fill_normals_any`] on AVX-512.
+/// [`fill_normals_any`] on AVX-512 (F, and DQ for the ids' 64-bit
+/// multiplies).
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 pub(crate) fn normals_avx512(
@@ -181,15 +190,23 @@ pub(crate) fn normals_avx512(
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
+    kids: KidIds<'_>,
 ) {
-    #[target_feature(enable = "avx512f")]
-    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
-        fill_normals_any(key, ids, parent, index, z);
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn run(
+        key: [u32; 2],
+        ids: &[StateId],
+        parent: &[u32],
+        index: &[u32],
+        z: &mut [f64],
+        kids: KidIds<'_>,
+    ) {
+        fill_normals_any(key, ids, parent, index, z, kids);
     }
-    assert!(std::is_x86_feature_detected!("avx512f"));
-    // SAFETY: the CPU has AVX-512F (checked just above), the one
-    // condition for running code compiled for it.
-    unsafe { run(key, ids, parent, index, z) }
+    assert!(std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq"));
+    // SAFETY: the CPU has AVX-512F and DQ (checked just above), the one
+    // condition for running code compiled for them.
+    unsafe { run(key, ids, parent, index, z, kids) }
 }
 
 /// [`fill_normals_any`] on AVX2.
@@ -201,15 +218,23 @@ pub(crate) fn normals_avx2(
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
+    kids: KidIds<'_>,
 ) {
     #[target_feature(enable = "avx2")]
-    fn run(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
-        fill_normals_any(key, ids, parent, index, z);
+    fn run(
+        key: [u32; 2],
+        ids: &[StateId],
+        parent: &[u32],
+        index: &[u32],
+        z: &mut [f64],
+        kids: KidIds<'_>,
+    ) {
+        fill_normals_any(key, ids, parent, index, z, kids);
     }
     assert!(std::is_x86_feature_detected!("avx2"));
     // SAFETY: the CPU has AVX2 (checked just above), the one condition
     // for running code compiled for it.
-    unsafe { run(key, ids, parent, index, z) }
+    unsafe { run(key, ids, parent, index, z, kids) }
 }
 
 /// [`fill_normals`]' loop, for whatever vector unit the caller is
@@ -221,9 +246,17 @@ pub(crate) fn fill_normals_any(
     parent: &[u32],
     index: &[u32],
     z: &mut [f64],
+    kids: KidIds<'_>,
 ) {
+    /// One chunk's streams (its parents' ids) and draws.
     #[inline(always)]
-    fn chunk(key: [u32; 2], ids: &[StateId], parent: &[u32], index: &[u32], z: &mut [f64]) {
+    fn chunk(
+        key: [u32; 2],
+        ids: &[StateId],
+        parent: &[u32],
+        index: &[u32],
+        z: &mut [f64],
+    ) -> [u64; LANES] {
         let mut streams = [0u64; LANES];
         let mut blocks = [0u32; LANES];
         for l in 0..parent.len() {
@@ -236,12 +269,34 @@ pub(crate) fn fill_normals_any(
             out[l] = normal_of_words(w[0][l], w[1][l], w[2][l]);
         }
         z.copy_from_slice(&out[..z.len()]);
+        streams
     }
     let mut zs = z.chunks_exact_mut(LANES);
     let mut ps = parent.chunks_exact(LANES);
     let mut is = index.chunks_exact(LANES);
-    for ((z, p), i) in (&mut zs).zip(&mut ps).zip(&mut is) {
-        chunk(key, ids, p, i, z);
+    match kids {
+        None => {
+            for ((z, p), i) in (&mut zs).zip(&mut ps).zip(&mut is) {
+                chunk(key, ids, p, i, z);
+            }
+        }
+        Some((kid_key, kids)) => {
+            let mut ks = kids.chunks_exact_mut(LANES);
+            for (((z, p), i), k) in (&mut zs).zip(&mut ps).zip(&mut is).zip(&mut ks) {
+                let streams = chunk(key, ids, p, i, z);
+                for l in 0..LANES {
+                    k[l] = child_id_keyed(kid_key, StateId(streams[l]), i[l]);
+                }
+            }
+            let (z, p, i) = (zs.into_remainder(), ps.remainder(), is.remainder());
+            if !z.is_empty() {
+                let streams = chunk(key, ids, p, i, z);
+                for (l, k) in ks.into_remainder().iter_mut().enumerate() {
+                    *k = child_id_keyed(kid_key, StateId(streams[l]), i[l]);
+                }
+            }
+            return;
+        }
     }
     let z = zs.into_remainder();
     if !z.is_empty() {
