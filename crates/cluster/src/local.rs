@@ -43,10 +43,11 @@ use crate::snapshot::Snapshot;
 /// are: each thread takes a contiguous share, checks its parents' ids
 /// against the held ones, calls [`Evolve::evolve_batch`] and writes the
 /// children into buffers reused from step to step. Other calls look ids up
-/// in a map built once, when first needed after a step.
+/// in a map built once, when first needed after a step or a reset.
 ///
-/// A new child's id is a hash, so two live states could share one (about
-/// one chance in 2^64 / live² per step): such a collision is reported
+/// A new id (a child's, or a reset's root) is a hash, so two live states
+/// could share one (about one chance in 2^64 / live² per step): such a
+/// collision is reported
 /// ([`Error::IdCollision`]) when the map is built. A step that names every
 /// state in order needs no map and tells the two apart by position.
 pub struct Local<E: Evolve> {
