@@ -46,8 +46,8 @@ pub(crate) fn philox_lanes(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; 
 
 /// [`philox_lanes_any`] on AVX-512 (the lane loop compiled for a wider
 /// vector unit than the build's baseline, SSE2 on x86-64, and chosen at
-/// run time: with [`avx2`] and the two of [`fill_normals`], the only
-/// unsafe code of this crate).
+/// run time: with [`avx2`] and `math`'s `widest!` and `vectorised`, the
+/// only unsafe code of this crate).
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 pub(crate) fn avx512(key: [u32; 2], streams: &[u64; LANES]) -> [[u32; 4]; LANES] {
@@ -168,73 +168,20 @@ pub(crate) fn fill_normals(
 ) {
     assert!(parent.len() == z.len() && index.len() == z.len());
     assert!(kids.as_ref().map_or(true, |(_, k)| k.len() == z.len()));
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq") {
-            return normals_avx512(key, ids, parent, index, z, kids);
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            return normals_avx2(key, ids, parent, index, z, kids);
-        }
-    }
-    fill_normals_any(key, ids, parent, index, z, kids);
+    fill_normals_widest(key, ids, parent, index, z, kids);
 }
 
-/// [`fill_normals_any`] on AVX-512 (F, and DQ for the ids' 64-bit
-/// multiplies).
-#[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-pub(crate) fn normals_avx512(
-    key: [u32; 2],
-    ids: &[StateId],
-    parent: &[u32],
-    index: &[u32],
-    z: &mut [f64],
-    kids: KidIds<'_>,
-) {
-    #[target_feature(enable = "avx512f,avx512dq")]
-    fn run(
+crate::math::widest! {
+    /// [`fill_normals_any`] on the widest vector unit (AVX-512 with DQ for
+    /// the ids' 64-bit multiplies, or AVX2).
+    fn fill_normals_widest(
         key: [u32; 2],
         ids: &[StateId],
         parent: &[u32],
         index: &[u32],
         z: &mut [f64],
         kids: KidIds<'_>,
-    ) {
-        fill_normals_any(key, ids, parent, index, z, kids);
-    }
-    assert!(std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq"));
-    // SAFETY: the CPU has AVX-512F and DQ (checked just above), the one
-    // condition for running code compiled for them.
-    unsafe { run(key, ids, parent, index, z, kids) }
-}
-
-/// [`fill_normals_any`] on AVX2.
-#[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-pub(crate) fn normals_avx2(
-    key: [u32; 2],
-    ids: &[StateId],
-    parent: &[u32],
-    index: &[u32],
-    z: &mut [f64],
-    kids: KidIds<'_>,
-) {
-    #[target_feature(enable = "avx2")]
-    fn run(
-        key: [u32; 2],
-        ids: &[StateId],
-        parent: &[u32],
-        index: &[u32],
-        z: &mut [f64],
-        kids: KidIds<'_>,
-    ) {
-        fill_normals_any(key, ids, parent, index, z, kids);
-    }
-    assert!(std::is_x86_feature_detected!("avx2"));
-    // SAFETY: the CPU has AVX2 (checked just above), the one condition
-    // for running code compiled for it.
-    unsafe { run(key, ids, parent, index, z, kids) }
+    ) = fill_normals_any;
 }
 
 /// [`fill_normals`]' loop, for whatever vector unit the caller is
