@@ -539,17 +539,7 @@ mod tests {
 
     #[test]
     fn child_normals_and_ids_are_the_one_by_one_bits() {
-        #[derive(serde::Serialize, serde::Deserialize)]
-        struct Unit;
-        impl Evolve for Unit {
-            const NAME: &'static str = "unit";
-            type State = ();
-            type Input = ();
-            type Output = ();
-            fn evolve(&self, _: &(), _: &(), _: &mut Rng) -> Vec<((), ())> {
-                Vec::new()
-            }
-        }
+        use crate::tests::kid_ids::Unit;
         let n = 45;
         let ids: Vec<StateId> = (0..n).map(|i| StateId(mix64(i as u64))).collect();
         let counts: Vec<u32> = (0..n).map(|i| [0, 1, 2, 7, 3, 0, 5, 1, 4][i % 9]).collect();

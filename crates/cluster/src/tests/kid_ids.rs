@@ -7,8 +7,10 @@ use crate::evolve::{Batch, ChildNormals, Evolve, Offspring, StateId};
 use crate::ids::{child_ids_into, child_key, mix64, step_key};
 use crate::rng::Rng;
 
+/// A model with no state, input or output: batches of it test what the
+/// engine does around a model (also `evolve.rs`'s tests).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Unit;
+pub(crate) struct Unit;
 
 impl Evolve for Unit {
     const NAME: &'static str = "unit";

@@ -15,7 +15,7 @@ mod elastic;
 mod failures;
 mod heartbeat;
 mod hung;
-mod kid_ids;
+pub(crate) mod kid_ids;
 mod protocol;
 mod resume;
 mod rollback;
