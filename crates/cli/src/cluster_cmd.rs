@@ -306,7 +306,8 @@ enum Where<'a> {
     },
 }
 
-type StartWorkers<'a> = Box<dyn FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error> + 'a>;
+type StartWorkers<'a> =
+    Box<dyn FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error> + Send + 'a>;
 
 /// The master's configuration from the command line.
 pub fn master_config(a: &FilterArgs) -> MasterConfig {
@@ -456,7 +457,7 @@ fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow:
 }
 
 /// Runs the filter on `engine` with the progress bar and checkpoints.
-fn drive<M: SsModel, G: RunEngine<Bootstrap<M>>>(
+fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
     engine: &mut G,
     m: &M,
     start: Option<PfState>,

@@ -95,13 +95,13 @@ pub enum Progress<'a> {
 ///
 /// # Panics
 /// As [`run_from`].
-pub fn run_checkpointed<M: SsModel, G: Restore<Bootstrap<M>>>(
+pub fn run_checkpointed<M: SsModel, G: Restore<Bootstrap<M>> + Send>(
     engine: &mut G,
     model: &M,
     cfg: PfConfig,
     start: Option<PfState>,
     checkpoints: Checkpoints,
-    mut progress: impl FnMut(&mut G, Progress<'_>) -> Result<(), Error>,
+    mut progress: impl FnMut(&mut G, Progress<'_>) -> Result<(), Error> + Send,
 ) -> Result<PfResult, Error> {
     let every = checkpoints.every.max(1);
     let steps = model.steps();

@@ -77,6 +77,44 @@ fn threads_do_not_change_the_bits() {
 }
 
 #[test]
+fn a_run_goes_to_the_pool_once_and_runs_in_place_from_inside_it() {
+    // From outside rayon's pool, a run on several threads moves to a pool
+    // thread (its `after_step` sees one); from a pool thread it stays
+    // there. Either way, the same bits.
+    let mut local = Local::new(Bootstrap(walk()), 3).force_threads(2);
+    let mut on = Vec::new();
+    let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
+        on.push(rayon::current_thread_index());
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r, reference());
+    assert!(on.iter().all(Option::is_some), "{on:?}");
+    let (r, inside) = rayon::scope(|_| {
+        let mut local = Local::new(Bootstrap(walk()), 3).force_threads(2);
+        let here = rayon::current_thread_index();
+        let mut same = true;
+        let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
+            same &= rayon::current_thread_index() == here;
+            Ok(())
+        });
+        (r.unwrap(), same)
+    });
+    assert_eq!(r, reference());
+    assert!(inside, "a run from a pool thread moved");
+    // One thread: the caller's.
+    let mut local = Local::new(Bootstrap(walk()), 3).force_threads(1);
+    let mut on = Vec::new();
+    let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
+        on.push(rayon::current_thread_index());
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r, reference());
+    assert!(on.iter().all(Option::is_none), "{on:?}");
+}
+
+#[test]
 fn a_first_step_probes_on_one_thread_with_the_same_bits() {
     // Not forced: the first step evolves a probe of its parents on this
     // thread, timed, then the rest on as many threads as that says (one,
