@@ -18,7 +18,7 @@ use crate::engine::{Children, Engine, Inputs, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
-use crate::local::{threads_for, Local};
+use crate::local::{threads_for_first, Local};
 use crate::master::{Master, MasterConfig};
 use crate::registry::encode;
 use crate::snapshot::Snapshot;
@@ -94,8 +94,9 @@ pub struct Decision {
     /// Predicted cost of starting the workers.
     pub start: Duration,
     /// Threads in process: one per 500 µs of the first step's calls, at
-    /// least 1 and at most [`AutoConfig::threads`] (a thread that gets
-    /// less costs more than it saves).
+    /// least 1 and at most [`AutoConfig::threads`] (cold, the first step's
+    /// calls overstate the later steps' several times; each later step
+    /// then uses one per 100 µs of the last step's calls, up to this).
     pub threads: usize,
     /// Workers.
     pub workers: usize,
@@ -269,7 +270,7 @@ where
         }
         let bytes_per_state = bytes / sampled.max(1);
         let ship = &self.cfg.ship;
-        let threads = threads_for(calls, self.cfg.threads);
+        let threads = threads_for_first(calls, self.cfg.threads);
         let workers = self.cfg.workers.max(1);
         let ship_per_state = ship.per_state + ship.per_byte * bytes_per_state as u32;
         let step_in_process = calls / threads as u32;

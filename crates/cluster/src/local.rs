@@ -71,6 +71,8 @@ pub struct Local<E: Evolve> {
     /// The last step's call time per parent: how many threads the next
     /// step's share is worth.
     per_parent: Option<Duration>,
+    /// Steps timed so far: `per_parent` is warm from the second on.
+    timed: u32,
     /// Use `threads` whatever the calls cost (tests).
     forced: bool,
 }
@@ -100,20 +102,47 @@ struct Share<'a, I> {
     pieces: Vec<(usize, Range<usize>)>,
 }
 
-/// The least evolve time each thread must get in a step for [`Auto`] to
-/// keep more than one thread in process. Below it a thread saves less than
-/// it costs: its share is handed to a pool thread and joined every step
-/// (a wake-up and a cache's worth of misses), the children it
-/// allocates are freed on another thread, and on a busy machine the step
-/// waits for the scheduler to run it (the Nile filter's 400 µs steps ran
-/// faster on one thread than on two, and far steadier under load; see
-/// bench/results/inprocess-run2).
-const MIN_THREAD_SHARE: Duration = Duration::from_micros(500);
+/// The least evolve time each thread must get in a step for a step (or
+/// [`Auto`]) to use more than one thread in process. Below it a thread
+/// saves less than it costs: its share is forked to a pool thread and
+/// joined every step (a wake-up and a cache's worth of misses). On the
+/// 2-vCPU VM a second thread already paid with about 70 µs of the Nile
+/// filter's calls each (20,000 particles: 1.15-1.25x), and clearly from
+/// 40,000 particles (1.4-1.9x); 100 µs leaves a margin for machines where
+/// a hand-off costs more. With 500 µs, the bound before, the filter kept
+/// one thread up to 100,000 particles and gained nothing from the second
+/// CPU (bench/results/pf-threads-run1). A thread that has not started its
+/// share when the others finish theirs leaves it to them, so a busy CPU
+/// costs a step little.
+const MIN_THREAD_SHARE: Duration = Duration::from_micros(100);
+
+/// [`MIN_THREAD_SHARE`] for a step timed only by a run's first step (its
+/// probe, or the whole first step): cold timings (the first touch of every
+/// buffer, code and caches not yet warm) overstate the calls several
+/// times, and the first spread also starts the pool's threads, once per
+/// process. With the warm bound there too, the filter's whole command took
+/// 6.1 ms instead of 5.4 at 2,000 particles and 15.4 instead of 14.0 at
+/// 10,000, where `Auto` chose 2 threads from a first step's 312 µs of
+/// calls that the later steps' 70 µs did not bear out
+/// (bench/results/pf-threads-run1).
+const COLD_THREAD_SHARE: Duration = Duration::from_micros(500);
 
 /// Threads worth using in process for a step whose calls take `calls` in
 /// all: one per [`MIN_THREAD_SHARE`], at least 1 and at most `most`.
 pub(crate) fn threads_for(calls: Duration, most: usize) -> usize {
-    let shares = calls.as_nanos() / MIN_THREAD_SHARE.as_nanos();
+    threads_per(calls, MIN_THREAD_SHARE, most)
+}
+
+/// As [`threads_for`] for calls timed by a run's first step alone: one
+/// per [`COLD_THREAD_SHARE`].
+pub(crate) fn threads_for_first(calls: Duration, most: usize) -> usize {
+    threads_per(calls, COLD_THREAD_SHARE, most)
+}
+
+/// Threads for `calls` with at least `share` each: at least 1, at most
+/// `most`.
+fn threads_per(calls: Duration, share: Duration, most: usize) -> usize {
+    let shares = calls.as_nanos() / share.as_nanos();
     usize::try_from(shares)
         .unwrap_or(usize::MAX)
         .clamp(1, most.max(1))
@@ -141,6 +170,7 @@ impl<E: Evolve> Local<E> {
             index: Some(IdMap::default()),
             last_calls: Duration::ZERO,
             per_parent: None,
+            timed: 0,
             forced: false,
         }
     }
@@ -148,7 +178,7 @@ impl<E: Evolve> Local<E> {
     /// Evolves on up to `threads` threads of rayon's pool (at least 1, at most the
     /// CPUs this process may use: more would only queue) from now on. A
     /// step uses fewer when the last step's calls, timed, say a thread
-    /// would get less than 500 µs of work (it would cost more than it
+    /// would get less than 100 µs of work (it would cost more than it
     /// saves); a step with no timing yet first evolves an eighth of one
     /// thread's share on the calling thread, timed, and spreads the rest
     /// as that says. The results are the same bits for any number: every call's
@@ -343,10 +373,12 @@ impl<E: Evolve> Local<E> {
     }
 
     /// Threads for a step of `n` parents: as the last step's calls say
-    /// ([`threads_for`]), or all allowed.
+    /// ([`MIN_THREAD_SHARE`], or [`COLD_THREAD_SHARE`] after the first
+    /// step alone), or all allowed.
     fn threads_for_step(&self, n: usize) -> usize {
         match self.per_parent {
-            Some(p) if !self.forced => threads_for(p * n as u32, self.threads),
+            Some(p) if !self.forced && self.timed >= 2 => threads_for(p * n as u32, self.threads),
+            Some(p) if !self.forced => threads_for_first(p * n as u32, self.threads),
             _ => self.threads,
         }
     }
@@ -376,6 +408,8 @@ impl<E: Evolve> Local<E> {
         } else {
             0
         };
+        // Without a probe, the threads the last step's timing gives.
+        let planned = self.threads_for_step(n);
         let most = usize::from(probe > 0) + self.threads_for_step(n - probe).min(n).max(1);
         self.next.resize_with(most, Seg::default);
         self.scratch.resize_with(most, Offspring::default);
@@ -455,9 +489,14 @@ impl<E: Evolve> Local<E> {
             self.per_parent = Some(busy / probe as u32);
             (next, scratch, parts) = (&mut next[1..], &mut scratch[1..], &mut parts[1..]);
         }
-        let t = match self.per_parent {
-            Some(p) if !self.forced => threads_for(p * (n - probe) as u32, self.threads),
-            _ => self.threads,
+        let t = if probe > 0 {
+            // Timed by the probe alone: cold.
+            match self.per_parent {
+                Some(p) => threads_for_first(p * (n - probe) as u32, self.threads),
+                None => self.threads,
+            }
+        } else {
+            planned
         };
         let shares = if probe < n {
             Self::shares(src, parents, inputs, probe, t.min(parts.len()))
@@ -495,6 +534,7 @@ impl<E: Evolve> Local<E> {
         out.truncate(used);
         self.last_calls = done.into_iter().flatten().sum();
         self.per_parent = Some(self.last_calls / parents.len().max(1) as u32);
+        self.timed = self.timed.saturating_add(1);
         true
     }
 

@@ -152,14 +152,21 @@ fn a_cheap_model_stays_in_process_and_never_starts_workers() {
 }
 
 #[test]
-fn a_step_gets_a_thread_per_half_millisecond_of_calls() {
+fn a_step_gets_a_thread_per_tenth_of_a_millisecond_of_calls() {
     use crate::local::threads_for;
     let us = Duration::from_micros;
     assert_eq!(threads_for(Duration::ZERO, 4), 1);
-    assert_eq!(threads_for(us(400), 2), 1);
-    assert_eq!(threads_for(us(999), 2), 1);
-    assert_eq!(threads_for(us(1000), 2), 2);
-    assert_eq!(threads_for(us(1600), 8), 3);
+    assert_eq!(threads_for(us(80), 2), 1);
+    assert_eq!(threads_for(us(199), 2), 1);
+    assert_eq!(threads_for(us(200), 2), 2);
+    assert_eq!(threads_for(us(320), 8), 3);
+    assert_eq!(threads_for(us(1400), 16), 14);
+    // Timed by a first step alone (cold): one per half millisecond.
+    use crate::local::threads_for_first;
+    assert_eq!(threads_for_first(us(400), 2), 1);
+    assert_eq!(threads_for_first(us(999), 2), 1);
+    assert_eq!(threads_for_first(us(1000), 2), 2);
+    assert_eq!(threads_for_first(us(1600), 8), 3);
     assert_eq!(threads_for(Duration::from_secs(1), 8), 8);
     assert_eq!(threads_for(Duration::MAX, 0), 1);
 }
