@@ -8,7 +8,7 @@ use super::resume::Walk;
 use crate::auth::Secret;
 use crate::auto::Decision;
 use crate::listen::{Joined, Listener};
-use crate::pf::{self, Bootstrap, PfConfig};
+use crate::pf::{self, Bootstrap, PfConfig, PfResult};
 use crate::{worker, Auto, AutoConfig, Error, Local, MasterConfig, Registry, ShipCost};
 
 fn workers(n: usize) -> Result<Vec<Joined>, Error> {
@@ -76,40 +76,35 @@ fn threads_do_not_change_the_bits() {
     }
 }
 
+/// A run of the test filter on `threads` forced threads: its result, and
+/// the pool thread (if any) each `after_step` ran on.
+fn run_recording_threads(threads: usize) -> (PfResult, Vec<Option<usize>>) {
+    let mut local = Local::new(Bootstrap(walk()), 3).force_threads(threads);
+    let mut on = Vec::new();
+    let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
+        on.push(rayon::current_thread_index());
+        Ok(())
+    })
+    .unwrap();
+    (r, on)
+}
+
 #[test]
 fn a_run_goes_to_the_pool_once_and_runs_in_place_from_inside_it() {
     // From outside rayon's pool, a run on several threads moves to a pool
     // thread (its `after_step` sees one); from a pool thread it stays
-    // there. Either way, the same bits.
-    let mut local = Local::new(Bootstrap(walk()), 3).force_threads(2);
-    let mut on = Vec::new();
-    let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
-        on.push(rayon::current_thread_index());
-        Ok(())
-    })
-    .unwrap();
+    // there; on one thread it stays on the caller's. The same bits.
+    let (r, on) = run_recording_threads(2);
     assert_eq!(r, reference());
     assert!(on.iter().all(Option::is_some), "{on:?}");
-    let (r, inside) = rayon::scope(|_| {
-        let mut local = Local::new(Bootstrap(walk()), 3).force_threads(2);
-        let here = rayon::current_thread_index();
-        let mut same = true;
-        let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
-            same &= rayon::current_thread_index() == here;
-            Ok(())
-        });
-        (r.unwrap(), same)
-    });
+    let (here, (r, on)) =
+        rayon::scope(|_| (rayon::current_thread_index(), run_recording_threads(2)));
     assert_eq!(r, reference());
-    assert!(inside, "a run from a pool thread moved");
-    // One thread: the caller's.
-    let mut local = Local::new(Bootstrap(walk()), 3).force_threads(1);
-    let mut on = Vec::new();
-    let r = pf::run_from(&mut local, &walk(), CFG, None, |_, _| {
-        on.push(rayon::current_thread_index());
-        Ok(())
-    })
-    .unwrap();
+    assert!(
+        on.iter().all(|t| *t == here),
+        "a run from pool thread {here:?} moved: {on:?}"
+    );
+    let (r, on) = run_recording_threads(1);
     assert_eq!(r, reference());
     assert!(on.iter().all(Option::is_none), "{on:?}");
 }
