@@ -18,10 +18,11 @@ use crate::engine::{Children, Engine, Inputs, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::listen::Joined;
-use crate::local::{threads_for_first, Local};
+use crate::local::Local;
 use crate::master::{Master, MasterConfig};
 use crate::registry::encode;
 use crate::snapshot::Snapshot;
+use crate::threads::threads_for_first;
 
 /// What [`Auto`] assumes about shipping states to workers: the figures a
 /// decision is made from besides the measured evolve cost.

@@ -74,6 +74,7 @@ mod rng;
 mod snapshot;
 mod spawn;
 mod stats;
+mod threads;
 mod wire;
 pub mod worker;
 

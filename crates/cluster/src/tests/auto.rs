@@ -148,7 +148,7 @@ fn a_cheap_model_stays_in_process_and_never_starts_workers() {
 
 #[test]
 fn a_step_gets_a_thread_per_tenth_of_a_millisecond_of_calls() {
-    use crate::local::threads_for;
+    use crate::threads::threads_for;
     let us = Duration::from_micros;
     assert_eq!(threads_for(Duration::ZERO, 4), 1);
     assert_eq!(threads_for(us(80), 2), 1);
@@ -157,7 +157,7 @@ fn a_step_gets_a_thread_per_tenth_of_a_millisecond_of_calls() {
     assert_eq!(threads_for(us(320), 8), 3);
     assert_eq!(threads_for(us(1400), 16), 14);
     // Timed by a first step alone (cold): one per half millisecond.
-    use crate::local::threads_for_first;
+    use crate::threads::threads_for_first;
     assert_eq!(threads_for_first(us(400), 2), 1);
     assert_eq!(threads_for_first(us(999), 2), 1);
     assert_eq!(threads_for_first(us(1000), 2), 2);
