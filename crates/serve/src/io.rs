@@ -26,6 +26,8 @@ pub const WAKER: Token = Token(1);
 const FIRST_CONN: usize = 2;
 /// Unread bytes a connection may hold while its request is on the ring.
 const MAX_BUFFERED: usize = http::MAX_HEADER_BYTES + http::MAX_BODY_BYTES + 4096;
+/// The most one `recv` reads.
+const READ_CHUNK: usize = 16 * 1024;
 /// How long shutdown waits for in-flight requests.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
@@ -71,6 +73,12 @@ struct Conn {
     stream: TcpStream,
     generation: u64,
     inbuf: Vec<u8>,
+    /// The last read stopped at [`MAX_BUFFERED`]: the socket may hold more,
+    /// and no new readiness event will say so.
+    capped: bool,
+    /// An event said the peer closed its sending half: reads go on to the
+    /// end of the stream (no later event will announce the close again).
+    read_closed: bool,
     out: Vec<u8>,
     /// The route label of the request on the ring, if one is.
     in_flight: Option<&'static str>,
@@ -86,6 +94,7 @@ impl IoThread {
     /// Runs until stopped and drained.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
+        let mut chunk = vec![0u8; READ_CHUNK];
         let mut conns: Vec<Option<Conn>> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
         let mut generation = 0u64;
@@ -117,8 +126,9 @@ impl IoThread {
                     Token(t) => {
                         let slot = t - FIRST_CONN;
                         if let Some(conn) = conns.get_mut(slot).and_then(Option::as_mut) {
+                            conn.read_closed |= event.is_read_closed();
                             if event.is_readable() || event.is_read_closed() {
-                                fill(conn);
+                                fill(conn, &mut chunk);
                             }
                             self.process(slot, conn);
                         }
@@ -136,7 +146,9 @@ impl IoThread {
                 }
                 let label = conn.in_flight.take().unwrap_or("other");
                 self.respond(conn, label, response);
-                fill(conn);
+                if conn.capped {
+                    fill(conn, &mut chunk);
+                }
                 self.process(slot, conn);
                 self.maybe_close(&mut conns, &mut free, slot);
             }
@@ -225,6 +237,8 @@ impl IoThread {
                 stream,
                 generation: *generation,
                 inbuf: Vec::new(),
+                capped: false,
+                read_closed: false,
                 out: Vec::new(),
                 in_flight: None,
                 close_after: false,
@@ -232,10 +246,8 @@ impl IoThread {
                 since: None,
                 active: Instant::now(),
             });
-            let conn = conns[slot].as_mut().expect("just put");
-            fill(conn);
-            self.process(slot, conn);
-            self.maybe_close(conns, free, slot);
+            // Bytes that came with the connection are reported by the
+            // registration: epoll queues a socket that is ready when added.
         }
     }
 
@@ -363,15 +375,29 @@ impl IoThread {
     }
 }
 
-/// Reads what the socket has, up to [`MAX_BUFFERED`] bytes held.
-fn fill(conn: &mut Conn) {
-    let mut chunk = [0u8; 16 * 1024];
-    while conn.inbuf.len() < MAX_BUFFERED && !conn.peer_closed {
-        match conn.stream.read(&mut chunk) {
+/// Reads what the socket has, up to [`MAX_BUFFERED`] bytes held, through
+/// `chunk` (the thread's, reused).
+///
+/// A read that returns less than it was given has emptied the socket's
+/// queue, and bytes that come later raise a new edge-triggered event, so
+/// the loop stops there instead of reading again for a `WouldBlock`: one
+/// `recv` a request, not two. Once the peer has closed its sending half,
+/// it reads on to the end of the stream, so that the close is seen.
+fn fill(conn: &mut Conn, chunk: &mut [u8]) {
+    conn.capped = false;
+    while !conn.peer_closed {
+        if conn.inbuf.len() >= MAX_BUFFERED {
+            conn.capped = true;
+            break;
+        }
+        match conn.stream.read(chunk) {
             Ok(0) => conn.peer_closed = true,
             Ok(n) => {
                 conn.inbuf.extend_from_slice(&chunk[..n]);
                 conn.active = Instant::now();
+                if n < chunk.len() && !conn.read_closed {
+                    break;
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -1,5 +1,6 @@
 //! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
-//! the header and idle timeouts, and a restart that keeps the items.
+//! the header and idle timeouts, pipelined requests past the read cap and
+//! a half-close, and a restart that keeps the items.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -243,6 +244,47 @@ fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
     );
     let (st, _, _) = exchange(&mut busy, b"GET /health HTTP/1.1\r\n\r\n");
     assert_eq!(st, 200);
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn pipelined_writes_past_the_read_cap_and_a_half_close_are_all_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    // 200 writes of ~7.5 kB each in one stream (1.5 MB, more than the
+    // server holds unread while a write is on the ring), then a read and
+    // the write half closed: every one answered in order, then the close.
+    let pad = "p".repeat(7 * 1024);
+    let mut raw = Vec::new();
+    for i in 0..200 {
+        raw.extend_from_slice(
+            format!(
+                "POST /item HTTP/1.1\r\nX-Pad: {pad}\r\nContent-Length: 23\r\n\r\n{{\"name\":\"n\",\"price\":{:>2}}}",
+                i % 100
+            )
+            .as_bytes(),
+        );
+    }
+    raw.extend_from_slice(b"GET /item/200 HTTP/1.1\r\n\r\n");
+    let mut s = connect(addr);
+    let mut w = s.try_clone().unwrap();
+    let writer = thread::spawn(move || {
+        w.write_all(&raw).unwrap();
+        w.shutdown(std::net::Shutdown::Write).unwrap();
+    });
+    for i in 1..=200 {
+        let (st, _, body) = read_response(&mut s);
+        assert_eq!((st, body), (201, format!("{{\"id\":{i}}}")));
+    }
+    let (st, _, body) = read_response(&mut s);
+    assert_eq!(st, 200);
+    assert!(body.contains("\"price\":99"), "{body}");
+    writer.join().unwrap();
+    assert!(
+        closed(&mut s),
+        "the server kept a half-closed connection open"
+    );
     stop.shutdown();
     t.join().unwrap();
 }
