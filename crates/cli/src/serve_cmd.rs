@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// Open connections at most; newcomers get 503.
     #[arg(long, default_value_t = 10_000)]
     max_connections: usize,
-    /// Writes between snapshots (each restarts the journal).
+    /// Writes between snapshots at least (each restarts the journal); a
+    /// snapshot also waits for as many writes as the last one had items.
     #[arg(long, default_value_t = 100_000)]
     snapshot_every: u64,
     /// Slots on the ring (a power of two): writes in flight at most; a

@@ -9,10 +9,11 @@
 //! * `decode` parses `POST /item` bodies, in parallel with `journal`.
 //! * `apply` owns the items (`&mut`, alone in its stage, no lock), answers
 //!   each write, publishes the read view at the end of each batch (before
-//!   the ring shows the batch to `reply`), and now and then copies the
-//!   items into a snapshot's bytes for the snapshot thread to write and
-//!   fsync (so the ring never waits on that disk work); once it is durable,
-//!   `journal` drops the segments the snapshot covers.
+//!   the ring shows the batch to `reply`), and now and then hands the
+//!   snapshot thread a copy of the items (O(1): a persistent map) to
+//!   encode, write and fsync, so the ring waits neither on the disk nor on
+//!   a pass over the items; once it is durable, `journal` drops the
+//!   segments the snapshot covers.
 //! * `reply` hands each answer to the I/O thread that owns the connection
 //!   (a bounded queue per I/O thread plus its `mio::Waker`).
 
@@ -28,7 +29,7 @@ use crate::admission::Admission;
 use crate::http::{Response, Route};
 use crate::journal::{Op, Writer};
 use crate::metrics::Metrics;
-use crate::store::{decode_item, encode_snapshot, write_snapshot_bytes, BadItem, Item, Store};
+use crate::store::{decode_item, write_snapshot, BadItem, Item, Store};
 use crate::view::{Change, Publisher};
 
 /// Where an answer goes: I/O thread, connection slot, and the connection's
@@ -85,7 +86,7 @@ pub struct Shared {
     /// Relaxed: `journal` only needs to see it eventually, and the snapshot
     /// file it relies on was fsynced and renamed before the store.
     snapshot_lsn: AtomicU64,
-    /// The nice value of the ring's handlers and the snapshot thread (0:
+    /// The nice value of the ring's handlers (0:
     /// as the I/O threads).
     handler_nice: i32,
     /// Admission of writes by queueing delay.
@@ -128,6 +129,9 @@ fn pin(cpu: Option<usize>, nice: i32) {
         tracing::debug!(nice, "could not lower a ring handler's priority");
     }
 }
+
+/// The nice value of the snapshot thread.
+const SNAPSHOT_NICE: i32 = 19;
 
 /// The `journal` handler.
 pub struct Journal {
@@ -279,17 +283,19 @@ pub struct Apply {
     snapshots: Snapshots,
     snapshot_every: u64,
     writes_since_snapshot: u64,
+    /// Items in the last snapshot (or the recovered store).
+    snapshot_items: u64,
     /// Events in the current batch (for the stage counter).
     batch: u64,
     cpu: Option<usize>,
 }
 
-/// The snapshot thread: writes, fsyncs and renames the snapshot bytes
-/// `apply` hands it, then tells `journal` which lsn they cover.
+/// The snapshot thread: encodes, writes, fsyncs and renames the copies of
+/// the store `apply` hands it, then tells `journal` which lsn each covers.
 struct Snapshots {
     dir: PathBuf,
-    /// `(last lsn, file bytes)`; `None` until `on_start` starts the thread.
-    queue: Option<Sender<(u64, Vec<u8>)>>,
+    /// `None` until `on_start` starts the thread.
+    queue: Option<Sender<Store>>,
     /// Set by `apply` when it queues a snapshot, cleared by the thread once
     /// it is written (or failed): at most one snapshot in flight.
     busy: Arc<AtomicBool>,
@@ -298,23 +304,35 @@ struct Snapshots {
 
 impl Snapshots {
     fn start(&mut self, shared: &Arc<Shared>, cpu: Option<usize>) {
-        let (tx, rx) = crossbeam_channel::bounded::<(u64, Vec<u8>)>(1);
+        let (tx, rx) = crossbeam_channel::bounded::<Store>(1);
         let dir = self.dir.clone();
         let busy = Arc::clone(&self.busy);
         let shared = Arc::clone(shared);
         let spawned = std::thread::Builder::new()
             .name("serve-snapshot".into())
             .spawn(move || {
-                pin(cpu, shared.handler_nice);
-                for (lsn, bytes) in rx {
-                    match write_snapshot_bytes(&dir, &bytes) {
-                        // Relaxed: see `Shared::snapshot_lsn`.
-                        Ok(()) => shared.snapshot_lsn.store(lsn, Ordering::Relaxed),
+                // The lowest priority: a snapshot takes what the I/O
+                // threads and the handlers leave.
+                pin(cpu, SNAPSHOT_NICE);
+                for store in rx {
+                    let began = Instant::now();
+                    match write_snapshot(&dir, &store) {
+                        Ok(()) => {
+                            // Relaxed: see `Shared::snapshot_lsn`.
+                            shared.snapshot_lsn.store(store.last_lsn, Ordering::Relaxed);
+                            shared
+                                .metrics
+                                .snapshot_seconds
+                                .observe(began.elapsed().as_secs_f64());
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "snapshot failed; the journal keeps growing")
                         }
                     }
-                    drop(bytes);
+                    // The copy's nodes that `apply` has not changed since
+                    // are shared with the live store: dropped here, off
+                    // the ring.
+                    drop(store);
                     // Release: pairs with the Acquire in `offer`, so the next
                     // snapshot starts after this one's file work.
                     busy.store(false, Ordering::Release);
@@ -340,7 +358,7 @@ impl Snapshots {
             return false;
         }
         self.busy.store(true, Ordering::Relaxed);
-        queue.send((store.last_lsn, encode_snapshot(store))).is_ok()
+        queue.send(store.clone()).is_ok()
     }
 
     fn stop(&mut self) {
@@ -353,7 +371,7 @@ impl Snapshots {
 
 impl Apply {
     /// Over the recovered `store`, publishing to `view`; snapshots to
-    /// `dir` every `snapshot_every` writes.
+    /// `dir` (see [`Apply::maybe_snapshot`] for when).
     pub fn new(
         store: Store,
         view: Publisher,
@@ -363,6 +381,7 @@ impl Apply {
         cpu: Option<usize>,
     ) -> Self {
         Apply {
+            snapshot_items: store.items.len() as u64,
             store,
             view,
             shared,
@@ -434,15 +453,23 @@ impl Apply {
         }
     }
 
-    /// Every `snapshot_every` writes, hands the snapshot thread a copy of
-    /// the items; if it is still writing the previous one, tries again at
-    /// the end of the next batch.
+    /// Once there have been `snapshot_every` writes since the last
+    /// snapshot, and at least as many as that snapshot had items, hands
+    /// the snapshot thread a copy of the items; if it is still writing the
+    /// previous one, tries again at the end of the next batch.
+    ///
+    /// The second rule (Redis's AOF rewrite at 100 % growth does the same)
+    /// keeps the bytes snapshots write below the journal's, however large
+    /// the store grows, instead of a whole store's pass and write every
+    /// `snapshot_every` writes; a restart still replays no more records
+    /// than the snapshot it loads holds items (or `snapshot_every`).
     fn maybe_snapshot(&mut self) {
-        if self.writes_since_snapshot < self.snapshot_every {
+        if self.writes_since_snapshot < self.snapshot_every.max(self.snapshot_items) {
             return;
         }
         if self.snapshots.offer(&self.store) {
             self.writes_since_snapshot = 0;
+            self.snapshot_items = self.store.items.len() as u64;
         }
     }
 }

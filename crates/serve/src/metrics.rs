@@ -52,6 +52,9 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Events per journal batch (group commit).
     pub batch_size: Histogram,
+    /// Seconds per snapshot written (encode, write, fsync, rename); its
+    /// count is the number of snapshots written.
+    pub snapshot_seconds: Histogram,
     /// Requests published on the ring.
     pub published: Counter,
     /// Events each stage has handled, in [`STAGES`] order (added once per
@@ -103,6 +106,12 @@ impl Metrics {
             "Events per journal batch",
             batch_size.clone(),
         );
+        let snapshot_seconds = Histogram::new(exponential_buckets(1e-3, 2.0, 16));
+        registry.register(
+            "snapshot_seconds",
+            "Snapshots written, and how long each took to encode, write and fsync",
+            snapshot_seconds.clone(),
+        );
         let published = Counter::default();
         registry.register(
             "ring_published",
@@ -132,6 +141,7 @@ impl Metrics {
             ring_depth,
             fsync_seconds,
             batch_size,
+            snapshot_seconds,
         }
     }
 

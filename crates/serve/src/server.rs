@@ -37,7 +37,9 @@ pub struct Config {
     /// as long as this, writes are refused with 429 at once (until it is
     /// within again).
     pub max_queue_delay: Duration,
-    /// Writes between snapshots (after each, the journal restarts).
+    /// Writes between snapshots at least (after each, the journal
+    /// restarts); a snapshot also waits for as many writes as the last one
+    /// had items, so snapshots never write more than the journal.
     pub snapshot_every: u64,
     /// A request's headers must arrive within this, or the connection closes.
     pub header_timeout: Duration,
@@ -46,7 +48,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Whether to pin threads to the usable CPUs.
     pub pin: bool,
-    /// The nice value of the ring's handlers (and the snapshot thread);
+    /// The nice value of the ring's handlers (the snapshot thread runs at 19);
     /// `None`: [`SHARED_CPU_NICE`] when the process has one usable CPU, so
     /// the I/O threads run first on it (a request is answered, or refused
     /// with 429, as soon as it arrives, and the pipeline takes the CPU the

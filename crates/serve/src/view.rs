@@ -23,7 +23,7 @@ use left_right::{Absorb, ReadHandle, ReadHandleFactory, WriteHandle};
 use serde::Serialize;
 
 use crate::http::Response;
-use crate::store::Item;
+use crate::store::{self, Item};
 
 /// One copy of the items.
 #[derive(Debug, Clone, Default)]
@@ -71,8 +71,9 @@ pub struct Publisher(WriteHandle<Items, Change>);
 
 impl Publisher {
     /// A view of `items`, published, and the factory of its readers.
-    pub fn new(items: &BTreeMap<u64, Arc<Item>>) -> (Self, ReaderFactory) {
-        let (mut w, r) = left_right::new_from_empty::<Items, Change>(Items(items.clone()));
+    pub fn new(items: &store::Items) -> (Self, ReaderFactory) {
+        let copy = items.iter().map(|(id, i)| (*id, Arc::clone(i))).collect();
+        let (mut w, r) = left_right::new_from_empty::<Items, Change>(Items(copy));
         // The first publish swaps two equal copies; the second makes
         // `left-right` sync its copies once (a clone of the items): both
         // before the service answers, so no batch pays for it.
@@ -195,7 +196,7 @@ mod tests {
 
     #[test]
     fn readers_see_changes_once_published() {
-        let mut start = BTreeMap::new();
+        let mut start = store::Items::new();
         start.insert(1, item("a"));
         let (mut publisher, factory) = Publisher::new(&start);
         let reader = factory.reader();

@@ -1,6 +1,7 @@
 //! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
 //! the header and idle timeouts, pipelined requests past the read cap and
-//! a half-close, and a restart that keeps the items.
+//! a half-close, snapshots spaced by the store's growth, and restarts that
+//! keep the items.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -285,6 +286,52 @@ fn pipelined_writes_past_the_read_cap_and_a_half_close_are_all_answered() {
         closed(&mut s),
         "the server kept a half-closed connection open"
     );
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn snapshots_come_further_apart_as_the_store_grows_and_restart_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| c.snapshot_every = 10);
+    let mut s = connect(addr);
+    let body = b"POST /item HTTP/1.1\r\nContent-Length: 22\r\n\r\n{\"name\":\"n\",\"price\":1}";
+    for i in 1..=100 {
+        let (st, _, got) = exchange(&mut s, body);
+        assert_eq!((st, got), (201, format!("{{\"id\":{i}}}")));
+    }
+    // Due after 10 writes and as many as the last snapshot had items: at
+    // 10, 20, 40 and 80 items (one may slip a little if the previous
+    // snapshot is still being written), not every 10 writes.
+    let count = |s: &mut TcpStream| {
+        let (st, _, metrics) = exchange(s, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert_eq!(st, 200);
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("statepipe_serve_snapshot_seconds_count "))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .unwrap_or_else(|| panic!("no snapshot count in {metrics}"))
+    };
+    let mut snapshots = count(&mut s);
+    for _ in 0..100 {
+        if snapshots >= 3 {
+            break;
+        }
+        // The last snapshot may still be on its way to the disk.
+        thread::sleep(Duration::from_millis(20));
+        snapshots = count(&mut s);
+    }
+    assert!(
+        (3..=4).contains(&snapshots),
+        "{snapshots} snapshots in 100 writes with --snapshot-every 10"
+    );
+    stop.shutdown();
+    t.join().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    let mut s = connect(addr);
+    let (st, _, got) = exchange(&mut s, b"GET /item?limit=1000 HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
+    assert_eq!(got.matches("\"id\":").count(), 100, "{got}");
     stop.shutdown();
     t.join().unwrap();
 }

@@ -18,7 +18,9 @@
 //! - [`auth`] has the [`Secret`](auth::Secret) processes of one run share
 //!   and its challenge-response;
 //! - [`durable`] writes a file atomically and durably, in the caller's
-//!   thread or on a writer thread of its own (checkpoints).
+//!   thread or on a writer thread of its own (checkpoints), and paces a
+//!   large write to the disk so that other files' fsyncs do not wait
+//!   behind it.
 //!
 //! It is the bottom of the dependency graph: it depends on no other statepipe
 //! crate, and holds no policy (how many workers to start, where to pin
