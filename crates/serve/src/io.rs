@@ -345,6 +345,9 @@ impl IoThread {
         }
     }
 
+    /// Queues `response` on `conn`. Every caller goes on to [`Self::process`],
+    /// which sends what is queued once it has answered every request it
+    /// can: the answers to pipelined requests leave in one `send`.
     fn respond(&self, conn: &mut Conn, label: &'static str, mut response: Response) {
         self.shared.metrics.answered(label, response.status);
         if conn.close_after {
@@ -353,7 +356,6 @@ impl IoThread {
         conn.close_after |= response.close;
         conn.active = Instant::now();
         response.write_to(&mut conn.out);
-        flush(conn);
     }
 
     fn maybe_close(&mut self, conns: &mut [Option<Conn>], free: &mut Vec<usize>, slot: usize) {

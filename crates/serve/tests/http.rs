@@ -257,7 +257,7 @@ fn pipelined_writes_past_the_read_cap_and_a_half_close_are_all_answered() {
     // server holds unread while a write is on the ring), then a read and
     // the write half closed: every one answered in order, then the close.
     let pad = "p".repeat(7 * 1024);
-    let mut raw = Vec::new();
+    let mut raw = b"GET /health HTTP/1.1\r\n\r\nGET /item/1 HTTP/1.1\r\n\r\n".repeat(3);
     for i in 0..200 {
         raw.extend_from_slice(
             format!(
@@ -274,6 +274,10 @@ fn pipelined_writes_past_the_read_cap_and_a_half_close_are_all_answered() {
         w.write_all(&raw).unwrap();
         w.shutdown(std::net::Shutdown::Write).unwrap();
     });
+    for _ in 0..3 {
+        assert_eq!(read_response(&mut s).0, 200);
+        assert_eq!(read_response(&mut s).0, 404);
+    }
     for i in 1..=200 {
         let (st, _, body) = read_response(&mut s);
         assert_eq!((st, body), (201, format!("{{\"id\":{i}}}")));
