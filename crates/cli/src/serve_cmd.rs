@@ -43,9 +43,11 @@ pub struct ServeArgs {
     /// Seconds a keep-alive connection may sit idle before it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     idle_timeout: u64,
-    /// The nice value (0-19) of the ring's handlers. By default 10 when the
-    /// process has one usable CPU, so the I/O threads answer (or refuse
-    /// with 429) first and the pipeline takes what they leave; 0 otherwise.
+    /// The nice value (0-19) of the ring's handlers; above 0 they are also
+    /// SCHED_BATCH (a woken handler does not preempt an I/O thread). By
+    /// default 10 when the process has one usable CPU, so the I/O threads
+    /// answer (or refuse with 429) first and the pipeline takes what they
+    /// leave; 0 otherwise.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
     pipeline_nice: Option<i32>,
 }

@@ -48,7 +48,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Whether to pin threads to the usable CPUs.
     pub pin: bool,
-    /// The nice value of the ring's handlers (the snapshot thread runs at 19);
+    /// The nice value of the ring's handlers (above 0 they are also
+    /// `SCHED_BATCH`; the snapshot thread runs at 19 and `SCHED_BATCH`);
     /// `None`: [`SHARED_CPU_NICE`] when the process has one usable CPU, so
     /// the I/O threads run first on it (a request is answered, or refused
     /// with 429, as soon as it arrives, and the pipeline takes the CPU the
