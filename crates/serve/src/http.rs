@@ -274,16 +274,24 @@ impl Response {
         }
     }
 
-    /// Appends the response's bytes to `out`.
-    pub fn write_to(&self, out: &mut Vec<u8>) {
+    /// Appends the response's bytes to `out`, with `date` (an IMF-fixdate,
+    /// see [`Date`]) as its `Date` header. A 204 has no body and so no
+    /// `Content-Type` or `Content-Length` (RFC 9110, 8.6).
+    pub fn write_to(&self, out: &mut Vec<u8>, date: &str) {
         let _ = write!(
             out,
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+            "HTTP/1.1 {} {}\r\nDate: {date}\r\n",
             self.status,
             reason(self.status),
-            self.content_type,
-            self.body.len()
         );
+        if self.status != 204 {
+            let _ = write!(
+                out,
+                "Content-Type: {}\r\nContent-Length: {}\r\n",
+                self.content_type,
+                self.body.len()
+            );
+        }
         if let Some(allow) = self.allow {
             let _ = write!(out, "Allow: {allow}\r\n");
         }
@@ -294,7 +302,37 @@ impl Response {
             out.extend_from_slice(b"Connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.body);
+        if self.status != 204 {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+/// The `Date` header's value (RFC 9110, 6.6.1: an origin server with a
+/// clock sends one in every 2xx, 3xx and 4xx response), formatted once a
+/// second, not once a response.
+#[derive(Debug, Default)]
+pub struct Date {
+    second: u64,
+    text: String,
+}
+
+impl Date {
+    /// Brings the text up to the current second; cheap when it is.
+    pub fn refresh(&mut self) {
+        let now = std::time::SystemTime::now();
+        let second = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if second != self.second || self.text.is_empty() {
+            self.second = second;
+            self.text = httpdate::fmt_http_date(now);
+        }
+    }
+
+    /// The text as of the last [`Date::refresh`] (empty before the first).
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 }
 
@@ -320,6 +358,32 @@ fn reason(status: u16) -> &'static str {
 mod tests {
     use super::*;
     use crate::store::decode_item;
+
+    #[test]
+    fn responses_carry_a_date_and_a_204_no_length() {
+        let mut date = Date::default();
+        date.refresh();
+        // An IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT".
+        assert_eq!(date.as_str().len(), 29, "{}", date.as_str());
+        assert!(date.as_str().ends_with(" GMT"));
+        let mut out = Vec::new();
+        Response::json(200, b"{}".to_vec()).write_to(&mut out, date.as_str());
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "HTTP/1.1 200 OK\r\nDate: {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+                date.as_str()
+            )
+        );
+        let mut out = Vec::new();
+        Response::json(204, Vec::new()).write_to(&mut out, date.as_str());
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            format!("HTTP/1.1 204 No Content\r\nDate: {}\r\n\r\n", date.as_str())
+        );
+    }
     use proptest::prelude::*;
 
     fn status_of(bytes: &[u8]) -> Option<u16> {

@@ -67,6 +67,8 @@ pub struct IoThread {
     pub stop: Arc<AtomicBool>,
     /// Limits.
     pub limits: Limits,
+    /// The `Date` header, refreshed once per loop.
+    pub date: http::Date,
 }
 
 struct Conn {
@@ -111,6 +113,7 @@ impl IoThread {
                     break;
                 }
             }
+            self.date.refresh();
             // Relaxed: a flag polled every loop; the waker makes it prompt.
             if self.stop.load(Ordering::Relaxed) && stopping_since.is_none() {
                 stopping_since = Some(Instant::now());
@@ -211,7 +214,8 @@ impl IoThread {
                 let mut out = Vec::new();
                 let mut r = Response::unavailable("too many connections");
                 r.close = true;
-                r.write_to(&mut out);
+                self.date.refresh();
+                r.write_to(&mut out, self.date.as_str());
                 let _ = stream.write(&out);
                 self.shared.metrics.answered("other", 503);
                 self.shared.metrics.refused(Refusal::Connections);
@@ -355,7 +359,7 @@ impl IoThread {
         }
         conn.close_after |= response.close;
         conn.active = Instant::now();
-        response.write_to(&mut conn.out);
+        response.write_to(&mut conn.out, self.date.as_str());
     }
 
     fn maybe_close(&mut self, conns: &mut [Option<Conn>], free: &mut Vec<usize>, slot: usize) {

@@ -279,6 +279,7 @@ impl Server {
                 open: Arc::clone(&open),
                 stop: Arc::clone(&handle.stop),
                 limits: limits.clone(),
+                date: crate::http::Date::default(),
             };
             let cpu = io_cpu(index);
             let spawned = thread::Builder::new()
