@@ -63,10 +63,12 @@ pub enum Parsed {
     Request {
         /// Bytes of the buffer it used.
         consumed: usize,
-        /// What it asks for.
+        /// What it asks for (a `HEAD` asks for the `GET` route).
         route: Route,
         /// Whether the connection closes after the response.
         close: bool,
+        /// A `HEAD`: answered as the `GET` would be, without the body.
+        head: bool,
     },
     /// A request answered at once (404, 405, a bad query): it used the first
     /// `consumed` bytes, and the connection stays open unless `close`.
@@ -134,11 +136,13 @@ pub fn parse(buf: &[u8]) -> Parsed {
         return Parsed::Incomplete;
     }
     let body = &buf[header_len..consumed];
-    match route(method, path, body) {
+    let head = method == "HEAD";
+    match route(if head { "GET" } else { method }, path, body) {
         Ok(route) => Parsed::Request {
             consumed,
             route,
             close,
+            head,
         },
         Err(mut response) => {
             response.close = close;
@@ -153,12 +157,12 @@ fn route(method: &str, target: &str, body: &[u8]) -> Result<Route, Response> {
         "/item" => match method {
             "POST" => Ok(Route::Create(body.to_vec())),
             "GET" => list_query(query),
-            _ => Err(Response::not_allowed("GET, POST")),
+            _ => Err(Response::not_allowed("GET, HEAD, POST")),
         },
         "/health" | "/metrics" => match method {
             "GET" if path == "/health" => Ok(Route::Health),
             "GET" => Ok(Route::Metrics),
-            _ => Err(Response::not_allowed("GET")),
+            _ => Err(Response::not_allowed("GET, HEAD")),
         },
         _ => {
             let Some(id) = path
@@ -170,7 +174,7 @@ fn route(method: &str, target: &str, body: &[u8]) -> Result<Route, Response> {
             match method {
                 "GET" => Ok(Route::Get(id)),
                 "DELETE" => Ok(Route::Delete(id)),
-                _ => Err(Response::not_allowed("GET, DELETE")),
+                _ => Err(Response::not_allowed("GET, HEAD, DELETE")),
             }
         }
     }
@@ -214,6 +218,9 @@ pub struct Response {
     pub retry_after: bool,
     /// Whether the connection closes after it.
     pub close: bool,
+    /// The answer to a `HEAD`: the headers only (`Content-Length` still
+    /// the body's, as the `GET` would send it).
+    pub head: bool,
 }
 
 impl Response {
@@ -226,6 +233,7 @@ impl Response {
             allow: None,
             retry_after: false,
             close: false,
+            head: false,
         }
     }
 
@@ -302,7 +310,7 @@ impl Response {
             out.extend_from_slice(b"Connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        if self.status != 204 {
+        if self.status != 204 && !self.head {
             out.extend_from_slice(&self.body);
         }
     }
@@ -402,9 +410,20 @@ mod tests {
             Parsed::Request {
                 consumed: 44,
                 route: Route::Create(b"{}".to_vec()),
-                close: false
+                close: false,
+                head: false,
             }
         );
+        assert!(matches!(
+            parse(b"HEAD /item/3 HTTP/1.1\r\n\r\n"),
+            Parsed::Request {
+                route: Route::Get(3),
+                head: true,
+                ..
+            }
+        ));
+        assert_eq!(status_of(b"HEAD /item HTTP/1.1\r\n\r\n"), Some(0));
+        assert_eq!(status_of(b"HEAD /item/3 HTTP/1.1\r\n\r\n"), Some(0));
         assert!(matches!(
             parse(b"GET /item?after=5&limit=7 HTTP/1.1\r\n\r\n"),
             Parsed::Request {

@@ -275,6 +275,7 @@ impl IoThread {
                     consumed,
                     route,
                     close,
+                    head,
                 } => {
                     conn.inbuf.drain(..consumed);
                     conn.close_after |= close;
@@ -282,22 +283,23 @@ impl IoThread {
                     match route {
                         Route::Health => {
                             let body = br#"{"status":"ok"}"#.to_vec();
-                            self.respond(conn, label, Response::json(200, body));
+                            let r = Response::json(200, body);
+                            self.respond(conn, label, Response { head, ..r });
                         }
                         Route::Metrics => {
                             let mut r =
                                 Response::json(200, self.shared.metrics.encode().into_bytes());
                             r.content_type =
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                            self.respond(conn, label, r);
+                            self.respond(conn, label, Response { head, ..r });
                         }
                         Route::Get(id) => {
                             let r = self.view.get(id);
-                            self.respond(conn, label, r);
+                            self.respond(conn, label, Response { head, ..r });
                         }
                         Route::List { after, limit } => {
                             let r = self.view.list(after, limit);
-                            self.respond(conn, label, r);
+                            self.respond(conn, label, Response { head, ..r });
                         }
                         route => {
                             let now = Instant::now();

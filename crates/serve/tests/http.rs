@@ -111,7 +111,21 @@ fn error_paths_answer_and_keep_or_close_the_connection() {
     assert_eq!(st, 404);
     let (st, head, _) = exchange(&mut s, b"PATCH /item/1 HTTP/1.1\r\n\r\n");
     assert_eq!(st, 405);
-    assert!(head.contains("Allow: GET, DELETE"), "{head}");
+    assert!(head.contains("Allow: GET, HEAD, DELETE"), "{head}");
+    // A HEAD: the GET's headers, no body (the next answer follows at once).
+    s.write_all(b"HEAD /item/1 HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed before an answer");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("Content-Length: 31\r\n"), "{head}");
+    let (st, _, body) = read_response(&mut s);
+    assert_eq!((st, body.as_str()), (200, r#"{"status":"ok"}"#));
     let (st, _, body) = exchange(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n");
     assert_eq!(
         (st, body.as_str()),
