@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The many-core benchmarks, on a machine without network, from the kit
+# kit.sh built (.device-kit/, carried beside the working tree). Results go
+# to target/device-out, and where $OUT is set (a device call), the .txt
+# summaries and one results.tgz of everything to $OUT (a device call
+# brings back at most 8 files). Each part is named on the command line:
+#   pf       statepipe bench pf --no-peer: 1 thread against all, per size
+#   cluster  statepipe bench cluster --faults --chaos (200 workers)
+#   serve    statepipe bench serve at k = 1, 4 and 8 server CPUs
+#   ring     statepipe bench ring
+# Run from the repository root.
+set -uo pipefail
+kit=$PWD/.device-kit
+out=target/device-out
+rm -rf "$out"; mkdir -p "$out"
+[ -x "$kit/bin/statepipe" ] || { echo "no kit at $kit: run bench/device/kit.sh first and carry .device-kit" >&2; exit 1; }
+export PATH=$kit/bin:$PATH LD_LIBRARY_PATH=$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# bench serve looks for the peers' executable under the repository root.
+mkdir -p bench/serve-peers/target/release
+cp "$kit/serve-peers/serve-peer" bench/serve-peers/target/release/
+sp=$kit/bin/statepipe
+{
+  echo "kit commit: $(cat "$kit/commit.txt")"; cat "$kit/status.txt"
+  echo "kit built on: $(cat "$kit/glibc.txt")"; echo "here: $(ldd --version | head -1)"
+  nproc; uname -r; grep -m1 'model name' /proc/cpuinfo; free -g | head -2
+  for b in "$kit"/bin/* "$kit/serve-peers/serve-peer"; do
+    ldd "$b" | grep -q 'not found' && { echo "MISSING libraries for $b:"; ldd "$b" | grep 'not found'; }
+  done
+} 2>&1 | tee "$out/host.txt"
+part() { echo "== $1 ($(date +%T))"; }
+for p in "$@"; do
+  case $p in
+    pf)
+      part pf
+      "$sp" bench pf --no-peer --samples 5 --json "$out/pf.json" > "$out/pf.txt" 2> "$out/pf.stderr"
+      tail -20 "$out/pf.txt" ;;
+    cluster)
+      part cluster
+      "$sp" bench cluster --workers 0 --steal-workers 0 --no-roundtrips --faults --chaos \
+        --samples 3 --json "$out/cluster.json" > "$out/cluster.txt" 2> "$out/cluster.stderr"
+      tail -30 "$out/cluster.txt" ;;
+    serve)
+      part serve
+      "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web \
+        --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
+      grep -A10 '^targets' "$out/serve.txt" ;;
+    ring)
+      part ring
+      "$sp" bench ring --json "$out/ring.json" > "$out/ring.txt" 2> "$out/ring.stderr"
+      tail -40 "$out/ring.txt" ;;
+    *) echo "unknown part $p (pf, cluster, serve, ring)" >&2; exit 2 ;;
+  esac
+done
+part done
+if [ -n "${OUT:-}" ]; then
+  cp "$out"/*.txt "$OUT"/ 2> /dev/null
+  tar czf "$OUT/results.tgz" -C target device-out
+fi
