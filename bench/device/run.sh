@@ -51,7 +51,7 @@ for p in "$@"; do
     *) echo "unknown part $p (pf, cluster, serve, ring)" >&2; exit 2 ;;
   esac
 done
-part done
+part finished
 if [ -n "${OUT:-}" ]; then
   cp "$out"/*.txt "$OUT"/ 2> /dev/null
   tar czf "$OUT/results.tgz" -C target device-out
