@@ -86,8 +86,7 @@ pub struct Shared {
     /// Relaxed: `journal` only needs to see it eventually, and the snapshot
     /// file it relies on was fsynced and renamed before the store.
     snapshot_lsn: AtomicU64,
-    /// The nice value of the ring's handlers (0:
-    /// as the I/O threads).
+    /// The nice value of the ring's handlers (0: as the I/O threads).
     handler_nice: i32,
     /// Admission of writes by queueing delay.
     pub admission: Admission,
