@@ -31,7 +31,8 @@ fn exchange(stream: &mut TcpStream, raw: &[u8]) -> (u16, String, String) {
     read_response(stream)
 }
 
-fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
+/// Reads up to the end of a response's headers.
+fn read_head(stream: &mut TcpStream) -> String {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -43,7 +44,11 @@ fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
         }
         buf.push(byte[0]);
     }
-    let head = String::from_utf8(buf).unwrap();
+    String::from_utf8(buf).unwrap()
+}
+
+fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
+    let head = read_head(stream);
     let status = head[9..12].parse().unwrap();
     assert!(head.contains("\r\nDate: "), "no Date header: {head:?}");
     // A 204 has no body, and no Content-Length (RFC 9110, 8.6).
@@ -115,13 +120,7 @@ fn error_paths_answer_and_keep_or_close_the_connection() {
     // A HEAD: the GET's headers, no body (the next answer follows at once).
     s.write_all(b"HEAD /item/1 HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
         .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed before an answer");
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
+    let head = read_head(&mut s);
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(head.contains("Content-Length: 31\r\n"), "{head}");
     let (st, _, body) = read_response(&mut s);
