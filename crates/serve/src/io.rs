@@ -214,7 +214,7 @@ impl IoThread {
                 let mut out = Vec::new();
                 let mut r = Response::unavailable("too many connections");
                 r.close = true;
-                self.date.refresh();
+                // `date` was refreshed at the top of this loop iteration.
                 r.write_to(&mut out, self.date.as_str());
                 let _ = stream.write(&out);
                 self.shared.metrics.answered("other", 503);
@@ -280,27 +280,17 @@ impl IoThread {
                     conn.inbuf.drain(..consumed);
                     conn.close_after |= close;
                     let label = route.label();
-                    match route {
-                        Route::Health => {
-                            let body = br#"{"status":"ok"}"#.to_vec();
-                            let r = Response::json(200, body);
-                            self.respond(conn, label, Response { head, ..r });
-                        }
-                        Route::Metrics => {
-                            let mut r =
-                                Response::json(200, self.shared.metrics.encode().into_bytes());
-                            r.content_type =
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                            self.respond(conn, label, Response { head, ..r });
-                        }
-                        Route::Get(id) => {
-                            let r = self.view.get(id);
-                            self.respond(conn, label, Response { head, ..r });
-                        }
-                        Route::List { after, limit } => {
-                            let r = self.view.list(after, limit);
-                            self.respond(conn, label, Response { head, ..r });
-                        }
+                    // Reads are answered here; a `HEAD` gets the same
+                    // headers without the body.
+                    let read = match route {
+                        Route::Health => Some(Response::json(200, br#"{"status":"ok"}"#.to_vec())),
+                        Route::Metrics => Some(Response {
+                            content_type:
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            ..Response::json(200, self.shared.metrics.encode().into_bytes())
+                        }),
+                        Route::Get(id) => Some(self.view.get(id)),
+                        Route::List { after, limit } => Some(self.view.list(after, limit)),
                         route => {
                             let now = Instant::now();
                             if !self.shared.admission.admits(now) {
@@ -309,7 +299,11 @@ impl IoThread {
                             } else {
                                 self.publish(slot, conn, route, now);
                             }
+                            None
                         }
+                    };
+                    if let Some(read) = read {
+                        self.respond(conn, label, Response { head, ..read });
                     }
                 }
             }
