@@ -28,6 +28,7 @@ mod buddy;
 pub(crate) mod config;
 mod deadline;
 mod finish;
+mod hiccup;
 mod ops;
 mod plan;
 mod recover;
@@ -278,6 +279,9 @@ pub(crate) struct Scheduler {
     /// A state that ran past its deadline on `HUNG_TRIES` workers: the
     /// operation fails naming it.
     hung_fail: Option<(StateId, u64, Duration)>,
+    /// The longest recent gap between frames from a heartbeating worker
+    /// (`hiccup.rs`): a silence is taken for a stop only well past it.
+    hiccups: hiccup::Hiccups,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
 }
@@ -324,6 +328,7 @@ impl Scheduler {
             hung_fail: None,
             dups: HashMap::new(),
             parked: Vec::new(),
+            hiccups: hiccup::Hiccups::default(),
             out: Vec::new(),
         }
     }
@@ -479,7 +484,17 @@ impl Scheduler {
         }
         let s = &mut self.slots[w];
         s.stats.bytes_in += (p.len() + protocol::HEADER_LEN) as u64;
-        s.last_heard = Instant::now();
+        let now = Instant::now();
+        // A heartbeating worker's silence before this frame, within this
+        // operation (`beats_from` restarts with each): a pause it showed.
+        let gap = s
+            .beats_from
+            .map(|from| now.saturating_duration_since(s.last_heard.max(from)));
+        s.last_heard = now;
+        if let Some(gap) = gap {
+            self.hiccups.note(gap, now);
+        }
+        let s = &mut self.slots[w];
         if kind == Kind::Heartbeat {
             // Nothing is owed or matched; from now on silence is what
             // makes this worker lost (`deadline.rs`).

@@ -253,14 +253,15 @@ impl Scheduler {
                     // workers; silent twice as long, it is dropped, and
                     // its recovery places its work where it starts
                     // soonest.
-                    match self.stopped_at(w, heard) {
+                    match self.stopped_at(w, heard, now) {
                         Some(d) if now >= d => late.push((
                             w,
                             format!(
                                 "silent for {:.3} s owing an evolve of step {} (taken for \
-                                 stopped)",
+                                 stopped after {:.3} s)",
                                 now.saturating_duration_since(heard).as_secs_f64(),
-                                self.step
+                                self.step,
+                                d.saturating_duration_since(heard).as_secs_f64()
                             ),
                         )),
                         Some(d) => next = Some(next.map_or(d, |n| n.min(d))),

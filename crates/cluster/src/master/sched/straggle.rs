@@ -9,7 +9,8 @@
 //!   from it for `Deadlines::quiet` (three heartbeats; a running worker
 //!   beats from a thread of its own, whatever its calls do): it is taken
 //!   for stopped ([`quiet_at`](Scheduler::quiet_at)); silent
-//!   [`STOPPED_QUIETS`] times as long, it is dropped as lost
+//!   [`STOPPED_QUIETS`] times as long (and twice the longest pause any
+//!   worker showed lately: `hiccup.rs`), it is dropped as lost
 //!   ([`stopped_at`](Scheduler::stopped_at)), and its recovery places its
 //!   work where it starts soonest, busy workers included;
 //! - **time**: the batch it is evolving (the oldest evolve it owes,
@@ -55,7 +56,7 @@
 //! With `Recovery::Buddy` the master has no copies to start the work
 //! from, but every state the straggler holds has replicas on its buddies:
 //! a worker silent for [`BUDDY_QUIET_FACTOR`] (2) × `Deadlines::quiet`
-//! owing an answer during an evolve (a batch, or a move of the
+//! (or twice the longest recent pause, `hiccup.rs`) owing an answer during an evolve (a batch, or a move of the
 //! start-of-step rebalance, which holds every batch), or whose batch runs
 //! [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time, at least
 //! [`BUDDY_STRAGGLE_FLOOR`], is dropped as if lost (see
@@ -184,7 +185,11 @@ impl Scheduler {
             .filter(|&w| self.slots[w].alive)
             .count();
         let keep = self.cfg.replicas + 2;
-        let quiet = self.cfg.deadlines.quiet().map(|q| q * BUDDY_QUIET_FACTOR);
+        let quiet = self
+            .cfg
+            .deadlines
+            .quiet()
+            .map(|q| self.hiccups.stop_bound(q * BUDDY_QUIET_FACTOR, now));
         // When `w` is dropped: its batch ran past its bound, or it fell
         // silent owing an answer (an evolve, or a move at the start of the
         // step, which holds every evolve until it lands): then `true`.
@@ -247,11 +252,12 @@ impl Scheduler {
             );
             let why = if silent {
                 format!(
-                    "silent for {:.3} s owing an answer in step {} (taken for stopped); dropped, \
-                     its states promoted on their buddies",
+                    "silent for {:.3} s owing an answer in step {} (taken for stopped after \
+                     {:.3} s); dropped, its states promoted on their buddies",
                     now.saturating_duration_since(self.slots[w].last_heard)
                         .as_secs_f64(),
-                    self.step
+                    self.step,
+                    quiet.unwrap_or_default().as_secs_f64()
                 )
             } else {
                 format!(
@@ -316,9 +322,11 @@ impl Scheduler {
 
     /// With the master's copies: when `w`, silent since `heard` while it
     /// owes an evolve of this step (fenced or not), is dropped as stopped
-    /// ([`STOPPED_QUIETS`] × `Deadlines::quiet`).
-    pub(super) fn stopped_at(&self, w: WorkerId, heard: Instant) -> Option<Instant> {
-        Some(heard + self.owing_quiet(w, true)? * STOPPED_QUIETS)
+    /// ([`STOPPED_QUIETS`] × `Deadlines::quiet`, or longer where workers
+    /// paused for long lately: `hiccup.rs`).
+    pub(super) fn stopped_at(&self, w: WorkerId, heard: Instant, now: Instant) -> Option<Instant> {
+        let fixed = self.owing_quiet(w, true)? * STOPPED_QUIETS;
+        Some(heard + self.hiccups.stop_bound(fixed, now))
     }
 
     /// `Deadlines::quiet`, if silence can make `w` stopped now: master

@@ -168,3 +168,42 @@ fn a_worker_silent_for_a_few_heartbeats_is_a_straggler_then_lost_long_before_the
     c.collect();
     finish(&mut c, &mut local, &ids);
 }
+
+#[test]
+fn after_a_long_pause_a_silence_must_be_twice_as_long_to_drop_a_worker() {
+    // As above, but a worker lately paused for four times `quiet`: a
+    // silence of three `quiet`s still starts worker 0's work again on
+    // worker 1 (that costs idle time only), but drops it only past twice
+    // that pause; the step ends with the same bits.
+    let (mut c, mut local, ids) = start(master_copies(Placement::First, 1, false), 2, 4);
+    let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+    c.begin(&inputs);
+    c.sched.on_frame(0, Kind::Heartbeat, &[]).unwrap();
+    // The gap before each frame of a heartbeating worker is noted.
+    std::thread::sleep(Duration::from_millis(2));
+    c.sched.on_frame(0, Kind::Heartbeat, &[]).unwrap();
+    assert!(c.sched.hiccups.longest(Instant::now()) >= Duration::from_millis(2));
+    let quiet = HEARTBEAT * QUIET_BEATS;
+    let pause = quiet * 4;
+    c.sched.hiccups.note(pause, Instant::now());
+    let bound = c.sched.hiccups.stop_bound(quiet * 2, Instant::now());
+    assert!(bound >= pause * 2);
+    assert!(bound * 2 < crate::config::SILENCE, "{bound:?}");
+    let (late, _) = c
+        .sched
+        .overdue(Instant::now() + quiet * 3, &|_| Io::default());
+    assert!(late.is_empty(), "within twice the pause: {late:?}");
+    c.collect();
+    assert!(c.sched.slots[0].fenced > 0, "worker 0 is a straggler");
+    let (late, _) = c
+        .sched
+        .overdue(Instant::now() + bound + quiet, &|_| Io::default());
+    assert_eq!(late.len(), 1, "{late:?}");
+    let why = format!("taken for stopped after {:.3} s", bound.as_secs_f64());
+    assert!(late[0].1.contains(&why), "{}", late[0].1);
+    c.alive[0] = false;
+    c.queues[0].clear();
+    c.sched.on_disconnect(0, &late[0].1);
+    c.collect();
+    finish(&mut c, &mut local, &ids);
+}
