@@ -15,9 +15,6 @@ out=target/device-out
 rm -rf "$out"; mkdir -p "$out"
 [ -x "$kit/bin/statepipe" ] || { echo "no kit at $kit: run bench/device/kit.sh first and carry .device-kit" >&2; exit 1; }
 export PATH=$kit/bin:$PATH LD_LIBRARY_PATH=$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# bench serve looks for the peers' executable under the repository root.
-mkdir -p bench/serve-peers/target/release
-cp "$kit/serve-peers/serve-peer" bench/serve-peers/target/release/
 sp=$kit/bin/statepipe
 {
   echo "kit commit: $(cat "$kit/commit.txt")"; cat "$kit/status.txt"
@@ -42,7 +39,7 @@ for p in "$@"; do
     serve)
       part serve
       "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web \
-        --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
+        --peer "$kit/serve-peers/serve-peer" --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
       grep -A10 '^targets' "$out/serve.txt" ;;
     ring)
       part ring

@@ -22,13 +22,10 @@ use crate::bench_serve_targets::{ours, targets};
 pub struct ServeBenchArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// The peers' executable (built from bench/serve-peers when missing).
-    #[arg(
-        long,
-        value_name = "PATH",
-        default_value = "bench/serve-peers/target/release/serve-peer"
-    )]
-    pub peer: PathBuf,
+    /// The peers' executable [default: bench/serve-peers/target/release/serve-peer
+    /// in the repository this binary was built from, built when missing].
+    #[arg(long, value_name = "PATH")]
+    pub peer: Option<PathBuf>,
     /// Keep-alive connections of the closed-loop runs.
     #[arg(long, default_value_t = 200)]
     pub connections: usize,
@@ -191,28 +188,33 @@ fn find_or_install_oha(install: bool) -> Option<PathBuf> {
     )
 }
 
-fn find_or_build_peer(path: &Path) -> anyhow::Result<PathBuf> {
+/// `--peer` if given (it must exist); else the repository's
+/// bench/serve-peers build, made when missing, wherever this command runs.
+fn find_or_build_peer(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        return std::fs::canonicalize(path)
+            .with_context(|| format!("--peer {}: no such executable", path.display()));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/serve-peers");
+    let path = dir.join("target/release/serve-peer");
     if !path.is_file() {
         println!(
             "peers: {} missing; building bench/serve-peers (cargo build --release)",
             path.display()
         );
         let ok = Command::new("cargo")
-            .args([
-                "build",
-                "--release",
-                "--manifest-path",
-                "bench/serve-peers/Cargo.toml",
-            ])
+            .args(["build", "--release", "--manifest-path"])
+            .arg(dir.join("Cargo.toml"))
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
         anyhow::ensure!(
             ok,
-            "building bench/serve-peers failed (run from the repository root)"
+            "building {} failed (cargo's output above says why; or pass --peer PATH)",
+            dir.display()
         );
     }
-    Ok(std::fs::canonicalize(path)?)
+    Ok(std::fs::canonicalize(&path)?)
 }
 
 /// Runs `statepipe bench serve`.
@@ -227,7 +229,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     } else {
         rate_generator(&args)
     };
-    let peer = find_or_build_peer(&args.peer)?;
+    let peer = find_or_build_peer(args.peer.as_deref())?;
     std::fs::create_dir_all(&args.data)?;
     let window = if args.common.quick {
         Duration::from_secs(3)
