@@ -410,7 +410,7 @@ fn start_workers(addr: &str, secret: &str, n: usize) -> Vec<std::process::Child>
                 .args(["worker", "--connect", addr])
                 .env("STATEPIPE_SECRET", secret)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
@@ -433,7 +433,7 @@ fn a_killed_master_resumes_from_its_checkpoint_with_the_same_result() {
     let c = ckpt.to_str().unwrap().to_string();
     args.extend(["--checkpoint", &c, "--every", "20"]);
     let (mut first, addr) = start_master_with("k", "2", &args);
-    let mut ws = start_workers(&addr, "k", 2);
+    let ws = start_workers(&addr, "k", 2);
     let deadline = Instant::now() + Duration::from_secs(120);
     while !ckpt.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
@@ -441,21 +441,31 @@ fn a_killed_master_resumes_from_its_checkpoint_with_the_same_result() {
     assert!(ckpt.exists(), "no checkpoint was written");
     kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
     let _ = first.wait();
-    for w in &mut ws {
-        let _ = w.wait();
+    // Its workers, served and then cut off without a `Shutdown`, fail
+    // saying so (a worker exiting 0 would tell a launcher all went well).
+    for w in ws {
+        let o = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "a cut-off worker exited 0: {err}");
+        assert!(
+            err.contains("closed the connection without telling this worker to exit"),
+            "{err}"
+        );
     }
     // A new master, three new workers, the same options: it goes on.
     let o = out.to_str().unwrap().to_string();
     let mut args: Vec<&str> = filter.to_vec();
     args.extend(["--resume", &c, "--json", &o]);
     let (mut second, addr) = start_master_with("k", "3", &args);
-    let mut ws = start_workers(&addr, "k", 3);
+    let ws = start_workers(&addr, "k", 3);
     assert!(
         second.wait().unwrap().success(),
         "the resumed master failed"
     );
-    for w in &mut ws {
-        let _ = w.wait();
+    // A master that ends well tells its workers to exit: they exit 0.
+    for w in ws {
+        let o = w.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let resumed: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     for key in ["loglik", "loglik_se", "filtered_means"] {

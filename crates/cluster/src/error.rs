@@ -100,6 +100,18 @@ pub enum Error {
         /// The master's address.
         addr: String,
     },
+    /// The master closed a serving worker's connection without telling it
+    /// to exit: it dropped the worker (silent too long, say: its log says
+    /// why) or it ended abnormally (killed, crashed).
+    #[error(
+        "the master at {addr} closed the connection without telling this worker to exit: \
+         it dropped this worker (the master's log says why) or it ended abnormally; a \
+         worker started again joins a running master at its next step"
+    )]
+    Disconnected {
+        /// The master's address.
+        addr: String,
+    },
     /// A worker failed a request (a panicking evolve, a model it does not
     /// know, a malformed request) and told the master so.
     #[error("worker failed: {0}")]

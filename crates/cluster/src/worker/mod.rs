@@ -525,13 +525,15 @@ fn retry_join(e: &std::io::Error) -> bool {
 }
 
 /// Connects to the master at `addr`, authenticates with `secret`, and serves
-/// requests until the master says `Shutdown` or goes away.
+/// requests until the master says `Shutdown` (`Ok`) or goes away.
 ///
 /// # Errors
 /// [`Error::Connect`] if the master cannot be reached within
 /// `opts.connect_timeout`; [`Error::Refused`] if it closes the connection
-/// before any request (a wrong secret); [`Error::WorkerFailed`] if a request
-/// failed (after telling the master in a `Failed` frame).
+/// before any request (a wrong secret); [`Error::Disconnected`] if it
+/// closes it later without a `Shutdown` (it dropped this worker, or it
+/// died); [`Error::WorkerFailed`] if a request failed (after telling the
+/// master in a `Failed` frame).
 pub fn run(
     addr: &str,
     secret: &Secret,
@@ -550,6 +552,9 @@ pub fn run(
     let s = join(addr, secret, opts)?;
     serve_with(s, registry, Some(secret)).map_err(|e| match e {
         Error::Refused { .. } => Error::Refused {
+            addr: addr.to_string(),
+        },
+        Error::Disconnected { .. } => Error::Disconnected {
             addr: addr.to_string(),
         },
         e => e,
@@ -597,7 +602,10 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
     let mut out = Vec::with_capacity(64 << 10);
     // A master that refuses the answer to its challenge closes the
     // connection without a word: an end before any request is a refusal.
+    // One that ends normally says `Shutdown`; any other end, once served,
+    // is a drop or the master's abnormal end.
     let mut served = false;
+    let mut told_to_exit = false;
     let master = s.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
     loop {
         let kind = match wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME) {
@@ -638,7 +646,10 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
                     break;
                 }
             }
-            Ok(Next::Exit) => break,
+            Ok(Next::Exit) => {
+                told_to_exit = true;
+                break;
+            }
             Err(m) => {
                 fail(&conn, &m);
                 return Err(Error::WorkerFailed(m));
@@ -650,7 +661,8 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
     let failed = lock(&conn.failed).clone();
     match failed {
         Some(m) => Err(Error::WorkerFailed(m)),
-        None => Ok(()),
+        None if told_to_exit => Ok(()),
+        None => Err(Error::Disconnected { addr: master }),
     }
 }
 
