@@ -105,8 +105,8 @@ pub enum Error {
     /// why) or it ended abnormally (killed, crashed).
     #[error(
         "the master at {addr} closed the connection without telling this worker to exit: \
-         it dropped this worker (the master's log says why) or it ended abnormally; a \
-         worker started again joins a running master at its next step"
+         it dropped this worker (the master's log says why) or it ended abnormally; \
+         started again, a worker joins a running `statepipe master` at its next step"
     )]
     Disconnected {
         /// The master's address.
