@@ -348,7 +348,10 @@ fn snapshots_come_further_apart_as_the_store_grows_and_restart_keeps_everything(
                 thread::sleep(Duration::from_millis(20));
                 n = count(&mut s);
             }
-            assert_eq!(n, taken, "snapshots after {i} writes with --snapshot-every 10");
+            assert_eq!(
+                n, taken,
+                "snapshots after {i} writes with --snapshot-every 10"
+            );
         }
     }
     assert_eq!(count(&mut s), 4, "snapshots in 100 writes");
