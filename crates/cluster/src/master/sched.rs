@@ -32,130 +32,16 @@ mod hiccup;
 mod ops;
 mod plan;
 mod recover;
+mod slot;
 mod straggle;
 #[cfg(test)]
 mod tests;
 mod transfer;
 
+pub(crate) use slot::WorkerId;
+use slot::{Req, Slot, Transfer};
+
 pub(crate) use config::{Batch, Placement, Recovery, SchedConfig, StealVia, CHECK_EVERY};
-
-/// Index of a worker connection.
-pub(crate) type WorkerId = usize;
-
-enum Req {
-    Setup,
-    Evolve {
-        ids: Vec<StateId>,
-        step: u64,
-        sent: Instant,
-        solo: bool,
-        cost: f64,
-        /// Its states were started again elsewhere (`straggle.rs`): the
-        /// operation does not wait for it.
-        fenced: bool,
-    },
-    Add(u32),
-    Remove {
-        ids: Vec<StateId>,
-        thief: WorkerId,
-        step: u64,
-        sent: Instant,
-        /// The states went to the thief from the copies instead (the
-        /// victim straggles, `straggle.rs`): the answer is discarded.
-        fenced: bool,
-    },
-    Give {
-        ticket: u64,
-    },
-    /// Not sent: the thief of a `Give` owes an `Arrived`.
-    Arrive {
-        ticket: u64,
-        n: usize,
-    },
-    Drop,
-    Fetch(Vec<StateId>),
-    /// Answered `Shipped`.
-    Replicate,
-    /// Not sent: this worker owes a `Held` for `origin`'s replica.
-    Hold {
-        round: u64,
-        origin: WorkerId,
-    },
-    /// Answered `Promoted n`.
-    Promote(u32),
-}
-
-struct Slot {
-    addr: SocketAddr,
-    alive: bool,
-    /// When it was first sent a `Commit` (buddy mode): from then on it
-    /// keeps the states it gives away as replicas (`gave_away`).
-    committed_at: Option<Instant>,
-    /// States of this step not yet requested, cheapest first.
-    pending: Vec<StateId>,
-    pending_cost: f64,
-    in_flight: VecDeque<Req>,
-    evolving: usize,
-    /// Transfers on their way to this worker.
-    incoming: usize,
-    /// Whether it is in `Scheduler::idle`.
-    queued_idle: bool,
-    /// Fenced evolve requests it still owes: while any, it is a straggler,
-    /// gets no work and holds up no operation (`straggle.rs`).
-    fenced: usize,
-    /// Where this worker takes handoffs from peers.
-    peer: Option<String>,
-    per_state_ns: Option<f64>,
-    rtt_ns: Option<f64>,
-    /// Since when this worker has owed an answer, and when it last spoke.
-    owing_since: Instant,
-    last_heard: Instant,
-    /// When its last `Evolved` came.
-    last_evolved: Instant,
-    /// It sends heartbeats (one came, and the config asks for them):
-    /// silence since this instant, or since the master last read from it,
-    /// makes it lost (see `deadline.rs`).
-    beats_from: Option<Instant>,
-    stats: WorkerStats,
-}
-
-/// A `Give` in progress.
-struct Transfer {
-    victim: WorkerId,
-    thief: WorkerId,
-    ids: Vec<StateId>,
-    step: u64,
-    sent: Instant,
-    /// The victim said `Given n` with n > 0.
-    given: bool,
-    /// The master stopped waiting for it (its victim died first).
-    cancelled: bool,
-}
-
-impl Slot {
-    fn new(addr: SocketAddr, now: Instant) -> Self {
-        Slot {
-            addr,
-            alive: true,
-            pending: Vec::new(),
-            pending_cost: 0.0,
-            in_flight: VecDeque::new(),
-            evolving: 0,
-            incoming: 0,
-            queued_idle: false,
-            fenced: 0,
-            peer: None,
-            per_state_ns: None,
-            rtt_ns: None,
-            owing_since: now,
-            last_heard: now,
-            last_evolved: now,
-            beats_from: None,
-            committed_at: None,
-            stats: WorkerStats::default(),
-        }
-    }
-}
 
 /// The master's books for `Recovery::Buddy`.
 #[derive(Default)]
