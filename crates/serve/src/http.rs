@@ -366,6 +366,7 @@ fn reason(status: u16) -> &'static str {
 mod tests {
     use super::*;
     use crate::store::decode_item;
+    use proptest::prelude::*;
 
     #[test]
     fn responses_carry_a_date_and_a_204_no_length() {
@@ -392,7 +393,6 @@ mod tests {
             format!("HTTP/1.1 204 No Content\r\nDate: {}\r\n\r\n", date.as_str())
         );
     }
-    use proptest::prelude::*;
 
     fn status_of(bytes: &[u8]) -> Option<u16> {
         match parse(bytes) {
