@@ -95,6 +95,45 @@ pub struct ServeBenchArgs {
     /// fills the store): get-one, get-list. Default: both.
     #[arg(long, value_delimiter = ',', value_name = "NAMES", value_parser = ["get-one", "get-list"])]
     pub gets: Vec<String>,
+    /// A CPU quota (in CPUs, through a cgroup) every server runs under in
+    /// the rounds, on top of its `--server-cpus` pinning; 0: none. Where
+    /// the load generator's CPUs cannot outrun the servers' (wrk on one CPU
+    /// against a server on one: both near 100 %), a quota below the pinned
+    /// CPUs makes the servers the limit, so the rounds compare the servers
+    /// and not the generator. The extras run without it.
+    #[arg(long, value_name = "CPUS", default_value_t = 0.0)]
+    pub server_quota: f64,
+    /// The CFS period of `--server-quota`, in microseconds (1,000 to
+    /// 1,000,000; the quota per period must be at least 1,000). A server
+    /// that has spent its share waits out the rest of the period, which
+    /// adds up to `(1 − quota) · period` to a request's latency.
+    #[arg(long, value_name = "US", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1000..=1_000_000))]
+    pub server_quota_period_us: u64,
+}
+
+/// The cgroup of `--server-quota`, made for the whole run (removed when
+/// dropped), and the words that describe it; `None` without a quota.
+fn server_quota(
+    args: &ServeBenchArgs,
+) -> anyhow::Result<Option<(statepipe_bench::cgroup::QuotaCgroup, String)>> {
+    let (quota, period_us) = (args.server_quota, args.server_quota_period_us);
+    if quota <= 0.0 {
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        quota * period_us as f64 >= 1000.0,
+        "--server-quota {quota} per --server-quota-period-us {period_us} is {:.0} µs a period; \
+         the kernel's least is 1000 µs: give a longer period",
+        quota * period_us as f64
+    );
+    let name = format!("statepipe-bench-rounds-{}", std::process::id());
+    let cgroup = statepipe_bench::cgroup::QuotaCgroup::create_with_period(&name, quota, period_us)
+        .with_context(|| {
+            format!("--server-quota {quota}: making a cgroup with a CPU quota (needs root and a cpu controller)")
+        })?;
+    let words = format!("quota {quota} CPU per {} ms", period_us as f64 / 1e3);
+    Ok(Some((cgroup, words)))
 }
 
 /// The CPU splits to run: one per `--server-cpus` list, else the default.
@@ -222,6 +261,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let usable = statepipe_sys::cpus::usable_cpus().ids;
     let splits = splits(&args, &usable)?;
+    let quota = server_quota(&args)?;
     let host = measure_host(&args.common);
     let wrk = find_or_install_wrk()?;
     let rate = if args.no_extras {
@@ -279,8 +319,12 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
         let mut options = base.clone();
         options.server_cpus = split.server.clone();
         options.wrk.cpus = split.generator.clone();
-        println!("{}: {}\n", split.title(), options.describe());
-        let results = serve::run(&options, &mut |line| eprintln!("{line}"))?;
+        let mut rounds = options.clone();
+        if let Some((cgroup, _)) = &quota {
+            rounds.cgroups.push(cgroup.dir().to_path_buf());
+        }
+        println!("{}: {}\n", title(split, &quota), rounds.describe());
+        let results = serve::run(&rounds, &mut |line| eprintln!("{line}"))?;
         let rows = serve::rows(&results);
         if i == 0 && options.extras {
             // The extras run once, with the first set's pinning.
@@ -297,7 +341,7 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
                 &mut notes,
             )?;
         }
-        sections.push((split.title(), rows));
+        sections.push((title(split, &quota), rows));
     }
     let mut all = Vec::new();
     for (i, (split, (title, rows))) in splits.iter().zip(&sections).enumerate() {
@@ -314,7 +358,10 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
             "{}",
             targets(&with_extras).replacen("targets:", &format!("targets, {title}:"), 1)
         );
-        let prefix = split.case_prefix();
+        let mut prefix = split.case_prefix();
+        if quota.is_some() {
+            prefix = prefix.replacen('/', &format!(" quota {}/", args.server_quota), 1);
+        }
         all.extend(rows.iter().cloned().map(|mut r| {
             r.case = format!("{prefix}{}", r.case);
             r
@@ -339,6 +386,14 @@ pub fn run(args: ServeBenchArgs) -> anyhow::Result<()> {
     }
     println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
     write_files(&Report::new("serve", &host, all), &args.common)
+}
+
+/// The title of a split's table, naming the rounds' quota if there is one.
+fn title<T>(split: &CpuSplit, quota: &Option<(T, String)>) -> String {
+    match quota {
+        Some((_, words)) => format!("{}, every server under a CPU {words}", split.title()),
+        None => split.title(),
+    }
 }
 
 fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow> {

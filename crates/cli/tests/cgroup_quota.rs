@@ -58,3 +58,26 @@ fn run_under_a_one_cpu_quota_plans_one_worker() {
         .unwrap_or_else(|| panic!("no plan line in:\n{stderr}"));
     assert!(plan.contains("plan: 1 worker(s)"), "{plan}");
 }
+
+/// `bench serve --server-quota` refuses, before it starts anything, a quota
+/// per period below the kernel's least (1,000 µs), and says what to change.
+#[test]
+fn bench_serve_refuses_a_quota_the_kernel_cannot_take() {
+    let out = Command::new(env!("CARGO_BIN_EXE_statepipe"))
+        .args(["bench", "serve", "--server-quota", "0.5"])
+        .args(["--server-quota-period-us", "1000", "--data"])
+        .arg(std::env::temp_dir().join(format!("statepipe-quota-arg-{}", std::process::id())))
+        .output()
+        .expect("statepipe runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("500 µs a period") && stderr.contains("give a longer period"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("load generator"),
+        "refused first: {stdout}"
+    );
+}
