@@ -20,8 +20,9 @@
 //!   replica on one of its holders still live in the books (`Promote`)
 //!   and, if this step evolves it and it has not been evolved, evolved
 //!   there: the states to evolve go, most expensive first, each to its
-//!   holder with the least work ahead (a promoted state is its only copy
-//!   until the next commit, so no thief spreads them later), the others
+//!   holder with the least work ahead (with one replica, a promoted state
+//!   is its only copy until the next commit and no thief may take it; with
+//!   more, a thief that holds none of its replicas still may), the others
 //!   to their first holder; the other holders keep theirs, so a state
 //!   promoted onto a worker that is lost in turn (in the same moment, or
 //!   later in the round) is promoted again from another;
@@ -319,9 +320,10 @@ impl Scheduler {
             wanted.push((id, cost, holders));
         }
         // The work to run again is dealt over the holders, most expensive
-        // first, each state to its holder with the least work ahead (a
-        // promoted state is its only copy until the next commit, so no
-        // thief can take it later); the rest stay with their first holder.
+        // first, each state to its holder with the least work ahead (with
+        // one replica a promoted state is its only copy until the next
+        // commit, so no thief can take it later; see `sole_copy`); the rest
+        // stay with their first holder.
         wanted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut load: HashMap<WorkerId, f64> = HashMap::new();
         for (id, cost, holders) in wanted {
