@@ -30,7 +30,7 @@ for p in "$@"; do
     pf)
       part pf
       "$sp" bench pf --no-peer --samples 5 --json "$out/pf.json" > "$out/pf.txt" 2> "$out/pf.stderr"
-      tail -20 "$out/pf.txt" ;;
+      tail -40 "$out/pf.txt" ;;
     cluster)
       part cluster
       "$sp" bench cluster --workers 0 --steal-workers 0 --no-roundtrips --faults --chaos \

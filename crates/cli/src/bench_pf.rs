@@ -13,6 +13,15 @@
 //! (after a warm-up run), plus the whole `statepipe pf` command's wall time
 //! at 2,000 particles (process start to exit) against `particles`' warm
 //! filter time.
+//!
+//! The engine's runs are also split in two (rows `nile/N evolve` and
+//! `nile/N between`): the engine's evolve, timed around each
+//! `evolve_batch`, and the rest, the weights, likelihood and resampling
+//! between evolves, so that a thread count that does not pay says which
+//! part does not scale. With more than one thread, `pool hand-off`
+//! measures what rayon's pool (the one the engine and the filter use)
+//! takes to start one 20 µs task on each thread and join them, with its
+//! threads busy just before and after a millisecond idle.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,8 +35,11 @@ use statepipe_bench::host;
 use statepipe_bench::report::{svg, table, Report, ResultRow};
 use statepipe_bench::stats::Summary;
 use statepipe_cluster::pf::{self, Bootstrap, PfConfig};
-use statepipe_cluster::{call_rng, Local, StateId};
+use statepipe_cluster::{
+    call_rng, Children, Engine, Error, Evolve, Inputs, Local, Outputs, StateId,
+};
 use statepipe_models::Nile;
+use std::collections::HashMap;
 
 /// Options of `statepipe bench pf`.
 #[derive(Args, Debug)]
@@ -121,9 +133,65 @@ fn run_particles(py: &Path, n: usize) -> anyhow::Result<(f64, f64)> {
     ))
 }
 
-/// The engine's filter on `threads` threads: (seconds, loglik).
-fn run_engine(nile: &Nile, n: usize, islands: usize, threads: usize) -> anyhow::Result<(f64, f64)> {
-    let mut engine = Local::new(Bootstrap(nile.clone()), SEED).with_threads(threads);
+/// An engine that times its `evolve_batch` calls: what a step spends in
+/// the engine's evolve, the rest of the filter's time being the weights,
+/// likelihood and resampling between them.
+struct Timed<G> {
+    inner: G,
+    evolve: Duration,
+}
+
+impl<E: Evolve, G: Engine<E>> Engine<E> for Timed<G> {
+    fn reset_states(&mut self, states: Vec<E::State>) -> Result<Vec<StateId>, Error> {
+        self.inner.reset_states(states)
+    }
+
+    fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
+        self.inner.evolve_many(inputs)
+    }
+
+    fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
+        self.inner.fetch_states(ids)
+    }
+
+    fn drop_states(&mut self, ids: &[StateId]) -> Result<(), Error> {
+        self.inner.drop_states(ids)
+    }
+
+    fn evolve_batch(
+        &mut self,
+        parents: &[StateId],
+        inputs: &[E::Input],
+        out: &mut Children<E>,
+    ) -> Result<(), Error>
+    where
+        E::Input: Clone,
+    {
+        let t0 = Instant::now();
+        let r = self.inner.evolve_batch(parents, inputs, out);
+        self.evolve += t0.elapsed();
+        r
+    }
+
+    fn threads(&self) -> usize {
+        self.inner.threads()
+    }
+}
+
+/// One run of the engine's filter: its wall time and the part of it spent
+/// in the engine's evolve, in seconds, and the log-likelihood.
+struct EngineRun {
+    wall: f64,
+    evolve: f64,
+    loglik: f64,
+}
+
+/// The engine's filter on `threads` threads.
+fn run_engine(nile: &Nile, n: usize, islands: usize, threads: usize) -> anyhow::Result<EngineRun> {
+    let mut engine = Timed {
+        inner: Local::new(Bootstrap(nile.clone()), SEED).with_threads(threads),
+        evolve: Duration::ZERO,
+    };
     let cfg = PfConfig {
         particles: n,
         islands,
@@ -131,7 +199,45 @@ fn run_engine(nile: &Nile, n: usize, islands: usize, threads: usize) -> anyhow::
     };
     let t0 = Instant::now();
     let r = pf::run(&mut engine, nile, cfg, |_| {})?;
-    Ok((t0.elapsed().as_secs_f64(), r.loglik))
+    Ok(EngineRun {
+        wall: t0.elapsed().as_secs_f64(),
+        evolve: engine.evolve.as_secs_f64(),
+        loglik: r.loglik,
+    })
+}
+
+/// The busy time of each task of [`fork_join_us`].
+const TASK: Duration = Duration::from_micros(20);
+
+/// What rayon's pool takes to hand work out and join it, as the filter's
+/// steps use it (twice a step, from a pool thread): the wall time of
+/// `threads` tasks of 20 µs of busy work each, one task per thread,
+/// started together from a pool thread, each round `gap` after the last
+/// (the calling thread busy meanwhile, the others idle: long enough, and
+/// the pool puts them to sleep); the median of `rounds`, in µs. 20 µs is
+/// the ideal; a pool whose idle threads take long to start leaves more of
+/// the tasks to the threads already running, up to `threads` × 20 µs.
+fn fork_join_us(threads: usize, gap: Duration, rounds: usize) -> f64 {
+    use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
+    let busy = |d: Duration| {
+        let start = Instant::now();
+        while start.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    };
+    let mut times = Vec::with_capacity(rounds);
+    rayon::scope(|_| {
+        for _ in 0..rounds {
+            busy(gap);
+            let t0 = Instant::now();
+            (0..threads)
+                .into_par_iter()
+                .with_max_len(1)
+                .for_each(|_| busy(TASK));
+            times.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    });
+    Summary::of(&times).map_or(f64::NAN, |s| s.median)
 }
 
 /// The whole `statepipe pf` command (auto engine) at `n` particles: the
@@ -291,6 +397,9 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
         ];
         let mut v: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         let mut lls = Vec::new();
+        // The engine's runs (1 thread, all threads) split: the evolve, and
+        // the weights, likelihood and resampling between.
+        let (mut evolve, mut between) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
         for round in 0..a.samples {
             // Each round in another order, so that no contender always
             // runs right after the Python process (whose exit and cache
@@ -304,14 +413,18 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             for i in 0..k {
                 match (i + usize::from(round)) % k {
                     0 => {
-                        let (t, ll) = run_engine(&nile, n, a.islands, 1)?;
-                        v[0].push(t / ps);
-                        ll1 = ll;
+                        let r = run_engine(&nile, n, a.islands, 1)?;
+                        v[0].push(r.wall / ps);
+                        evolve[0].push(r.evolve / ps);
+                        between[0].push((r.wall - r.evolve) / ps);
+                        ll1 = r.loglik;
                     }
                     1 => {
-                        let (t, ll) = run_engine(&nile, n, a.islands, threads)?;
-                        v[1].push(t / ps);
-                        llt = ll;
+                        let r = run_engine(&nile, n, a.islands, threads)?;
+                        v[1].push(r.wall / ps);
+                        evolve[1].push(r.evolve / ps);
+                        between[1].push((r.wall - r.evolve) / ps);
+                        llt = r.loglik;
                     }
                     2 => v[2].push(run_floor(&nile, n, a.islands, true).0 / ps),
                     3 => v[3].push(run_floor(&nile, n, a.islands, false).0 / ps),
@@ -326,12 +439,21 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             lls.push((ll1, llt));
             let last = |i: usize| *v[i].last().expect("ran this round");
             let (t1, tt, tk, ts) = (last(0) * ps, last(1) * ps, last(2) * ps, last(3) * ps);
+            let split = |k: usize| {
+                format!(
+                    "{:.1} + {:.1}",
+                    evolve[k].last().expect("ran this round"),
+                    between[k].last().expect("ran this round")
+                )
+            };
             eprintln!(
-                "  {n} particles, round {}: engine {:.1} / {:.1} ns (1 / {threads} threads), \
-                 floor {:.1} keyed / {:.1} sequential{}",
+                "  {n} particles, round {}: engine {:.1} / {:.1} ns (1 / {threads} threads; \
+                 evolve + between: {} / {}), floor {:.1} keyed / {:.1} sequential{}",
                 round + 1,
                 t1 / ps,
                 tt / ps,
+                split(0),
+                split(1),
                 tk / ps,
                 ts / ps,
                 v[4].last()
@@ -353,6 +475,27 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             unit,
             &v[1],
         ));
+        for (k, t) in [(0, 1), (1, threads)] {
+            let imp = if k == 0 {
+                "statepipe"
+            } else {
+                "statepipe-threads"
+            };
+            rows.push(row(
+                &format!("{case} evolve"),
+                imp,
+                &format!("in process, {t} thread(s): the engine's evolve"),
+                unit,
+                &evolve[k],
+            ));
+            rows.push(row(
+                &format!("{case} between"),
+                imp,
+                &format!("in process, {t} thread(s): weights, likelihood, resampling"),
+                unit,
+                &between[k],
+            ));
+        }
         rows.push(row(
             &case,
             "floor-keyed",
@@ -374,6 +517,28 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
                 "numpy, one process, warm",
                 unit,
                 &v[4],
+            ));
+        }
+    }
+    // The pool's hand-off at all threads: what each of a step's two
+    // parallel parts pays at least.
+    if threads > 1 {
+        for (gap, how) in [
+            (Duration::ZERO, "back to back"),
+            (
+                Duration::from_millis(1),
+                "each after 1 ms with the pool idle",
+            ),
+        ] {
+            let us: Vec<f64> = (0..a.samples)
+                .map(|_| fork_join_us(threads, gap, 200))
+                .collect();
+            rows.push(row(
+                "pool hand-off",
+                "rayon",
+                &format!("{threads} tasks of 20 µs on {threads} threads, {how}"),
+                "µs",
+                &us,
             ));
         }
     }
