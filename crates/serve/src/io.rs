@@ -6,12 +6,13 @@
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
+use prometheus_client::metrics::gauge::Gauge;
 use statepipe_ring::wait::Blocking;
 use statepipe_ring::{Multi, Producer, TryPublishError};
 
@@ -43,6 +44,48 @@ pub struct Limits {
     pub idle_timeout: Duration,
 }
 
+/// How the I/O threads share out new connections. Every I/O thread
+/// watches the one listener, and the first one awake accepts all that is
+/// waiting: a client opening its connections in a burst would find most
+/// of them on one thread, whose connections then wait behind one CPU
+/// while the others idle. So each accepted connection goes to the I/O
+/// thread with the fewest open (the one that accepted it on a tie), handed
+/// over through that thread's inbox and waker when it is another.
+pub struct Handoff {
+    /// Open connections, per I/O thread (also `/metrics`' `connections`).
+    pub counts: Vec<Gauge>,
+    /// Each I/O thread's inbox of connections accepted for it.
+    pub inboxes: Vec<Sender<TcpStream>>,
+    /// Each I/O thread's waker.
+    pub wakers: Vec<Arc<Waker>>,
+    /// Held while a connection's thread is chosen and counted, so that two
+    /// threads accepting at once do not both give theirs to the same
+    /// thread (while none closes, the counts then differ by one at most).
+    pub choosing: Mutex<()>,
+}
+
+impl Handoff {
+    /// Chooses the I/O thread for a connection `me` accepted, the one with
+    /// the fewest open (`me` on a tie with it), and counts it there.
+    fn take(&self, me: usize) -> usize {
+        let _choosing = self.choosing.lock().unwrap_or_else(|p| p.into_inner());
+        let to = self.least_loaded(me);
+        self.counts[to].inc();
+        to
+    }
+
+    fn least_loaded(&self, me: usize) -> usize {
+        let mut best = me;
+        let mut fewest = self.counts[me].get();
+        for (i, c) in self.counts.iter().enumerate() {
+            if c.get() < fewest {
+                (best, fewest) = (i, c.get());
+            }
+        }
+        best
+    }
+}
+
 /// What an I/O thread owns.
 pub struct IoThread {
     /// Its index (the `io` of the answers meant for it).
@@ -63,6 +106,10 @@ pub struct IoThread {
     pub shared: Arc<Shared>,
     /// Open connections, over all I/O threads.
     pub open: Arc<AtomicUsize>,
+    /// How new connections are shared out.
+    pub handoff: Arc<Handoff>,
+    /// Connections another I/O thread accepted for this one.
+    pub inbox: Receiver<TcpStream>,
     /// Set to stop.
     pub stop: Arc<AtomicBool>,
     /// Limits.
@@ -138,6 +185,9 @@ impl IoThread {
                         self.maybe_close(&mut conns, &mut free, slot);
                     }
                 }
+            }
+            while let Ok(stream) = self.inbox.try_recv() {
+                self.adopt(stream, &mut conns, &mut free, &mut generation);
             }
             while let Ok((slot, generation, response)) = self.replies.try_recv() {
                 self.in_flight.answered(&self.shared.admission);
@@ -222,37 +272,70 @@ impl IoThread {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let slot = free.pop().unwrap_or_else(|| {
-                conns.push(None);
-                conns.len() - 1
-            });
-            if let Err(e) = self.poll.registry().register(
-                &mut stream,
-                Token(slot + FIRST_CONN),
-                Interest::READABLE | Interest::WRITABLE,
-            ) {
-                tracing::warn!(error = %e, "register failed");
-                free.push(slot);
-                continue;
-            }
+            // Relaxed: a count (see above).
             self.open.fetch_add(1, Ordering::Relaxed);
-            *generation += 1;
-            conns[slot] = Some(Conn {
-                stream,
-                generation: *generation,
-                inbuf: Vec::new(),
-                capped: false,
-                read_closed: false,
-                out: Vec::new(),
-                in_flight: None,
-                close_after: false,
-                peer_closed: false,
-                since: None,
-                active: Instant::now(),
-            });
-            // Bytes that came with the connection are reported by the
-            // registration: epoll queues a socket that is ready when added.
+            let to = self.handoff.take(self.index);
+            if to != self.index {
+                match self.handoff.inboxes[to].try_send(stream) {
+                    Ok(()) => {
+                        if let Err(e) = self.handoff.wakers[to].wake() {
+                            tracing::warn!(error = %e, io = to, "waking an I/O thread failed");
+                        }
+                        continue;
+                    }
+                    // Its thread has stopped (or its inbox is full, which
+                    // the connection cap rules out): this one keeps it.
+                    Err(e) => {
+                        self.handoff.counts[to].dec();
+                        self.handoff.counts[self.index].inc();
+                        stream = e.into_inner();
+                    }
+                }
+            }
+            self.adopt(stream, conns, free, generation);
         }
+    }
+
+    /// Takes `stream` (accepted here or handed over, counted in `open` and
+    /// in this thread's count) into this thread's poll.
+    fn adopt(
+        &mut self,
+        mut stream: TcpStream,
+        conns: &mut Vec<Option<Conn>>,
+        free: &mut Vec<usize>,
+        generation: &mut u64,
+    ) {
+        let slot = free.pop().unwrap_or_else(|| {
+            conns.push(None);
+            conns.len() - 1
+        });
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            Token(slot + FIRST_CONN),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            tracing::warn!(error = %e, "register failed");
+            free.push(slot);
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            self.handoff.counts[self.index].dec();
+            return;
+        }
+        *generation += 1;
+        conns[slot] = Some(Conn {
+            stream,
+            generation: *generation,
+            inbuf: Vec::new(),
+            capped: false,
+            read_closed: false,
+            out: Vec::new(),
+            in_flight: None,
+            close_after: false,
+            peer_closed: false,
+            since: None,
+            active: Instant::now(),
+        });
+        // Bytes that came with the connection are reported by the
+        // registration: epoll queues a socket that is ready when added.
     }
 
     /// Answers or publishes whatever whole requests `conn` has, one at a
@@ -373,6 +456,7 @@ impl IoThread {
             let _ = conn.stream.shutdown(std::net::Shutdown::Both);
             free.push(slot);
             self.open.fetch_sub(1, Ordering::Relaxed);
+            self.handoff.counts[self.index].dec();
         }
     }
 }

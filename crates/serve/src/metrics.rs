@@ -34,6 +34,13 @@ pub struct RefusalLabels {
     pub cause: &'static str,
 }
 
+/// An I/O thread.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IoLabels {
+    /// Its index, from 0.
+    pub io: u16,
+}
+
 /// The ring's stages, in the order their counters sit in
 /// [`Metrics::stage_events`].
 pub const STAGES: [&str; 4] = ["journal", "decode", "apply", "reply"];
@@ -63,6 +70,8 @@ pub struct Metrics {
     /// Events published that a stage has not handled yet (set when
     /// `/metrics` is read).
     stage_depth: Family<StageLabels, Gauge>,
+    /// Open connections, per I/O thread.
+    connections: Family<IoLabels, Gauge>,
 }
 
 impl Metrics {
@@ -131,8 +140,15 @@ impl Metrics {
             "Events published that the stage has not handled yet",
             stage_depth.clone(),
         );
+        let connections = Family::<IoLabels, Gauge>::default();
+        registry.register(
+            "connections",
+            "Open connections, per I/O thread",
+            connections.clone(),
+        );
         Metrics {
             registry,
+            connections,
             published,
             stage_events,
             stage_depth,
@@ -143,6 +159,13 @@ impl Metrics {
             batch_size,
             snapshot_seconds,
         }
+    }
+
+    /// The gauge of I/O thread `io`'s open connections (shared: every
+    /// clone counts the same).
+    pub fn connections(&self, io: usize) -> Gauge {
+        let io = u16::try_from(io).unwrap_or(u16::MAX);
+        self.connections.get_or_create(&IoLabels { io }).clone()
     }
 
     /// Counts one refusal.

@@ -15,7 +15,7 @@ use statepipe_ring::RingBuilder;
 use crate::admission::{Admission, InFlight};
 use crate::business::{Apply, Decode, Event, Journal, ReplyHandler, Shared};
 use crate::error::ServeError;
-use crate::io::{IoThread, Limits, WAKER};
+use crate::io::{Handoff, IoThread, Limits, WAKER};
 use crate::journal::Writer;
 use crate::store::{recover, Recovered};
 use crate::view::Publisher;
@@ -248,7 +248,7 @@ impl Server {
             .then()
             .handler_mut(
                 "reply",
-                ReplyHandler::new(senders, wakers, Arc::clone(&shared), handler_cpu(3)),
+                ReplyHandler::new(senders, wakers.clone(), Arc::clone(&shared), handler_cpu(3)),
             )
             .build_multi();
 
@@ -258,8 +258,19 @@ impl Server {
             idle_timeout: config.idle_timeout,
         };
         let open = Arc::new(AtomicUsize::new(0));
+        let (inboxes, inbox_rx): (Vec<_>, Vec<_>) = (0..n_io)
+            .map(|_| crossbeam_channel::bounded(config.max_connections.max(1)))
+            .unzip();
+        let handoff = Arc::new(Handoff {
+            counts: (0..n_io).map(|i| shared.metrics.connections(i)).collect(),
+            inboxes,
+            wakers,
+            choosing: std::sync::Mutex::new(()),
+        });
         let mut threads = Vec::new();
-        for (index, (poll, replies)) in polls.into_iter().zip(receivers).enumerate() {
+        for (index, ((poll, replies), inbox)) in
+            polls.into_iter().zip(receivers).zip(inbox_rx).enumerate()
+        {
             let std_listener = listener
                 .try_clone()
                 .map_err(|e| ServeError::io("cloning the listener", e))?;
@@ -277,6 +288,8 @@ impl Server {
                 in_flight: InFlight::new(index),
                 shared: Arc::clone(&shared),
                 open: Arc::clone(&open),
+                handoff: Arc::clone(&handoff),
+                inbox,
                 stop: Arc::clone(&handle.stop),
                 limits: limits.clone(),
                 date: crate::http::Date::default(),

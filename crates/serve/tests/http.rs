@@ -1,7 +1,7 @@
 //! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
 //! the header and idle timeouts, pipelined requests past the read cap and
-//! a half-close, snapshots spaced by the store's growth, and restarts that
-//! keep the items.
+//! a half-close, snapshots spaced by the store's growth, restarts that
+//! keep the items, and connections shared out evenly over the I/O threads.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -237,6 +237,68 @@ fn the_connection_cap_answers_503_and_slow_headers_are_closed() {
         closed(&mut first),
         "a client that never finished its headers stays open"
     );
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+/// `statepipe_serve_connections{io="i"}` for I/O threads `0..n`, from one
+/// `GET /metrics` on `stream`.
+fn connections_per_thread(stream: &mut TcpStream, n: usize) -> Vec<i64> {
+    let (status, _, body) = exchange(stream, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, 200);
+    (0..n)
+        .map(|i| {
+            let key = format!("statepipe_serve_connections{{io=\"{i}\"}} ");
+            body.lines()
+                .find_map(|l| l.strip_prefix(&key))
+                .unwrap_or_else(|| panic!("no {key:?} in:\n{body}"))
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn connections_are_shared_out_evenly_over_the_io_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| c.io_threads = Some(4));
+    // One at a time, each answered before the next opens: whichever I/O
+    // thread accepts it, it goes to one with the fewest.
+    let clients: Vec<TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = connect(addr);
+            let (st, _, _) = exchange(&mut s, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(st, 200);
+            s
+        })
+        .collect();
+    let mut watch = connect(addr);
+    let counts = connections_per_thread(&mut watch, 4);
+    assert_eq!(counts.iter().sum::<i64>(), 41, "{counts:?}");
+    let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(max - min <= 1, "uneven: {counts:?}");
+    // A burst: 40 more opened at once, none waited for.
+    let burst: Vec<TcpStream> = (0..40).map(|_| connect(addr)).collect();
+    for mut s in burst.iter().map(|s| s.try_clone().unwrap()) {
+        let (st, _, _) = exchange(&mut s, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(st, 200);
+    }
+    let counts = connections_per_thread(&mut watch, 4);
+    assert_eq!(counts.iter().sum::<i64>(), 81, "{counts:?}");
+    let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(max - min <= 1, "uneven after a burst: {counts:?}");
+    // Closed connections leave their threads' counts (closes are seen
+    // asynchronously: wait for them, however long that takes).
+    drop(clients);
+    drop(burst);
+    loop {
+        let counts = connections_per_thread(&mut watch, 4);
+        if counts.iter().sum::<i64>() == 1 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
     stop.shutdown();
     t.join().unwrap();
 }
