@@ -1,5 +1,6 @@
 //! An I/O thread: one `mio::Poll` over the listener, its connections and a
-//! waker; parses requests, answers reads from the read view, admits writes
+//! waker; gives each connection it accepts to the I/O thread with the
+//! fewest open ([`Handoff`]); parses requests, answers reads from the read view, admits writes
 //! by their expected queueing delay and publishes them on the ring (never
 //! waiting: a write expected to wait too long, or a full ring, is a 429),
 //! and writes the answers `reply` queues for it.
@@ -74,6 +75,8 @@ impl Handoff {
         to
     }
 
+    /// The thread with the fewest open connections; `me` on a tie with it,
+    /// else the first of them.
     fn least_loaded(&self, me: usize) -> usize {
         let mut best = me;
         let mut fewest = self.counts[me].get();
