@@ -1,9 +1,9 @@
 //! An I/O thread: one `mio::Poll` over the listener, its connections and a
 //! waker; gives each connection it accepts to the I/O thread with the
-//! fewest open ([`Handoff`]); parses requests, answers reads from the read view, admits writes
-//! by their expected queueing delay and publishes them on the ring (never
-//! waiting: a write expected to wait too long, or a full ring, is a 429),
-//! and writes the answers `reply` queues for it.
+//! fewest open ([`Handoff`]); parses requests, answers reads from the read
+//! view, admits writes by their expected queueing delay and publishes them
+//! on the ring (never waiting: a write expected to wait too long, or a
+//! full ring, is a 429), and writes the answers `reply` queues for it.
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
