@@ -7,6 +7,7 @@ mod bench_cmd;
 mod bench_common;
 mod bench_pf;
 mod bench_serve;
+mod bench_serve_extras;
 mod bench_serve_targets;
 mod cluster_args;
 mod cluster_ckpt;
