@@ -11,8 +11,8 @@
 //! the Python process), and each is timed warm: statepipe's runs and the
 //! floors run twice back to back and the second counts, as `particles`'
 //! script runs its filter twice in one process and times the second. The
-//! figure is nanoseconds per particle and step of the filter's own time
-//! (after a warm-up run), plus the whole `statepipe pf` command's wall time
+//! figure is nanoseconds per particle and step of the filter's own time,
+//! plus the whole `statepipe pf` command's wall time
 //! at 2,000 particles (process start to exit) against `particles`' warm
 //! filter time.
 //!
@@ -25,6 +25,7 @@
 //! takes to start one 20 µs task on each thread and join them, with its
 //! threads busy just before and after a millisecond idle.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -41,7 +42,6 @@ use statepipe_cluster::{
     call_rng, Children, Engine, Error, Evolve, Inputs, Local, Outputs, StateId,
 };
 use statepipe_models::Nile;
-use std::collections::HashMap;
 
 /// Options of `statepipe bench pf`.
 #[derive(Args, Debug)]
