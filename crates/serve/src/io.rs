@@ -6,7 +6,7 @@
 //! full ring, is a 429), and writes the answers `reply` queues for it.
 
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,12 +67,18 @@ pub struct Handoff {
 
 impl Handoff {
     /// Chooses the I/O thread for a connection `me` accepted, the one with
-    /// the fewest open (`me` on a tie with it), and counts it there.
-    fn take(&self, me: usize) -> usize {
+    /// the fewest open (`me` on a tie with it), and counts it there; `None`
+    /// when `max` connections are open already (those handed over and not
+    /// yet taken in included).
+    fn take(&self, me: usize, max: usize) -> Option<usize> {
         let _choosing = self.choosing.lock().unwrap_or_else(|p| p.into_inner());
+        let open: i64 = self.counts.iter().map(Gauge::get).sum();
+        if open >= i64::try_from(max).unwrap_or(i64::MAX) {
+            return None;
+        }
         let to = self.least_loaded(me);
         self.counts[to].inc();
-        to
+        Some(to)
     }
 
     /// The thread with the fewest open connections; `me` on a tie with it,
@@ -107,8 +113,6 @@ pub struct IoThread {
     pub in_flight: InFlight,
     /// Handlers, admission and metrics.
     pub shared: Arc<Shared>,
-    /// Open connections, over all I/O threads.
-    pub open: Arc<AtomicUsize>,
     /// How new connections are shared out.
     pub handoff: Arc<Handoff>,
     /// Connections another I/O thread accepted for this one.
@@ -261,9 +265,7 @@ impl IoThread {
                     return;
                 }
             };
-            // Relaxed: a count; going a little over the cap under a race
-            // is harmless.
-            if self.open.load(Ordering::Relaxed) >= self.limits.max_connections {
+            let Some(to) = self.handoff.take(self.index, self.limits.max_connections) else {
                 let mut out = Vec::new();
                 let mut r = Response::unavailable("too many connections");
                 r.close = true;
@@ -273,11 +275,8 @@ impl IoThread {
                 self.shared.metrics.answered("other", 503);
                 self.shared.metrics.refused(Refusal::Connections);
                 continue;
-            }
+            };
             let _ = stream.set_nodelay(true);
-            // Relaxed: a count (see above).
-            self.open.fetch_add(1, Ordering::Relaxed);
-            let to = self.handoff.take(self.index);
             if to != self.index {
                 match self.handoff.inboxes[to].try_send(stream) {
                     Ok(()) => {
@@ -299,8 +298,8 @@ impl IoThread {
         }
     }
 
-    /// Takes `stream` (accepted here or handed over, counted in `open` and
-    /// in this thread's count) into this thread's poll.
+    /// Takes `stream` (accepted here or handed over, and counted as this
+    /// thread's) into this thread's poll.
     fn adopt(
         &mut self,
         mut stream: TcpStream,
@@ -319,7 +318,6 @@ impl IoThread {
         ) {
             tracing::warn!(error = %e, "register failed");
             free.push(slot);
-            self.open.fetch_sub(1, Ordering::Relaxed);
             self.handoff.counts[self.index].dec();
             return;
         }
@@ -458,7 +456,6 @@ impl IoThread {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             let _ = conn.stream.shutdown(std::net::Shutdown::Both);
             free.push(slot);
-            self.open.fetch_sub(1, Ordering::Relaxed);
             self.handoff.counts[self.index].dec();
         }
     }

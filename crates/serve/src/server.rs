@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
@@ -257,7 +257,6 @@ impl Server {
             header_timeout: config.header_timeout,
             idle_timeout: config.idle_timeout,
         };
-        let open = Arc::new(AtomicUsize::new(0));
         let (inboxes, inbox_rx): (Vec<_>, Vec<_>) = (0..n_io)
             .map(|_| crossbeam_channel::bounded(config.max_connections.max(1)))
             .unzip();
@@ -287,7 +286,6 @@ impl Server {
                 view: readers.reader(),
                 in_flight: InFlight::new(index),
                 shared: Arc::clone(&shared),
-                open: Arc::clone(&open),
                 handoff: Arc::clone(&handoff),
                 inbox,
                 stop: Arc::clone(&handle.stop),
