@@ -387,9 +387,6 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
     for &n in &a.particles {
         anyhow::ensure!(n % a.islands == 0, "--islands must divide {n}");
         let ps = (n * steps) as f64 / 1e9; // seconds → ns per particle-step
-                                           // Warm-up: page in, size the buffers, start the Python.
-        run_engine(&nile, n, a.islands, 1)?;
-        run_floor(&nile, n, a.islands, true);
         let names = [
             "engine1",
             "engineT",
@@ -420,29 +417,19 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
                     // meets CPUs in that one's state (on the VM, a second
                     // thread after single-threaded runs took 6.0-7.1 ns
                     // against 5.6-6.1 right after a run of its own kind).
-                    0 => {
-                        run_engine(&nile, n, a.islands, 1)?;
-                        let r = run_engine(&nile, n, a.islands, 1)?;
-                        v[0].push(r.wall / ps);
-                        evolve[0].push(r.evolve / ps);
-                        between[0].push((r.wall - r.evolve) / ps);
-                        ll1 = r.loglik;
+                    c @ (0 | 1) => {
+                        let t = if c == 0 { 1 } else { threads };
+                        run_engine(&nile, n, a.islands, t)?;
+                        let r = run_engine(&nile, n, a.islands, t)?;
+                        v[c].push(r.wall / ps);
+                        evolve[c].push(r.evolve / ps);
+                        between[c].push((r.wall - r.evolve) / ps);
+                        *(if c == 0 { &mut ll1 } else { &mut llt }) = r.loglik;
                     }
-                    1 => {
-                        run_engine(&nile, n, a.islands, threads)?;
-                        let r = run_engine(&nile, n, a.islands, threads)?;
-                        v[1].push(r.wall / ps);
-                        evolve[1].push(r.evolve / ps);
-                        between[1].push((r.wall - r.evolve) / ps);
-                        llt = r.loglik;
-                    }
-                    2 => {
-                        run_floor(&nile, n, a.islands, true);
-                        v[2].push(run_floor(&nile, n, a.islands, true).0 / ps);
-                    }
-                    3 => {
-                        run_floor(&nile, n, a.islands, false);
-                        v[3].push(run_floor(&nile, n, a.islands, false).0 / ps);
+                    c @ (2 | 3) => {
+                        let keyed = c == 2;
+                        run_floor(&nile, n, a.islands, keyed);
+                        v[c].push(run_floor(&nile, n, a.islands, keyed).0 / ps);
                     }
                     _ => {
                         let py = py
