@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 const TRIALS: usize = 20;
 const WRITERS: usize = 3;
 
-fn start(data: &std::path::Path) -> (Child, SocketAddr) {
+/// Starts the server on `data`, with zero-filled journal segments of
+/// `segment_mib` MiB (0: appended ones).
+fn start(data: &std::path::Path, segment_mib: u32) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_statepipe"))
         .args([
             "serve",
@@ -22,6 +24,8 @@ fn start(data: &std::path::Path) -> (Child, SocketAddr) {
             "127.0.0.1:0",
             "--snapshot-every",
             "40",
+            "--journal-segment-mib",
+            &segment_mib.to_string(),
             "--data",
         ])
         .arg(data)
@@ -83,7 +87,9 @@ fn every_acknowledged_write_survives_sigkill() {
     // (id → body) of every 201, over all trials.
     let acked: Arc<Mutex<HashMap<u64, (String, String)>>> = Arc::default();
     for trial in 0..TRIALS {
-        let (mut child, addr) = start(dir.path());
+        // Zero-filled segments and appended ones, in turn, on the same
+        // data: each start takes over the other's last segment.
+        let (mut child, addr) = start(dir.path(), if trial % 2 == 0 { 1 } else { 0 });
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let acked = Arc::clone(&acked);
@@ -123,7 +129,7 @@ fn every_acknowledged_write_survives_sigkill() {
         }
     }
     // Restart and read every acknowledged item back.
-    let (mut child, addr) = start(dir.path());
+    let (mut child, addr) = start(dir.path(), 1);
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let acked = acked.lock().unwrap();
@@ -193,7 +199,7 @@ fn every_acknowledged_write_survives_sigkill() {
 #[test]
 fn sigterm_drains_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, addr) = start(dir.path());
+    let (child, addr) = start(dir.path(), 1);
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let body = r#"{"name":"kept","price":3}"#;
@@ -206,7 +212,7 @@ fn sigterm_drains_and_exits_zero() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "exit status {:?}", out.status);
-    let (mut child, addr) = start(dir.path());
+    let (mut child, addr) = start(dir.path(), 1);
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let (status, got) = request(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n").unwrap();

@@ -193,6 +193,10 @@ impl Journal {
                 .metrics
                 .fsync_seconds
                 .observe(started.elapsed().as_secs_f64());
+            self.shared
+                .metrics
+                .zero_filled
+                .set(i64::from(writer.zero_filled()));
             if let Err(e) = result {
                 tracing::error!(error = %e, "journal write failed; answering this batch's writes 503");
                 let last = self.batch_last;

@@ -6,6 +6,7 @@
 //! ```text
 //! [len: u32 LE][crc32c(payload): u32 LE][payload: len bytes]
 //! payload = [kind: u8][lsn: u64 LE][data]
+//!   kind | 0x80: the first record of its commit
 //!   kind 1 (create): data = the request body, as received
 //!   kind 2 (delete): data = the item id, u64 LE
 //! ```
@@ -14,14 +15,32 @@
 //! numbers (lsn) increase strictly through the segments (a batch whose write
 //! failed leaves a gap, never a reuse).
 //!
+//! A segment is zero-filled to its full size and fsynced before its first
+//! record goes in (by a thread of its own, off the write path), and records
+//! are written over the zeros: the file's size never changes, so an
+//! `fdatasync` has only the data to flush, no metadata to commit through
+//! the file system's journal (PostgreSQL's `wal_init_zero`). Where no
+//! zero-filled segment is ready (the first moments after a start, a disk
+//! too full for one, or preallocation turned off) the writer appends to
+//! the segment it has, as it would without any.
+//!
+//! The first record of each commit has the high bit of its kind set (it
+//! starts the commit). A crash during a commit leaves whatever blocks of
+//! it reached the disk, in any order, and zeros (or the end of the file)
+//! after it.
+//!
 //! Recovery ([`scan`]) reads records until the first that does not check
-//! out. If no valid record starts anywhere after it, it is a torn tail (a
-//! crash during a write) and is cut; if one does, the damage is in the
-//! middle and recovery refuses ([`Corrupt`]), naming the offset.
-
+//! out. If only zeros follow, that is the end. Otherwise, if a valid record
+//! that starts a commit follows it, the damage is in an earlier commit
+//! than the last: recovery refuses ([`Corrupt`]), naming the offset. Else
+//! it is the last commit, torn by a crash (never acknowledged) or damaged,
+//! and it is cut.
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
+
+use crate::spare::Spares;
 
 /// Bytes before a record's payload: length and checksum.
 pub const HEADER_LEN: usize = 8;
@@ -32,6 +51,8 @@ pub const MAX_PAYLOAD: usize = (1 << 20) + MIN_PAYLOAD;
 
 const KIND_CREATE: u8 = 1;
 const KIND_DELETE: u8 = 2;
+/// Set in the kind of the first record of a commit.
+const STARTS_COMMIT: u8 = 0x80;
 
 /// What a record says happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,9 +104,23 @@ pub fn encode(lsn: u64, op: &Op, out: &mut Vec<u8>) {
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Marks the encoded record at the start of `record` as the first of its
+/// commit (and checksums it again).
+fn start_commit(record: &mut [u8]) {
+    record[HEADER_LEN] |= STARTS_COMMIT;
+    let len = u32::from_le_bytes(record[0..4].try_into().expect("4 bytes")) as usize;
+    let crc = crc32c::crc32c(&record[HEADER_LEN..HEADER_LEN + len]);
+    record[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// Decodes the record at the start of `bytes`: the record and its encoded
 /// length, or why it is not one.
 pub fn decode(bytes: &[u8]) -> Result<(Record, usize), &'static str> {
+    decode_marked(bytes).map(|(record, n, _)| (record, n))
+}
+
+/// [`decode`], and whether the record starts a commit.
+fn decode_marked(bytes: &[u8]) -> Result<(Record, usize, bool), &'static str> {
     if bytes.len() < HEADER_LEN {
         return Err("short header");
     }
@@ -102,7 +137,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), &'static str> {
     }
     let lsn = u64::from_le_bytes(payload[1..9].try_into().expect("8 bytes"));
     let data = &payload[MIN_PAYLOAD..];
-    let op = match payload[0] {
+    let op = match payload[0] & !STARTS_COMMIT {
         KIND_CREATE => Op::Create(data.to_vec()),
         KIND_DELETE if data.len() == 8 => {
             Op::Delete(u64::from_le_bytes(data.try_into().expect("8 bytes")))
@@ -110,7 +145,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), &'static str> {
         KIND_DELETE => return Err("delete record of the wrong length"),
         _ => return Err("unknown kind"),
     };
-    Ok((Record { lsn, op }, HEADER_LEN + len))
+    Ok((
+        Record { lsn, op },
+        HEADER_LEN + len,
+        payload[0] & STARTS_COMMIT != 0,
+    ))
 }
 
 /// Damage in the middle of a journal: a bad record followed by a good one.
@@ -133,13 +172,17 @@ pub struct Scan {
     pub valid_len: u64,
     /// A torn tail after the valid prefix: its offset and why it is bad.
     pub torn: Option<(u64, &'static str)>,
+    /// Where the bytes that are not zero end: `valid_len` when only zeros
+    /// (of a zero-filled segment) or nothing follow the valid prefix.
+    pub used_len: u64,
 }
 
 /// Reads the records of one segment's bytes; see the module docs.
 ///
 /// # Errors
 ///
-/// [`Corrupt`] when a bad record is followed by a valid one.
+/// [`Corrupt`] when a bad record is followed by a valid record that
+/// starts a commit.
 pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
     let mut records = Vec::new();
     let mut at = 0;
@@ -150,18 +193,22 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
                 at += n;
             }
             Err(reason) => {
-                // Bounded by the bytes left; only on a damaged file.
-                if let Some(next) = (at + 1..bytes.len()).find(|&p| decode(&bytes[p..]).is_ok()) {
+                let used = bytes[at..]
+                    .iter()
+                    .rposition(|&b| b != 0)
+                    .map_or(at, |p| at + p + 1);
+                if let Some(next_valid) = later_commit(bytes, at, used) {
                     return Err(Corrupt {
                         offset: at as u64,
                         reason,
-                        next_valid: next as u64,
+                        next_valid: next_valid as u64,
                     });
                 }
                 return Ok(Scan {
                     records,
                     valid_len: at as u64,
-                    torn: Some((at as u64, reason)),
+                    torn: (used > at).then_some((at as u64, reason)),
+                    used_len: used as u64,
                 });
             }
         }
@@ -170,7 +217,30 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
         records,
         valid_len: at as u64,
         torn: None,
+        used_len: at as u64,
     })
+}
+
+/// Whether a commit starts between the bad record at `bad` and `used` (the
+/// end of the bytes that are not zero): then `bad` is not in the last
+/// commit; returns where the first valid record after `bad` starts.
+/// Bounded by the bytes left; only on a damaged or torn file.
+fn later_commit(bytes: &[u8], bad: usize, used: usize) -> Option<usize> {
+    let mut first = None;
+    let mut p = bad + 1;
+    while p < used {
+        match decode_marked(&bytes[p..]) {
+            Ok((_, n, starts)) => {
+                first.get_or_insert(p);
+                if starts {
+                    return first;
+                }
+                p += n;
+            }
+            Err(_) => p += 1,
+        }
+    }
+    None
 }
 
 /// The file name of the segment whose first record is `first_lsn`.
@@ -217,8 +287,8 @@ impl std::fmt::Display for CommitError {
     }
 }
 
-/// Appends records to the current segment; one write and one fsync per
-/// [`commit`](Writer::commit).
+/// Writes records into the current segment; one write and one
+/// `fdatasync` per [`commit`](Writer::commit).
 #[derive(Debug)]
 pub struct Writer {
     dir: PathBuf,
@@ -228,49 +298,99 @@ pub struct Writer {
     current: (u64, PathBuf),
     /// The length of the durable prefix of the current segment.
     durable_len: u64,
+    /// How far the current segment is zero-filled: records written below
+    /// this change no file size. At or below `durable_len`: appending.
+    zeroed_len: u64,
+    /// A rename into `dir` that is not yet known durable: the next commit
+    /// syncs the folder before it writes.
+    dir_unsynced: bool,
     next_lsn: u64,
     pending: Vec<u8>,
+    /// Where the zero-filled segments come from; `None`: always append.
+    spares: Option<Spares>,
+}
+
+/// Where [`Writer::open`] starts.
+#[derive(Debug)]
+pub struct Start {
+    /// The segments on disk, by first lsn (from [`segments`]).
+    pub segments: Vec<(u64, PathBuf)>,
+    /// The valid prefix of the last segment ([`Scan::valid_len`]).
+    pub valid_len: u64,
+    /// Whether the last segment has a torn tail to cut.
+    pub torn: bool,
+    /// The lsn the next record gets.
+    pub next_lsn: u64,
+    /// The size of a zero-filled segment; 0: never preallocate, append.
+    pub segment_bytes: u64,
+}
+
+impl Start {
+    /// A journal with no segments yet, whose first record gets `next_lsn`,
+    /// always appending (no zero-filled segments).
+    pub fn new(next_lsn: u64) -> Self {
+        Start {
+            segments: Vec::new(),
+            valid_len: 0,
+            torn: false,
+            next_lsn,
+            segment_bytes: 0,
+        }
+    }
 }
 
 impl Writer {
-    /// Opens `dir`'s last segment for appending at `valid_len` (cutting
-    /// anything after it), or starts a segment at `next_lsn` if none.
+    /// Opens `dir`'s last segment for writing after its valid prefix
+    /// (cutting a torn tail), or starts a segment at `next_lsn` if none, and
+    /// starts preparing zero-filled segments.
     ///
     /// # Errors
     ///
     /// Any I/O error opening, cutting or syncing.
-    pub fn open(
-        dir: &Path,
-        mut segs: Vec<(u64, PathBuf)>,
-        valid_len: u64,
-        next_lsn: u64,
-    ) -> io::Result<Self> {
-        let (current, file, durable_len) = match segs.pop() {
+    pub fn open(dir: &Path, start: Start) -> io::Result<Self> {
+        let Start {
+            segments: mut segs,
+            valid_len,
+            torn,
+            next_lsn,
+            segment_bytes,
+        } = start;
+        let (current, file, durable_len, zeroed_len) = match segs.pop() {
             Some((first, path)) => {
                 let file = OpenOptions::new().write(true).open(&path)?;
-                if file.metadata()?.len() != valid_len {
+                let len = file.metadata()?.len();
+                // Without a torn tail, whatever follows the valid prefix is
+                // zeros: room to write over.
+                let zeroed = if torn || len < valid_len {
                     file.set_len(valid_len)?;
                     file.sync_all()?;
-                }
-                ((first, path), file, valid_len)
+                    valid_len
+                } else {
+                    len
+                };
+                ((first, path), file, valid_len, zeroed)
             }
             None => {
                 let path = dir.join(segment_name(next_lsn));
                 let file = create_segment(dir, &path)?;
-                ((next_lsn, path), file, 0)
+                ((next_lsn, path), file, 0, 0)
             }
         };
-        let mut w = Writer {
+        let spares = (segment_bytes > 0)
+            .then(|| Spares::start(dir, segment_bytes))
+            .transpose()?;
+        Ok(Writer {
             dir: dir.to_path_buf(),
             file,
             older: segs,
             current,
             durable_len,
+            zeroed_len,
+            dir_unsynced: false,
             next_lsn,
             pending: Vec::new(),
-        };
-        w.file.seek(SeekFrom::Start(w.durable_len))?;
-        Ok(w)
+            spares,
+        })
     }
 
     /// Buffers a record; returns its lsn. Nothing is durable before
@@ -278,7 +398,11 @@ impl Writer {
     pub fn append(&mut self, op: &Op) -> u64 {
         let lsn = self.next_lsn;
         self.next_lsn += 1;
+        let start = self.pending.len();
         encode(lsn, op, &mut self.pending);
+        if start == 0 {
+            start_commit(&mut self.pending);
+        }
         lsn
     }
 
@@ -287,9 +411,11 @@ impl Writer {
         !self.pending.is_empty()
     }
 
-    /// Writes the buffered records and fsyncs. On error the segment is cut
-    /// back to its durable prefix and the buffered records are dropped (their
-    /// lsns are not reused).
+    /// Writes the buffered records (the first marked as starting the
+    /// commit) and fsyncs, moving to a zero-filled segment first where one is
+    /// ready and they would not fit in the zeros of this one. On error the
+    /// segment is cut back to its durable prefix and the buffered records
+    /// are dropped (their lsns are not reused).
     ///
     /// # Errors
     ///
@@ -299,46 +425,95 @@ impl Writer {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let result = self
-            .file
-            .write_all(&self.pending)
-            .and_then(|()| self.file.sync_data());
-        let written = self.pending.len() as u64;
+        let result = self.write_pending();
         self.pending.clear();
-        match result {
-            Ok(()) => {
-                self.durable_len += written;
-                Ok(())
+        result.map_err(|source| {
+            // The bytes past the durable prefix go (zeros included: the
+            // segment appends from here until the next one).
+            let cut = self.file.set_len(self.durable_len);
+            self.zeroed_len = self.zeroed_len.min(self.durable_len);
+            CommitError {
+                source,
+                broken: cut.is_err(),
             }
-            Err(source) => {
-                let cut = self
-                    .file
-                    .set_len(self.durable_len)
-                    .and_then(|()| self.file.seek(SeekFrom::Start(self.durable_len)));
-                Err(CommitError {
-                    source,
-                    broken: cut.is_err(),
-                })
-            }
-        }
+        })
     }
 
-    /// Starts a new segment at the next lsn (after committing), then removes
-    /// every segment whose records all have lsn ≤ `covered` (a snapshot holds
-    /// them).
+    fn write_pending(&mut self) -> io::Result<()> {
+        let len = self.pending.len() as u64;
+        if self.durable_len + len > self.zeroed_len {
+            let first = u64::from_le_bytes(self.pending[9..17].try_into().expect("8 bytes"));
+            self.enter_spare(first);
+        }
+        if self.dir_unsynced {
+            sync_dir(&self.dir)?;
+            self.dir_unsynced = false;
+        }
+        self.file.write_all_at(&self.pending, self.durable_len)?;
+        self.file.sync_data()?;
+        self.durable_len += len;
+        Ok(())
+    }
+
+    /// Moves to a zero-filled segment whose first record is `first_lsn`,
+    /// if one is ready; otherwise stays (and appends).
+    fn enter_spare(&mut self, first_lsn: u64) {
+        let path = self.dir.join(segment_name(first_lsn));
+        // Once renamed, nothing can fail before it is the current segment
+        // (a segment without records whose name lies inside another's lsns
+        // would mislead compaction).
+        let taken = self.spares.as_ref().and_then(|s| s.take_into(&path));
+        let file = match taken {
+            None => return,
+            Some(Ok(file)) => file,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "a zero-filled journal segment could not be taken; appending");
+                return;
+            }
+        };
+        // Unknown size: treated as no zeros (the segment appends).
+        let zeroed = file.metadata().map_or(0, |m| m.len());
+        let old = std::mem::replace(&mut self.current, (first_lsn, path));
+        let old_file = std::mem::replace(&mut self.file, file);
+        if self.durable_len > 0 {
+            // Give back the old segment's unused zeros (best effort: a
+            // zero tail left after a crash reads as the end anyway).
+            let _ = old_file.set_len(self.durable_len);
+            self.older.push(old);
+        } else if old.1 != self.current.1 {
+            // No record in it: it goes (one with the same name was
+            // replaced by the rename).
+            let _ = fs::remove_file(&old.1);
+        }
+        self.durable_len = 0;
+        self.zeroed_len = zeroed;
+        // The rename must be durable before a record in the new segment is
+        // acknowledged: the next write syncs the folder first.
+        self.dir_unsynced = true;
+    }
+
+    /// Compacts after a snapshot: removes every segment whose records all
+    /// have lsn ≤ `covered` (the snapshot holds them). A segment that
+    /// appends (no zero-filled room) is closed first, after committing, so
+    /// that an appending journal does not grow without bound; a zero-filled
+    /// one is kept until it is full.
     ///
     /// # Errors
     ///
     /// Any I/O error; the journal stays usable on the segment it had.
     pub fn rotate_and_compact(&mut self, covered: u64) -> io::Result<()> {
         self.commit().map_err(|e| e.source)?;
-        if self.durable_len > 0 {
-            let path = self.dir.join(segment_name(self.next_lsn));
-            let file = create_segment(&self.dir, &path)?;
-            let old = std::mem::replace(&mut self.current, (self.next_lsn, path));
-            self.older.push(old);
-            self.file = file;
-            self.durable_len = 0;
+        if self.durable_len > 0 && self.zeroed_len <= self.durable_len {
+            self.enter_spare(self.next_lsn);
+            if self.durable_len > 0 {
+                let path = self.dir.join(segment_name(self.next_lsn));
+                let file = create_segment(&self.dir, &path)?;
+                let old = std::mem::replace(&mut self.current, (self.next_lsn, path));
+                self.older.push(old);
+                self.file = file;
+                self.durable_len = 0;
+                self.zeroed_len = 0;
+            }
         }
         // Segment i holds lsns below the first lsn of segment i + 1.
         let mut removed = false;
@@ -351,8 +526,9 @@ impl Writer {
             self.older.remove(0);
             removed = true;
         }
-        if removed {
+        if removed || self.dir_unsynced {
             sync_dir(&self.dir)?;
+            self.dir_unsynced = false;
         }
         Ok(())
     }
@@ -360,6 +536,20 @@ impl Writer {
     /// The lsn the next record gets.
     pub fn next_lsn(&self) -> u64 {
         self.next_lsn
+    }
+
+    /// Waits until a zero-filled segment is ready (tests).
+    #[cfg(test)]
+    fn wait_for_spare(&self) {
+        if let Some(spares) = &self.spares {
+            spares.wait_ready();
+        }
+    }
+
+    /// Whether the current segment is zero-filled past its records (an
+    /// `fdatasync` then commits no metadata).
+    pub fn zero_filled(&self) -> bool {
+        self.zeroed_len > self.durable_len
     }
 }
 
@@ -386,27 +576,104 @@ mod tests {
         ]
     }
 
+    /// Each record a commit of its own.
     fn encode_all(ops: &[Op]) -> (Vec<u8>, Vec<usize>) {
+        let commits: Vec<Vec<Op>> = ops.iter().map(|op| vec![op.clone()]).collect();
+        let (bytes, ends) = encode_commits(&commits);
+        (bytes, ends.into_iter().flatten().collect())
+    }
+
+    /// The bytes of these commits (lsns from 1), and each commit's record
+    /// ends.
+    fn encode_commits(commits: &[Vec<Op>]) -> (Vec<u8>, Vec<Vec<usize>>) {
         let mut bytes = Vec::new();
         let mut ends = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            encode(i as u64 + 1, op, &mut bytes);
-            ends.push(bytes.len());
+        let mut lsn = 0;
+        for ops in commits {
+            let mut these = Vec::new();
+            for (i, op) in ops.iter().enumerate() {
+                lsn += 1;
+                let start = bytes.len();
+                encode(lsn, op, &mut bytes);
+                if i == 0 {
+                    start_commit(&mut bytes[start..]);
+                }
+                these.push(bytes.len());
+            }
+            ends.push(these);
         }
         (bytes, ends)
     }
 
+    fn commits_strategy() -> impl Strategy<Value = Vec<Vec<Op>>> {
+        proptest::collection::vec(proptest::collection::vec(op_strategy(), 1..5), 1..6)
+    }
+
     #[test]
-    fn zeros_are_not_records() {
+    fn zeros_are_not_records_but_the_end() {
         let s = scan(&[0; 100]).unwrap();
         assert!(s.records.is_empty());
-        assert_eq!(s.torn, Some((0, "length out of range")));
+        assert_eq!((s.valid_len, s.torn, s.used_len), (0, None, 0));
+        let (mut bytes, _) = encode_all(&[Op::Delete(1), Op::Delete(2)]);
+        let len = bytes.len();
+        bytes.resize(4096, 0);
+        let s = scan(&bytes).unwrap();
+        assert_eq!(s.records.len(), 2);
+        assert_eq!(
+            (s.valid_len, s.torn, s.used_len),
+            (len as u64, None, len as u64)
+        );
+    }
+
+    #[test]
+    fn writer_fills_zeroed_segments_and_moves_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = Start {
+            segment_bytes: 4096,
+            ..Start::new(1)
+        };
+        let mut w = Writer::open(dir.path(), start).unwrap();
+        let mut lsn = 0;
+        let mut zero_filled = 0;
+        for round in 0..60 {
+            w.wait_for_spare();
+            for _ in 0..(round % 7 + 1) {
+                lsn = w.append(&Op::Create(vec![b'x'; 100]));
+            }
+            w.commit().unwrap();
+            zero_filled += usize::from(w.zero_filled());
+        }
+        // Once a spare was ready, every commit went over zeros.
+        assert!(zero_filled >= 59, "{zero_filled} of 60 commits over zeros");
+        let segs = segments(dir.path()).unwrap();
+        assert!(segs.len() >= 5, "{} segments", segs.len());
+        let mut seen = 0;
+        for (i, (first, path)) in segs.iter().enumerate() {
+            let bytes = fs::read(path).unwrap();
+            if i + 1 == segs.len() {
+                assert_eq!(bytes.len(), 4096, "the current segment keeps its size");
+            }
+            let s = scan(&bytes).unwrap();
+            assert_eq!(s.torn, None);
+            for r in &s.records {
+                assert!(r.lsn >= *first);
+                seen += 1;
+                assert_eq!(r.lsn, seen);
+            }
+        }
+        assert_eq!(seen, lsn);
+        // Compaction removes the covered segments and keeps the current.
+        w.rotate_and_compact(lsn).unwrap();
+        let left = segments(dir.path()).unwrap();
+        assert_eq!(left.len(), 1);
+        drop(w);
+        assert!(!dir.path().join(crate::spare::SPARE).exists());
     }
 
     #[test]
     fn writer_appends_commits_and_compacts() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = Writer::open(dir.path(), Vec::new(), 0, 1).unwrap();
+        let mut w = Writer::open(dir.path(), Start::new(1)).unwrap();
         assert_eq!(w.append(&Op::Create(b"a".to_vec())), 1);
         assert_eq!(w.append(&Op::Delete(7)), 2);
         w.commit().unwrap();
@@ -429,6 +696,51 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_torn_last_commit_is_cut_and_nothing_before_it(
+            commits in commits_strategy(),
+            kept in proptest::collection::vec(any::<bool>(), 64),
+            zeros in 0..200usize,
+        ) {
+            // Blocks of 16 bytes of the last commit reach the disk or not,
+            // in any combination; zeros follow (a zero-filled segment).
+            let (mut bytes, ends) = encode_commits(&commits);
+            let before = ends.len().checked_sub(2).map_or(0, |k| *ends[k].last().unwrap());
+            for (b, block) in bytes[before..].chunks_mut(16).enumerate() {
+                if !kept[b % kept.len()] {
+                    block.fill(0);
+                }
+            }
+            bytes.resize(bytes.len() + zeros, 0);
+            let s = scan(&bytes).unwrap();
+            let earlier: usize = commits[..commits.len() - 1].iter().map(Vec::len).sum();
+            prop_assert!(s.records.len() >= earlier);
+            prop_assert!(s.valid_len >= before as u64);
+            for (i, r) in s.records.iter().enumerate() {
+                prop_assert_eq!(r.lsn, i as u64 + 1);
+            }
+        }
+
+        #[test]
+        fn damage_before_the_last_commit_refuses(
+            commits in commits_strategy().prop_filter("two commits", |c| c.len() >= 2),
+            which in any::<prop::sample::Index>(),
+            at in any::<prop::sample::Index>(),
+            flip in 1..=255u8,
+            zeros in 0..200usize,
+        ) {
+            let (mut bytes, ends) = encode_commits(&commits);
+            let k = which.index(commits.len() - 1);
+            let start = if k > 0 { *ends[k - 1].last().unwrap() } else { 0 };
+            let pos = start + at.index(ends[k].last().unwrap() - start);
+            bytes[pos] ^= flip;
+            bytes.resize(bytes.len() + zeros, 0);
+            let record = ends.iter().flatten().filter(|&&e| e <= pos).max().copied().unwrap_or(0);
+            let err = scan(&bytes).unwrap_err();
+            prop_assert_eq!(err.offset, record as u64);
+            prop_assert!(err.next_valid as usize <= *ends[k].last().unwrap());
+        }
+
         #[test]
         fn records_round_trip(ops in proptest::collection::vec(op_strategy(), 0..20)) {
             let (bytes, _) = encode_all(&ops);

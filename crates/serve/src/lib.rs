@@ -30,8 +30,12 @@ mod io;
 pub mod journal;
 mod metrics;
 mod server;
+mod spare;
 pub mod store;
 mod view;
 
 pub use error::ServeError;
-pub use server::{run, Config, Server, ShutdownHandle, DEFAULT_MAX_QUEUE_DELAY, SHARED_CPU_NICE};
+pub use server::{
+    run, Config, Server, ShutdownHandle, DEFAULT_JOURNAL_SEGMENT, DEFAULT_MAX_QUEUE_DELAY,
+    SHARED_CPU_NICE,
+};

@@ -59,6 +59,9 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Events per journal batch (group commit).
     pub batch_size: Histogram,
+    /// 1 while the journal's last commit went over a zero-filled segment
+    /// (its fsync flushed data alone), 0 while it appends.
+    pub zero_filled: Gauge,
     /// Seconds per snapshot written (encode, write, fsync, rename); its
     /// count is the number of snapshots written.
     pub snapshot_seconds: Histogram,
@@ -115,6 +118,12 @@ impl Metrics {
             "Events per journal batch",
             batch_size.clone(),
         );
+        let zero_filled = Gauge::default();
+        registry.register(
+            "journal_zero_filled",
+            "1 while the journal writes over a zero-filled segment, 0 while it appends",
+            zero_filled.clone(),
+        );
         let snapshot_seconds = Histogram::new(exponential_buckets(1e-3, 2.0, 16));
         registry.register(
             "snapshot_seconds",
@@ -157,6 +166,7 @@ impl Metrics {
             ring_depth,
             fsync_seconds,
             batch_size,
+            zero_filled,
             snapshot_seconds,
         }
     }

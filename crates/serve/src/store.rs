@@ -272,6 +272,8 @@ pub struct Recovered {
     pub segments: Vec<(u64, PathBuf)>,
     /// The valid length of the last segment.
     pub valid_len: u64,
+    /// Whether the last segment has a torn tail (for the writer to cut).
+    pub torn: bool,
     /// The lsn the next record gets.
     pub next_lsn: u64,
     /// Records replayed from the journal.
@@ -290,6 +292,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
     let mut store = read_snapshot(dir)?.unwrap_or_else(Store::new);
     let segments = journal::segments(dir).map_err(|e| ServeError::io("listing the journal", e))?;
     let mut valid_len = 0;
+    let mut torn = false;
     let mut last_seen = store.last_lsn;
     let mut prev_lsn = 0;
     let mut replayed = 0;
@@ -316,7 +319,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
                 file = %path.display(),
                 offset,
                 reason,
-                cut = bytes.len() as u64 - offset,
+                cut = scan.used_len - offset,
                 "cutting a torn tail off the journal"
             );
         }
@@ -336,6 +339,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
             last_seen = last_seen.max(record.lsn);
         }
         valid_len = scan.valid_len;
+        torn = scan.torn.is_some();
     }
     // The next lsn follows every lsn any file names, so none is reused.
     let next_lsn = segments.last().map_or(0, |s| s.0).max(last_seen + 1).max(1);
@@ -343,6 +347,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
         store,
         segments,
         valid_len,
+        torn,
         next_lsn,
         replayed,
     })
@@ -417,7 +422,7 @@ mod tests {
         store.create(1, decode_item(br#"{"name":"a","price":1}"#).unwrap());
         store.create(2, decode_item(br#"{"name":"b","price":2}"#).unwrap());
         write_snapshot(dir.path(), &store).unwrap();
-        let mut w = journal::Writer::open(dir.path(), Vec::new(), 0, 2).unwrap();
+        let mut w = journal::Writer::open(dir.path(), journal::Start::new(2)).unwrap();
         // lsn 2 is in the snapshot already; 3 and 4 are not.
         w.append(&Op::Create(br#"{"name":"b","price":2}"#.to_vec()));
         w.append(&Op::Delete(1));
@@ -438,14 +443,14 @@ mod tests {
     #[test]
     fn a_corrupt_middle_refuses_with_the_offset() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = journal::Writer::open(dir.path(), Vec::new(), 0, 1).unwrap();
+        let mut w = journal::Writer::open(dir.path(), journal::Start::new(1)).unwrap();
         for _ in 0..3 {
             w.append(&Op::Delete(9));
+            w.commit().unwrap();
         }
-        w.commit().unwrap();
         let path = dir.path().join(journal::segment_name(1));
         let mut bytes = fs::read(&path).unwrap();
-        bytes[30] ^= 0xff; // inside the second record (each is 25 bytes)
+        bytes[30] ^= 0xff; // inside the second commit (each is one 25-byte record)
         fs::write(&path, &bytes).unwrap();
         match recover(dir.path()) {
             Err(ServeError::Corrupt { offset, .. }) => assert_eq!(offset, 25),

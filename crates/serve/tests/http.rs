@@ -138,6 +138,10 @@ fn error_paths_answer_and_keep_or_close_the_connection() {
         body.contains("statepipe_serve_journal_fsync_seconds"),
         "{body}"
     );
+    assert!(
+        body.contains("statepipe_serve_journal_zero_filled"),
+        "{body}"
+    );
     // Per-stage throughput and depth: the four writes so far (three POSTs
     // and the DELETE of 77) went through every stage; the reads, the 404,
     // the 405, /health and /metrics are answered by the I/O thread.

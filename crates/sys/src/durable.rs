@@ -81,6 +81,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
 }
 
+/// The bytes an unprivileged writer can still put on the file system that
+/// holds `path` (`statvfs`: available blocks × fragment size).
+///
+/// ```
+/// let free = statepipe_sys::durable::available_bytes(std::path::Path::new(".")).unwrap();
+/// # let _ = free;
+/// ```
+///
+/// # Errors
+/// `statvfs`'s error, for example a missing path.
+pub fn available_bytes(path: &Path) -> io::Result<u64> {
+    let st = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
+    #[allow(clippy::useless_conversion)] // the field types differ by target
+    let bytes = u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
+    Ok(bytes)
+}
+
 /// Writes `bytes` to `file` at its position in pieces of `piece` bytes,
 /// each handed to the disk as soon as it is written, and waits for each
 /// piece's write-back before the next-but-one is written: at most two

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use statepipe_serve::journal::{Op, Writer};
+use statepipe_serve::journal::{Op, Start, Writer};
 
 use super::load::{self, Endpoint, RateGenerator, RateResult, WrkResult};
 use super::server::{get, Kind, Running};
@@ -23,7 +23,7 @@ use crate::BenchError;
 pub fn journal_items(dir: &Path, items: u64) -> Result<(), BenchError> {
     let io = |e: std::io::Error| BenchError::failed("journal", e);
     std::fs::create_dir_all(dir).map_err(io)?;
-    let mut w = Writer::open(dir, Vec::new(), 0, 1).map_err(io)?;
+    let mut w = Writer::open(dir, Start::new(1)).map_err(io)?;
     for i in 0..items {
         let body = format!(r#"{{"name":"item {i}","price":{}.5}}"#, i % 1000);
         w.append(&Op::Create(body.into_bytes()));
