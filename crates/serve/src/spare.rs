@@ -6,8 +6,8 @@
 //! journal, which under ext4's `data=ordered` would also wait for the data
 //! of every other file written meanwhile (a snapshot's). The thread keeps
 //! one such segment ready as `journal-spare.tmp` (a name recovery ignores),
-//! written in 1 MiB pieces handed to the disk as they go, at nice 19 and
-//! `SCHED_BATCH`, like the snapshot thread. The writer renames it into place
+//! written in 256 KiB pieces handed to the disk as they go, at most 64 MiB
+//! a second, at nice 19 and `SCHED_BATCH`, like the snapshot thread. The writer renames it into place
 //! when it needs a segment (see `journal::Writer`), and the thread starts
 //! the next one.
 //!
@@ -21,15 +21,19 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The file a segment is prepared in.
 pub(crate) const SPARE: &str = "journal-spare.tmp";
 /// Zeros are written this many bytes at a time, the stop flag checked
-/// between.
-const CHUNK: usize = 4 << 20;
-/// Each chunk goes to the disk in pieces of this size.
-const PIECE: usize = 1 << 20;
+/// between, and handed to the disk in pieces of [`PIECE`].
+const CHUNK: usize = 1 << 20;
+const PIECE: usize = 256 << 10;
+/// The most zeros written a second (16 MiB in a quarter of a second): a
+/// journal `fdatasync` flushes the disk's cache, and with it whatever
+/// zeros were written since the last; paced, each carries a few hundred
+/// KiB at most, not megabytes.
+const ZEROS_PER_SECOND: u64 = 64 << 20;
 /// The first wait after a failed preparation; it doubles up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(60);
@@ -196,14 +200,19 @@ fn prepare(inner: &Inner, path: &Path, bytes: u64) -> io::Result<bool> {
     }
     let mut file = File::create(path)?;
     let zeros = vec![0u8; CHUNK];
-    let mut left = bytes;
-    while left > 0 {
+    let began = Instant::now();
+    let mut written = 0;
+    while written < bytes {
         if inner.lock().stop {
             return Ok(false);
         }
-        let n = left.min(CHUNK as u64) as usize;
+        let n = (bytes - written).min(CHUNK as u64) as usize;
         statepipe_sys::durable::write_paced(&mut file, &zeros[..n], PIECE)?;
-        left -= n as u64;
+        written += n as u64;
+        let due = Duration::from_secs_f64(written as f64 / ZEROS_PER_SECOND as f64);
+        if let Some(early) = due.checked_sub(began.elapsed()) {
+            std::thread::sleep(early);
+        }
     }
     // Data and size: the records written over these zeros later flush
     // data alone.
