@@ -8,7 +8,10 @@
 # With NEIGHBOR=MB (MB/s), a neighbour on the same file system writes that
 # much a second, buffered, never syncing (a log shipper, a build), for the
 # whole of each run.
-# usage: [NEIGHBOR=MB] ab.sh STATEPIPE ROUNDS WINDOW CONNECTIONS...
+# With OTHER=BIN, each round runs BIN zero-filled first (lines "other"),
+# then STATEPIPE zero-filled and appending (lines "this"), in that order
+# (how pacing.txt compared an unpaced build, OTHER, with the paced one).
+# usage: [NEIGHBOR=MB] [OTHER=BIN] ab.sh STATEPIPE ROUNDS WINDOW CONNECTIONS...
 set -euo pipefail
 sp=$1 rounds=$2 window=$3; shift 3
 dir=$(mktemp -d)
@@ -32,10 +35,10 @@ while True:
 PY
 }
 one() {
-    local mib=$1 conns=$2 npid=
+    local mib=$1 conns=$2 bin=${3:-$sp} npid=
     rm -rf "$dir/data"
     if [ -n "${NEIGHBOR:-}" ]; then neighbour "$NEIGHBOR" & npid=$!; fi
-    taskset -c 0 "$sp" serve --listen 127.0.0.1:0 --data "$dir/data" --journal-segment-mib "$mib" > "$dir/out" 2> "$dir/err" &
+    taskset -c 0 "$bin" serve --listen 127.0.0.1:0 --data "$dir/data" --journal-segment-mib "$mib" > "$dir/out" 2> "$dir/err" &
     local pid=$!
     for _ in $(seq 200); do [ -s "$dir/out" ] && break; sleep 0.05; done
     local addr; addr=$(awk '{print $3; exit}' "$dir/out")
@@ -56,6 +59,14 @@ one() {
     if [ -n "$npid" ]; then kill "$npid"; wait "$npid" 2> /dev/null || true; rm -f "$dir/neighbour"; fi
 }
 for r in $(seq "$rounds"); do
+    if [ -n "${OTHER:-}" ]; then
+        for c in "$@"; do
+            echo -n "other "; one 16 "$c" "$OTHER"
+            echo -n "this  "; one 16 "$c"
+            echo -n "this  "; one 0 "$c"
+        done
+        continue
+    fi
     echo "round $r"
     for c in "$@"; do
         if [ $((r % 2)) = 1 ]; then one 0 "$c"; one 16 "$c"; else one 16 "$c"; one 0 "$c"; fi
