@@ -35,123 +35,17 @@
 //! than the last: recovery refuses ([`Corrupt`]), naming the offset. Else
 //! it is the last commit, torn by a crash (never acknowledged) or damaged,
 //! and it is cut.
-use std::fs::{self, File};
-use std::io;
-use std::path::{Path, PathBuf};
 
+mod record;
+mod segment;
 mod writer;
 
+use record::decode_marked;
+#[cfg(test)]
+use record::start_commit;
+pub use record::{decode, encode, Op, Record, HEADER_LEN, MAX_PAYLOAD};
+pub use segment::{segment_name, segments, sync_dir};
 pub use writer::{CommitError, Start, Writer};
-
-/// Bytes before a record's payload: length and checksum.
-pub const HEADER_LEN: usize = 8;
-/// The smallest payload: kind and lsn.
-const MIN_PAYLOAD: usize = 9;
-/// The largest payload: a 1 MiB body plus kind and lsn.
-pub const MAX_PAYLOAD: usize = (1 << 20) + MIN_PAYLOAD;
-
-const KIND_CREATE: u8 = 1;
-const KIND_DELETE: u8 = 2;
-/// Set in the kind of the first record of a commit.
-const STARTS_COMMIT: u8 = 0x80;
-
-/// What a record says happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    /// `POST /item` with this body (decoded again on replay).
-    Create(Vec<u8>),
-    /// `DELETE /item/{id}`.
-    Delete(u64),
-}
-
-/// One journal record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its log sequence number.
-    pub lsn: u64,
-    /// What it records.
-    pub op: Op,
-}
-
-/// Appends the encoding of a record to `out`.
-pub fn encode(lsn: u64, op: &Op, out: &mut Vec<u8>) {
-    let data: &[u8] = match op {
-        Op::Create(body) => body,
-        Op::Delete(_) => &[],
-    };
-    let len = MIN_PAYLOAD
-        + if let Op::Delete(_) = op {
-            8
-        } else {
-            data.len()
-        };
-    assert!(len <= MAX_PAYLOAD, "record of {len} bytes over the limit");
-    let start = out.len();
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    match op {
-        Op::Create(body) => {
-            out.push(KIND_CREATE);
-            out.extend_from_slice(&lsn.to_le_bytes());
-            out.extend_from_slice(body);
-        }
-        Op::Delete(id) => {
-            out.push(KIND_DELETE);
-            out.extend_from_slice(&lsn.to_le_bytes());
-            out.extend_from_slice(&id.to_le_bytes());
-        }
-    }
-    let crc = crc32c::crc32c(&out[start + HEADER_LEN..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Marks the encoded record at the start of `record` as the first of its
-/// commit (and checksums it again).
-fn start_commit(record: &mut [u8]) {
-    record[HEADER_LEN] |= STARTS_COMMIT;
-    let len = u32::from_le_bytes(record[0..4].try_into().expect("4 bytes")) as usize;
-    let crc = crc32c::crc32c(&record[HEADER_LEN..HEADER_LEN + len]);
-    record[4..8].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Decodes the record at the start of `bytes`: the record and its encoded
-/// length, or why it is not one.
-pub fn decode(bytes: &[u8]) -> Result<(Record, usize), &'static str> {
-    decode_marked(bytes).map(|(record, n, _)| (record, n))
-}
-
-/// [`decode`], and whether the record starts a commit.
-fn decode_marked(bytes: &[u8]) -> Result<(Record, usize, bool), &'static str> {
-    if bytes.len() < HEADER_LEN {
-        return Err("short header");
-    }
-    let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
-    if !(MIN_PAYLOAD..=MAX_PAYLOAD).contains(&len) {
-        return Err("length out of range");
-    }
-    let Some(payload) = bytes.get(HEADER_LEN..HEADER_LEN + len) else {
-        return Err("short payload");
-    };
-    let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
-    if crc32c::crc32c(payload) != crc {
-        return Err("checksum mismatch");
-    }
-    let lsn = u64::from_le_bytes(payload[1..9].try_into().expect("8 bytes"));
-    let data = &payload[MIN_PAYLOAD..];
-    let op = match payload[0] & !STARTS_COMMIT {
-        KIND_CREATE => Op::Create(data.to_vec()),
-        KIND_DELETE if data.len() == 8 => {
-            Op::Delete(u64::from_le_bytes(data.try_into().expect("8 bytes")))
-        }
-        KIND_DELETE => return Err("delete record of the wrong length"),
-        _ => return Err("unknown kind"),
-    };
-    Ok((
-        Record { lsn, op },
-        HEADER_LEN + len,
-        payload[0] & STARTS_COMMIT != 0,
-    ))
-}
 
 /// Damage in the middle of a journal: a bad record followed by a good one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,39 +138,11 @@ fn later_commit(bytes: &[u8], bad: usize, used: usize) -> Option<usize> {
     None
 }
 
-/// The file name of the segment whose first record is `first_lsn`.
-pub fn segment_name(first_lsn: u64) -> String {
-    format!("journal-{first_lsn:020}.log")
-}
-
-/// The segments in `dir`, by first lsn.
-pub fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(first) = name
-            .strip_prefix("journal-")
-            .and_then(|n| n.strip_suffix(".log"))
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            found.push((first, entry.path()));
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
-/// Fsyncs a directory, so a file created, renamed or removed in it stays so.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::fs;
 
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
@@ -448,6 +314,41 @@ mod tests {
             let err = scan(&bytes).unwrap_err();
             prop_assert_eq!(err.offset, record as u64);
             prop_assert!(err.next_valid as usize <= *ends[k].last().unwrap());
+        }
+
+        #[test]
+        fn any_bytes_scan_without_panic_and_agree_with_themselves(
+            commits in commits_strategy(),
+            noise in proptest::collection::vec(any::<u8>(), 0..300),
+            at in any::<prop::sample::Index>(),
+            zeros in 0..100usize,
+        ) {
+            // Records, arbitrary bytes over any part of them, zeros after:
+            // what a damaged disk can hand recovery.
+            let (mut bytes, _) = encode_commits(&commits);
+            let from = at.index(bytes.len() + 1);
+            let to = (from + noise.len()).min(bytes.len());
+            bytes[from..to].copy_from_slice(&noise[..to - from]);
+            bytes.extend_from_slice(&noise[to - from..]);
+            bytes.resize(bytes.len() + zeros, 0);
+            match scan(&bytes) {
+                Ok(s) => {
+                    prop_assert!(s.valid_len <= s.used_len && s.used_len <= bytes.len() as u64);
+                    prop_assert_eq!(s.torn.is_some(), s.valid_len < s.used_len);
+                    prop_assert!(bytes[s.used_len as usize..].iter().all(|&b| b == 0));
+                    let mut at = 0;
+                    for r in &s.records {
+                        let (decoded, n) = decode(&bytes[at..]).unwrap();
+                        prop_assert_eq!(&decoded, r);
+                        at += n;
+                    }
+                    prop_assert_eq!(at as u64, s.valid_len);
+                }
+                Err(c) => {
+                    prop_assert!(c.offset < c.next_valid);
+                    prop_assert!(decode(&bytes[c.next_valid as usize..]).is_ok());
+                }
+            }
         }
 
         #[test]

@@ -7,7 +7,8 @@ use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
-use super::{encode, segment_name, start_commit, sync_dir, Op};
+use super::record::{encode, start_commit, Op};
+use super::segment::{segment_name, sync_dir};
 use crate::spare::Spares;
 
 /// A failed [`Writer::commit`].
