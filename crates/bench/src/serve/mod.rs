@@ -77,7 +77,7 @@ impl ServeOptions {
     pub fn describe(&self) -> String {
         format!(
             "serve: servers pinned to CPUs {} (k={}), wrk ({}) pinned to CPUs {}, {} keep-alive connections, \
-             {} s warm-up + {} s measured per endpoint, {} round(s); data under {}",
+             {} s warm-up + {} s measured per endpoint, {} round(s); data under {}{}",
             cpus::CpuList(&self.server_cpus),
             self.server_cpus.len(),
             self.wrk.path.display(),
@@ -87,6 +87,9 @@ impl ServeOptions {
             self.window.as_secs(),
             self.samples,
             self.data.display(),
+            file_system(&self.data)
+                .map(|(kind, source)| format!(" ({kind} on {source}: the disk the journals fsync to)"))
+                .unwrap_or_default(),
         )
     }
 
@@ -299,4 +302,35 @@ pub fn rows(results: &[(Kind, Endpoint, Samples)]) -> Vec<ResultRow> {
         }
     }
     rows
+}
+
+/// The file system that holds `path` (or would, once created): its type
+/// and source, from the longest mount point in `/proc/self/mounts` that is
+/// a prefix of the nearest existing ancestor; `None` where that cannot be
+/// read (not Linux).
+fn file_system(path: &std::path::Path) -> Option<(String, String)> {
+    let existing = path.ancestors().find(|p| p.exists())?.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (source, point, kind) = (f.next()?, f.next()?, f.next()?);
+            existing
+                .starts_with(point)
+                .then(|| (point.len(), kind.to_string(), source.to_string()))
+        })
+        .max_by_key(|m| m.0)
+        .map(|(_, kind, source)| (kind, source))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_path_not_made_yet_is_on_its_ancestors_file_system() {
+        let here = std::env::temp_dir();
+        let fs = super::file_system(&here).expect("/proc/self/mounts names it");
+        assert!(!fs.0.is_empty() && !fs.1.is_empty());
+        assert_eq!(super::file_system(&here.join("not/made/yet")), Some(fs));
+    }
 }
