@@ -38,7 +38,7 @@ for p in "$@"; do
       tail -30 "$out/cluster.txt" ;;
     serve)
       part serve
-      "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web \
+      "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web,statepipe-append \
         --peer "$kit/serve-peers/serve-peer" --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
       grep -A10 '^targets' "$out/serve.txt" ;;
     ring)

@@ -15,7 +15,7 @@ pub fn targets(report: &Report) -> String {
     let mark = |ok: bool| if ok { "met" } else { "NOT met" };
     let best_peer = |case: &str| {
         rows.iter()
-            .filter(|r| r.case == case && r.imp != "statepipe")
+            .filter(|r| r.case == case && !r.imp.starts_with("statepipe"))
             .max_by(|a, b| a.median.total_cmp(&b.median))
     };
     let p99_of = |r: &ResultRow, key: &str| {

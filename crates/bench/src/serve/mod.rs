@@ -113,9 +113,7 @@ impl ServeOptions {
         }
         Ok(all
             .into_iter()
-            .filter(|k| {
-                *k == Kind::Statepipe || self.peers.is_empty() || self.peers.contains(&k.slug())
-            })
+            .filter(|k| chosen(*k, &self.peers))
             .collect())
     }
 
@@ -128,11 +126,24 @@ impl ServeOptions {
     }
 }
 
+/// Whether `--peers` (`peers`, empty: the default) runs `kind`: statepipe
+/// always, the reference row only when named, a peer when named or by
+/// default.
+fn chosen(kind: Kind, peers: &[String]) -> bool {
+    match kind {
+        Kind::Statepipe => true,
+        Kind::StatepipeAppend => peers.contains(&kind.slug()),
+        _ => peers.is_empty() || peers.contains(&kind.slug()),
+    }
+}
+
 /// The contenders: statepipe first (ours), then the peers, each decoding
 /// POST bodies with a typed `Json<T>` extractor as its documentation does;
 /// the two fastest peers also as they were first written here, through a
 /// `serde_json::Value` (the report compares against the best row either way).
-/// actix-web gets `workers` workers (k, the servers' CPUs).
+/// actix-web gets `workers` workers (k, the servers' CPUs). Last,
+/// statepipe with its journal appending, a reference row that runs only
+/// when named and is no peer of the targets.
 pub fn contenders(workers: usize) -> Vec<Kind> {
     vec![
         Kind::Statepipe,
@@ -156,6 +167,7 @@ pub fn contenders(workers: usize) -> Vec<Kind> {
             workers,
             typed: false,
         },
+        Kind::StatepipeAppend,
     ]
 }
 
@@ -197,7 +209,8 @@ pub fn run(
                 options
                     .wrk
                     .run(&scratch, &script, server.addr, options.warmup)?;
-                let before = (kind == Kind::Statepipe && endpoint == Endpoint::Post)
+                let before = (matches!(kind, Kind::Statepipe | Kind::StatepipeAppend)
+                    && endpoint == Endpoint::Post)
                     .then(|| server.journal_counters())
                     .flatten();
                 let r = options
@@ -326,6 +339,28 @@ fn file_system(path: &std::path::Path) -> Option<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    use super::{chosen, contenders, Kind};
+
+    #[test]
+    fn the_appending_statepipe_runs_only_when_named() {
+        let run = |peers: &[&str]| -> Vec<String> {
+            let peers: Vec<String> = peers.iter().map(|p| p.to_string()).collect();
+            contenders(2)
+                .into_iter()
+                .filter(|k| chosen(*k, &peers))
+                .map(Kind::slug)
+                .collect()
+        };
+        let default = run(&[]);
+        assert_eq!(default[0], "statepipe");
+        assert!(default.contains(&"actix-web".to_string()));
+        assert!(!default.contains(&"statepipe-append".to_string()));
+        assert_eq!(
+            run(&["actix-web", "statepipe-append"]),
+            ["statepipe", "actix-web", "statepipe-append"]
+        );
+    }
+
     #[test]
     fn a_path_not_made_yet_is_on_its_ancestors_file_system() {
         let here = std::env::temp_dir();

@@ -17,6 +17,10 @@ use crate::BenchError;
 pub enum Kind {
     /// `statepipe serve`.
     Statepipe,
+    /// `statepipe serve --journal-segment-mib 0`: its journal appending to
+    /// segments that grow, as the peers' journals do (a reference row, run
+    /// only when named).
+    StatepipeAppend,
     /// axum on tokio's multi-thread runtime (`None`: its default worker count).
     Axum {
         /// `worker_threads`, if set.
@@ -40,6 +44,7 @@ impl Kind {
     pub fn imp(self) -> &'static str {
         match self {
             Kind::Statepipe => "statepipe",
+            Kind::StatepipeAppend => "statepipe-append",
             Kind::Axum { .. } => "axum",
             Kind::Actix { .. } => "actix-web",
         }
@@ -50,6 +55,7 @@ impl Kind {
         let decode = |typed: bool| if typed { "Json<T>" } else { "Value" };
         match self {
             Kind::Statepipe => "mio I/O + ring, group commit".into(),
+            Kind::StatepipeAppend => "mio I/O + ring, group commit, journal appending".into(),
             Kind::Axum {
                 worker_threads: None,
                 typed,
@@ -112,6 +118,7 @@ impl Kind {
             } => format!("axum{}", value(typed)),
             Kind::Actix { typed, .. } => format!("actix-web{}", value(typed)),
             Kind::Statepipe => "statepipe".into(),
+            Kind::StatepipeAppend => "statepipe-append".into(),
         }
     }
 }
@@ -150,6 +157,11 @@ impl Running {
             Kind::Statepipe => {
                 let mut c = pinned(&options.server_cpus, &options.statepipe);
                 c.arg("serve");
+                c
+            }
+            Kind::StatepipeAppend => {
+                let mut c = pinned(&options.server_cpus, &options.statepipe);
+                c.args(["serve", "--journal-segment-mib", "0"]);
                 c
             }
             Kind::Axum {
