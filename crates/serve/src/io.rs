@@ -20,6 +20,7 @@ use statepipe_ring::{Multi, Producer, TryPublishError};
 use crate::admission::{InFlight, Refusal};
 use crate::business::{Event, Origin, Reply, Shared};
 use crate::http::{self, Parsed, Response, Route};
+use crate::metrics::Tally;
 use crate::view::Reader;
 
 const LISTENER: Token = Token(0);
@@ -123,6 +124,8 @@ pub struct IoThread {
     pub limits: Limits,
     /// The `Date` header, refreshed once per loop.
     pub date: http::Date,
+    /// Its answered requests, by route and status.
+    pub tally: Tally,
 }
 
 struct Conn {
@@ -272,7 +275,7 @@ impl IoThread {
                 // `date` was refreshed at the top of this loop iteration.
                 r.write_to(&mut out, self.date.as_str());
                 let _ = stream.write(&out);
-                self.shared.metrics.answered("other", 503);
+                self.tally.answered("other", 503);
                 self.shared.metrics.refused(Refusal::Connections);
                 continue;
             };
@@ -433,7 +436,7 @@ impl IoThread {
     /// which sends what is queued once it has answered every request it
     /// can: the answers to pipelined requests leave in one `send`.
     fn respond(&self, conn: &mut Conn, label: &'static str, mut response: Response) {
-        self.shared.metrics.answered(label, response.status);
+        self.tally.answered(label, response.status);
         if conn.close_after {
             response.close = true;
         }

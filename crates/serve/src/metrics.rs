@@ -1,5 +1,10 @@
 //! The service's metrics, in a `prometheus-client` registry.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -45,12 +50,54 @@ pub struct IoLabels {
 /// [`Metrics::stage_events`].
 pub const STAGES: [&str; 4] = ["journal", "decode", "apply", "reply"];
 
+/// A (route, status) pair's count on one I/O thread.
+type Count = (&'static str, u16, Arc<AtomicU64>);
+
+/// One I/O thread's answered requests, by route and status: counted on that
+/// thread alone, with no lock and on no cache line another thread writes
+/// (a [`Family`] lookup takes a read lock and bumps a counter every I/O
+/// thread shares), and summed into `requests_total` when `/metrics` is
+/// read.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// This thread's counts, for the hot path (the thread's own handles).
+    local: RefCell<Vec<Count>>,
+    /// The same counts, for the scrape; the owning thread adds one the
+    /// first time it sees its pair.
+    shared: Arc<Mutex<Vec<Count>>>,
+}
+
+impl Tally {
+    /// Counts one answered request.
+    pub fn answered(&self, route: &'static str, status: u16) {
+        let mut local = self.local.borrow_mut();
+        match local.iter().find(|(r, s, _)| *s == status && *r == route) {
+            // Relaxed: a count read by the scrape; only this thread writes it.
+            Some((_, _, n)) => {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                let n = Arc::new(AtomicU64::new(1));
+                local.push((route, status, Arc::clone(&n)));
+                let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                shared.push((route, status, n));
+            }
+        }
+    }
+}
+
 /// Every metric `/metrics` shows.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// Requests answered, by route and status.
-    pub requests: Family<RequestLabels, Counter>,
+    /// Requests answered, by route and status: the sums of the I/O
+    /// threads' [`Tally`]s, brought up to date by [`Metrics::encode`].
+    requests: Family<RequestLabels, Counter>,
+    /// Every I/O thread's counts.
+    tallies: Mutex<Vec<Arc<Mutex<Vec<Count>>>>>,
+    /// What `requests` holds of each pair so far (and the lock that keeps
+    /// two scrapes from adding the same counts twice).
+    exported: Mutex<HashMap<(&'static str, u16), u64>>,
     /// Requests refused, by cause, in [`Refusal::ALL`] order.
     pub refusals: [Counter; 3],
     /// Requests on the ring: published, not yet replied to.
@@ -157,6 +204,8 @@ impl Metrics {
         );
         Metrics {
             registry,
+            tallies: Mutex::default(),
+            exported: Mutex::default(),
             connections,
             published,
             stage_events,
@@ -187,15 +236,44 @@ impl Metrics {
         self.refusals[i].inc();
     }
 
-    /// Counts one answered request.
-    pub fn answered(&self, route: &'static str, status: u16) {
-        self.requests
-            .get_or_create(&RequestLabels { route, status })
-            .inc();
+    /// A new I/O thread's counts of answered requests.
+    pub fn tally(&self) -> Tally {
+        let tally = Tally::default();
+        let mut tallies = self.tallies.lock().unwrap_or_else(PoisonError::into_inner);
+        tallies.push(Arc::clone(&tally.shared));
+        tally
+    }
+
+    /// Adds to `requests` what the I/O threads counted since the last call.
+    fn sum_tallies(&self) {
+        let mut sums: HashMap<(&'static str, u16), u64> = HashMap::new();
+        for tally in self
+            .tallies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            for (route, status, n) in tally.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+                // Relaxed: counts only grow; one read late shows next time.
+                *sums.entry((route, *status)).or_default() += n.load(Ordering::Relaxed);
+            }
+        }
+        let mut exported = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
+        for (key, sum) in sums {
+            let before = exported.entry(key).or_default();
+            if sum > *before {
+                let (route, status) = key;
+                self.requests
+                    .get_or_create(&RequestLabels { route, status })
+                    .inc_by(sum - *before);
+                *before = sum;
+            }
+        }
     }
 
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
+        self.sum_tallies();
         let published = self.published.get();
         for (stage, events) in STAGES.iter().zip(&self.stage_events) {
             let depth = published.saturating_sub(events.get());

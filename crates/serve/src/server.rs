@@ -305,6 +305,7 @@ impl Server {
                 stop: Arc::clone(&handle.stop),
                 limits: limits.clone(),
                 date: crate::http::Date::default(),
+                tally: shared.metrics.tally(),
             };
             let cpu = io_cpu(index);
             let spawned = thread::Builder::new()

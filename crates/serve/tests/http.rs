@@ -307,6 +307,46 @@ fn connections_are_shared_out_evenly_over_the_io_threads() {
     t.join().unwrap();
 }
 
+/// `statepipe_serve_requests_total{route, status}`'s value, 0 when absent.
+fn requests_total(stream: &mut TcpStream, route: &str, status: u16) -> u64 {
+    let (st, _, body) = exchange(stream, b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
+    let series =
+        format!("statepipe_serve_requests_total{{route=\"{route}\",status=\"{status}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[test]
+fn answers_on_every_io_thread_are_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| c.io_threads = Some(3));
+    // Six connections, shared out over the three I/O threads, each with
+    // its own count of 404s and 201s.
+    let mut clients: Vec<TcpStream> = (0..6).map(|_| connect(addr)).collect();
+    for (i, s) in clients.iter_mut().enumerate() {
+        for _ in 0..=i {
+            let (st, _, _) = exchange(s, b"GET /item/999 HTTP/1.1\r\n\r\n");
+            assert_eq!(st, 404);
+        }
+        let (st, _, _) = exchange(
+            s,
+            b"POST /item HTTP/1.1\r\nContent-Length: 22\r\n\r\n{\"name\":\"a\",\"price\":1}",
+        );
+        assert_eq!(st, 201);
+    }
+    let mut watch = connect(addr);
+    assert_eq!(requests_total(&mut watch, "GET /item/{id}", 404), 21);
+    assert_eq!(requests_total(&mut watch, "POST /item", 201), 6);
+    // Read again: nothing counted twice; the first read's own answer now
+    // counted.
+    assert_eq!(requests_total(&mut watch, "GET /item/{id}", 404), 21);
+    assert_eq!(requests_total(&mut watch, "GET /metrics", 200), 3);
+    stop.shutdown();
+    t.join().unwrap();
+}
+
 #[test]
 fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
     let dir = tempfile::tempdir().unwrap();
