@@ -71,6 +71,13 @@ pub(super) fn start_commit(record: &mut [u8]) {
     record[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// The lsn of the encoded record at the start of `record` (unchecked: a
+/// record this process encoded).
+pub(super) fn lsn_of(record: &[u8]) -> u64 {
+    let at = HEADER_LEN + 1;
+    u64::from_le_bytes(record[at..at + 8].try_into().expect("8 bytes"))
+}
+
 /// Decodes the record at the start of `bytes`: the record and its encoded
 /// length, or why it is not one.
 pub fn decode(bytes: &[u8]) -> Result<(Record, usize), &'static str> {

@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
-use super::record::{encode, start_commit, Op};
+use super::record::{encode, lsn_of, start_commit, Op};
 use super::segment::{segment_name, sync_dir};
 use crate::spare::Spares;
 
@@ -181,8 +181,7 @@ impl Writer {
     fn write_pending(&mut self) -> io::Result<()> {
         let len = self.pending.len() as u64;
         if self.durable_len + len > self.zeroed_len {
-            let first = u64::from_le_bytes(self.pending[9..17].try_into().expect("8 bytes"));
-            self.enter_spare(first);
+            self.enter_spare(lsn_of(&self.pending));
         }
         if self.dir_unsynced {
             sync_dir(&self.dir)?;
