@@ -5,6 +5,7 @@
 # summaries and one results.tgz of everything to $OUT (a device call
 # brings back at most 8 files). Each part is named on the command line:
 #   pf       statepipe bench pf --no-peer: 1 thread against all, per size
+#            (and the same with the keep-awake build, if the kit has one)
 #   cluster  statepipe bench cluster --faults --chaos (200 workers)
 #   serve    statepipe bench serve at k = 1, 4 and 8 server CPUs
 #   ring     statepipe bench ring
@@ -18,7 +19,7 @@ export PATH=$kit/bin:$PATH LD_LIBRARY_PATH=$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRA
 sp=$kit/bin/statepipe
 {
   echo "kit commit: $(cat "$kit/commit.txt")"; cat "$kit/status.txt"
-  echo "kit built on: $(cat "$kit/glibc.txt")"; echo "here: $(ldd --version | head -1)"
+  echo "kit built on: $(cat "$kit/glibc.txt")"; echo "here: $(ldd --version | sed -n 1p)"
   nproc; uname -r; grep -m1 'model name' /proc/cpuinfo; free -g | head -2
   for b in "$kit"/bin/* "$kit/serve-peers/serve-peer"; do
     ldd "$b" | grep -q 'not found' && { echo "MISSING libraries for $b:"; ldd "$b" | grep 'not found'; }
@@ -30,7 +31,13 @@ for p in "$@"; do
     pf)
       part pf
       "$sp" bench pf --no-peer --samples 5 --json "$out/pf.json" > "$out/pf.txt" 2> "$out/pf.stderr"
-      tail -40 "$out/pf.txt" ;;
+      tail -40 "$out/pf.txt"
+      if [ -x "$kit/bin/statepipe-keep-awake" ]; then
+        part "pf, keep-awake build"
+        "$kit/bin/statepipe-keep-awake" bench pf --no-peer --samples 5 --json "$out/pf-keep-awake.json" \
+          > "$out/pf-keep-awake.txt" 2> "$out/pf-keep-awake.stderr"
+        grep -E 'threads|/[0-9]+ ' "$out/pf-keep-awake.txt" | tail -24
+      fi ;;
     cluster)
       part cluster
       "$sp" bench cluster --workers 0 --steal-workers 0 --no-roundtrips --faults --chaos \
