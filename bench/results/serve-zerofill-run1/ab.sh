@@ -16,6 +16,8 @@ set -euo pipefail
 sp=$1 rounds=$2 window=$3; shift 3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# shellcheck source=bench/results/serve-lib.sh
+. "$(dirname "$0")/../serve-lib.sh"
 cat > "$dir/post.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"name":"widget","price":9.5}'
@@ -36,12 +38,9 @@ PY
 }
 one() {
     local mib=$1 conns=$2 bin=${3:-$sp} npid=
-    rm -rf "$dir/data"
     if [ -n "${NEIGHBOR:-}" ]; then neighbour "$NEIGHBOR" & npid=$!; fi
-    taskset -c 0 "$bin" serve --listen 127.0.0.1:0 --data "$dir/data" --journal-segment-mib "$mib" > "$dir/out" 2> "$dir/err" &
-    local pid=$!
-    for _ in $(seq 200); do [ -s "$dir/out" ] && break; sleep 0.05; done
-    local addr; addr=$(awk '{print $3; exit}' "$dir/out")
+    serve_start "$dir" taskset -c 0 "$bin" serve --journal-segment-mib "$mib"
+    local addr=$SERVE_ADDR
     sleep 1
     taskset -c 1 wrk -t1 -c"$conns" -d"${window}s" --latency -s "$dir/post.lua" "http://$addr/item" > "$dir/wrk"
     local m; m=$(curl -s "http://$addr/metrics")
@@ -55,7 +54,7 @@ one() {
         "$(awk '$1=="50%"{print $2}' "$dir/wrk")" "$(awk '$1=="99%"{print $2}' "$dir/wrk")" \
         "$(awk -v s="$sum" -v c="$count" 'BEGIN{print (c > 0 ? s / c * 1e6 : 0)}')" "$zf" \
         "$(awk '/Non-2xx/{print $NF; f=1} END{if (!f) print 0}' "$dir/wrk")"
-    kill "$pid"; wait "$pid" 2> /dev/null || true
+    serve_stop
     if [ -n "$npid" ]; then kill "$npid"; wait "$npid" 2> /dev/null || true; rm -f "$dir/neighbour"; fi
 }
 for r in $(seq "$rounds"); do
