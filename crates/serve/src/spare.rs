@@ -141,7 +141,9 @@ fn prepare_loop(inner: &Inner, path: &Path, bytes: u64) {
     let _ = statepipe_sys::pin::set_current_thread_nice(19);
     let _ = statepipe_sys::pin::set_current_thread_batch();
     let mut retry = FIRST_RETRY;
-    let mut said: Option<String> = None;
+    // The kind of the last failure warned about: a cause that persists
+    // (a disk short of room, whose free bytes change) is said once.
+    let mut said: Option<io::ErrorKind> = None;
     loop {
         {
             let mut state = inner.lock();
@@ -165,13 +167,12 @@ fn prepare_loop(inner: &Inner, path: &Path, bytes: u64) {
             }
             Err(e) => {
                 let _ = fs::remove_file(path);
-                let text = e.to_string();
-                if said.as_deref() != Some(&text) {
+                if said != Some(e.kind()) {
                     tracing::warn!(
-                        error = %text,
+                        error = %e,
                         "no zero-filled journal segment; the journal appends (each fsync also commits the file's size) until one can be made"
                     );
-                    said = Some(text);
+                    said = Some(e.kind());
                 }
                 let state = inner.lock();
                 let (state, _) = inner
