@@ -93,11 +93,9 @@ pub struct Metrics {
     /// Requests answered, by route and status: the sums of the I/O
     /// threads' [`Tally`]s, brought up to date by [`Metrics::encode`].
     requests: Family<RequestLabels, Counter>,
-    /// Every I/O thread's counts.
+    /// Every I/O thread's counts (and the lock that keeps two scrapes from
+    /// adding the same counts twice).
     tallies: Mutex<Vec<Arc<Mutex<Vec<Count>>>>>,
-    /// What `requests` holds of each pair so far (and the lock that keeps
-    /// two scrapes from adding the same counts twice).
-    exported: Mutex<HashMap<(&'static str, u16), u64>>,
     /// Requests refused, by cause, in [`Refusal::ALL`] order.
     pub refusals: [Counter; 3],
     /// Requests on the ring: published, not yet replied to.
@@ -205,7 +203,6 @@ impl Metrics {
         Metrics {
             registry,
             tallies: Mutex::default(),
-            exported: Mutex::default(),
             connections,
             published,
             stage_events,
@@ -244,29 +241,25 @@ impl Metrics {
         tally
     }
 
-    /// Adds to `requests` what the I/O threads counted since the last call.
+    /// Adds to `requests` what the I/O threads counted since the last call
+    /// (`requests` is incremented here alone, so it holds what was added
+    /// before).
     fn sum_tallies(&self) {
+        let tallies = self.tallies.lock().unwrap_or_else(PoisonError::into_inner);
         let mut sums: HashMap<(&'static str, u16), u64> = HashMap::new();
-        for tally in self
-            .tallies
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
+        for tally in tallies.iter() {
             for (route, status, n) in tally.lock().unwrap_or_else(PoisonError::into_inner).iter() {
                 // Relaxed: counts only grow; one read late shows next time.
                 *sums.entry((route, *status)).or_default() += n.load(Ordering::Relaxed);
             }
         }
-        let mut exported = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
-        for (key, sum) in sums {
-            let before = exported.entry(key).or_default();
-            if sum > *before {
-                let (route, status) = key;
-                self.requests
-                    .get_or_create(&RequestLabels { route, status })
-                    .inc_by(sum - *before);
-                *before = sum;
+        for ((route, status), sum) in sums {
+            let counter = self
+                .requests
+                .get_or_create(&RequestLabels { route, status });
+            let before = counter.get();
+            if sum > before {
+                counter.inc_by(sum - before);
             }
         }
     }
