@@ -20,7 +20,7 @@
 //!   replica on one of its holders still live in the books (`Promote`)
 //!   and, if this step evolves it and it has not been evolved, evolved
 //!   there: the states to evolve go, most expensive first, each to its
-//!   holder with the least work ahead (with one replica, a promoted state
+//!   holder where it would start soonest (with one replica, a promoted state
 //!   is its only copy until the next commit and no thief may take it; with
 //!   more, a thief that holds none of its replicas still may), the others
 //!   to their first holder; the other holders keep theirs, so a state
@@ -320,25 +320,35 @@ impl Scheduler {
             wanted.push((id, cost, holders));
         }
         // The work to run again is dealt over the holders, most expensive
-        // first, each state to its holder with the least work ahead (with
-        // one replica a promoted state is its only copy until the next
-        // commit, so no thief can take it later; see `sole_copy`); the rest
-        // stay with their first holder.
+        // first, each state to the holder where it would start soonest:
+        // after the evolves in flight there, the pending states at least
+        // as expensive (batches go most expensive first) and what this
+        // deal gave it before. (A holder's total load matters less: the
+        // cheap states a promoted long call pushes back are stolen by
+        // whoever runs out of work first, where a long call queued behind
+        // another holds up the whole step.) With one replica a promoted
+        // state is its only copy until the next commit, so no thief can
+        // take it later (see `sole_copy`). The rest stay with their first
+        // holder.
         wanted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let mut load: HashMap<WorkerId, f64> = HashMap::new();
+        let mut dealt: HashMap<WorkerId, f64> = HashMap::new();
         for (id, cost, holders) in wanted {
             let mut holder = holders[0];
             if cost > 0.0 {
-                let mut least = f64::INFINITY;
+                let mut soonest = f64::INFINITY;
                 for &h in &holders {
-                    let l = *load
-                        .entry(h)
-                        .or_insert_with(|| self.cost_ahead(h) + self.slots[h].pending_cost);
-                    if l < least {
-                        (least, holder) = (l, h);
+                    let before: f64 = self.slots[h]
+                        .pending
+                        .iter()
+                        .map(|p| self.cost(p))
+                        .filter(|&c| c >= cost)
+                        .sum();
+                    let at = self.cost_ahead(h) + before + dealt.get(&h).copied().unwrap_or(0.0);
+                    if at < soonest {
+                        (soonest, holder) = (at, h);
                     }
                 }
-                *load.entry(holder).or_default() += cost;
+                *dealt.entry(holder).or_default() += cost;
             }
             plan.promote.entry(holder).or_default().push(id);
         }

@@ -414,24 +414,39 @@ impl Scheduler {
             return 0;
         }
         // Longest first: a state stays on its worker while that keeps the
-        // worker within `bound`, else goes to the least-loaded worker.
+        // worker within `bound`, else goes to the least-loaded worker it
+        // may go to. In buddy mode that is never a worker holding its
+        // replica (one loss would take two of its copies), and a state
+        // that is its only copy stays; both are decided here, while
+        // dealing, so that a move ruled out leaves no worker holding both
+        // a state it was meant to give away and the ones dealt to it in
+        // its place (two long calls in a row).
         all.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut load = vec![0.0; self.slots.len()];
         let mut heap: BinaryHeap<Reverse<Load>> =
             live.iter().map(|&w| Reverse(Load(0.0, w))).collect();
         let mut moves: Vec<(WorkerId, WorkerId, StateId)> = Vec::new();
+        let mut passed: Vec<Reverse<Load>> = Vec::new();
         let slack = bound * 1e-9;
         for (c, id, owner) in all {
-            let to = if load[owner] + c <= bound + slack {
+            let to = if load[owner] + c <= bound + slack || self.sole_copy(id) {
                 owner
             } else {
-                // Entries are stale once their worker's load changed.
-                loop {
-                    let Reverse(Load(l, w)) = heap.pop().expect("every live worker has an entry");
-                    if l == load[w] {
+                let to = loop {
+                    let Some(Reverse(Load(l, w))) = heap.pop() else {
+                        break owner;
+                    };
+                    // Entries are stale once their worker's load changed.
+                    if l != load[w] {
+                        continue;
+                    }
+                    if w == owner || self.may_receive(w, owner, id) {
                         break w;
                     }
-                }
+                    passed.push(Reverse(Load(l, w)));
+                };
+                heap.extend(passed.drain(..));
+                to
             };
             if to != owner {
                 moves.push((owner, to, id));
@@ -446,11 +461,6 @@ impl Scheduler {
             .map(|&w| self.slots[w].pending_cost)
             .fold(0.0, f64::max);
         let after = load.iter().copied().fold(0.0, f64::max);
-        // A state never moves onto the worker holding its replica, nor
-        // while it is its only copy.
-        moves.retain(|&(owner, to, id)| {
-            !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id) && !self.sole_copy(id)
-        });
         if moves.is_empty() || after >= before - slack {
             return 0;
         }
@@ -471,6 +481,12 @@ impl Scheduler {
             sent += 1;
         }
         sent
+    }
+
+    /// Whether `id` may move from `owner` to `to`: in buddy mode, not onto
+    /// a worker holding its replica or one of `owner`'s replicas.
+    fn may_receive(&self, to: WorkerId, owner: WorkerId, id: StateId) -> bool {
+        !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id)
     }
 
     /// Whether moving `excess` units of expected cost beats the moves' cost.

@@ -3,12 +3,14 @@
 //! side, every run ends with the single-process engine's bits. A state
 //! that is its own only copy does not move, and a worker that gives states
 //! away keeps them as replicas until the next commit, so a state's copies
-//! stay among neighbours.
+//! stay among neighbours. And where long calls go when the rebalance or a
+//! recovery has to keep them off a worker's buddies or out of a queue.
 
 use proptest::prelude::*;
 
 use super::chaos::{buddy_cfg, run};
 use super::{model, Cluster, SEED};
+use crate::evolve::StateId;
 use crate::local::Local;
 
 /// Workers 2 and 3 (a worker and its first buddy) lost a few deliveries
@@ -147,4 +149,93 @@ fn a_moved_state_outlives_its_new_holder_and_its_old_buddies() {
     let mut local = Local::new(model(), SEED);
     let r = run(&mut c, &mut local, 36, 4, &kills, &picks);
     assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+}
+
+/// The rebalance deals around a worker's buddies instead of dropping the
+/// move afterwards. Six workers, two states each, replicas on the next
+/// two: worker 0 has two long calls (10 each), the rest short ones (1).
+/// The even share is 10, so one long call goes, longest first, to the
+/// least-loaded worker: by index that would be 1, which holds 0's
+/// replicas. It goes to the least-loaded worker that holds none, and no
+/// worker runs both long calls in a row.
+#[test]
+fn the_rebalance_deals_a_long_call_past_the_buddies() {
+    let mut c = Cluster::new(6, buddy_cfg(2, 1, false, true));
+    let ids = c.reset(12);
+    settle(&mut c);
+    let on_0: Vec<StateId> = ids.iter().copied().filter(|id| c.held()[id] == 0).collect();
+    assert_eq!(on_0.len(), 2, "{:?}", c.held());
+    let inputs: Vec<_> = ids
+        .iter()
+        .map(|&id| (id, 1, if on_0.contains(&id) { 10.0 } else { 1.0 }))
+        .collect();
+    c.begin(&inputs);
+    settle(&mut c);
+    c.sched.finish_evolve().unwrap();
+    let long_at: Vec<usize> = (0..6)
+        .flat_map(|w| {
+            c.evolved_by(w)
+                .into_iter()
+                .filter(|id| on_0.contains(id))
+                .map(move |_| w)
+        })
+        .collect();
+    assert_eq!(long_at.len(), 2, "{long_at:?}");
+    assert!(long_at.contains(&0), "{long_at:?}");
+    assert!(long_at.contains(&3), "{long_at:?}");
+}
+
+/// Delivers until nothing waits, then runs replication rounds (as
+/// `Master::settle` does) until none starts.
+fn settle(c: &mut Cluster) {
+    loop {
+        while let Some(w) = (0..c.queues.len()).find(|&w| !c.queues[w].is_empty()) {
+            c.deliver(w);
+        }
+        if !c.sched.begin_replicate() {
+            break;
+        }
+        c.collect();
+    }
+}
+
+/// A lost worker's long call is promoted on the holder where it starts
+/// soonest, not behind another long call. Six workers, sixteen states
+/// each, replicas on the next two. Worker 0 (lost before anything
+/// returns) and worker 2 each have one long call (10) among short ones
+/// (1); worker 1 has sixteen calls of 3. Worker 1 has more work in all
+/// (48 against 25), but only two calls of 3 ahead of a long one (its
+/// pending calls are all cheaper), where worker 2 runs its own long call:
+/// the promoted long call goes to worker 1.
+#[test]
+fn a_lost_long_call_starts_again_where_it_starts_soonest() {
+    let mut c = Cluster::new(6, buddy_cfg(2, 1, false, false));
+    let ids = c.reset(96);
+    settle(&mut c);
+    let held = c.held();
+    let on = |w: usize| -> Vec<StateId> {
+        let mut v: Vec<StateId> = ids.iter().copied().filter(|id| held[id] == w).collect();
+        v.sort_unstable();
+        v
+    };
+    let (long0, long2) = (on(0)[0], on(2)[0]);
+    let inputs: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let cost = match held[&id] {
+                _ if id == long0 || id == long2 => 10.0,
+                1 => 3.0,
+                _ => 1.0,
+            };
+            (id, 1, cost)
+        })
+        .collect();
+    c.begin(&inputs);
+    c.alive[0] = false;
+    c.queues[0].clear();
+    c.sched.on_disconnect(0, "test: killed");
+    c.collect();
+    settle(&mut c);
+    c.sched.finish_evolve().unwrap();
+    assert!(c.evolved_by(1).contains(&long0), "{:?}", c.evolved_by(2));
 }
