@@ -20,9 +20,12 @@
 //!   replica on one of its holders still live in the books (`Promote`)
 //!   and, if this step evolves it and it has not been evolved, evolved
 //!   there: the states to evolve go, most expensive first, each to its
-//!   holder where it would start soonest (with one replica, a promoted state
-//!   is its only copy until the next commit and no thief may take it; with
-//!   more, a thief that holds none of its replicas still may), the others
+//!   holder where it would start soonest, and a long call that would
+//!   still wait there for a long call of the holder's own moves on, once
+//!   promoted, to the worker where it starts soonest (with one replica, a
+//!   promoted state is its only copy until the next commit and neither
+//!   that nor a thief may take it; with more, a worker that holds none of
+//!   its replicas still may), the others
 //!   to their first holder; the other holders keep theirs, so a state
 //!   promoted onto a worker that is lost in turn (in the same moment, or
 //!   later in the round) is promoted again from another;
@@ -67,6 +70,9 @@ pub(super) struct Plan {
     redo: Vec<StateId>,
     /// Their children, lost with it.
     orphans: Vec<StateId>,
+    /// Long calls to move on from their holder once promoted there (the
+    /// state, the holder, the worker where it starts sooner).
+    relocate: Vec<(StateId, WorkerId, WorkerId)>,
 }
 
 impl Scheduler {
@@ -326,10 +332,12 @@ impl Scheduler {
         // deal gave it before. (A holder's total load matters less: the
         // cheap states a promoted long call pushes back are stolen by
         // whoever runs out of work first, where a long call queued behind
-        // another holds up the whole step.) With one replica a promoted
-        // state is its only copy until the next commit, so no thief can
-        // take it later (see `sole_copy`). The rest stay with their first
-        // holder.
+        // another holds up the whole step.) A long call that would still
+        // start much later there than on some other worker moves on to it
+        // once promoted (`sooner_elsewhere`). With one replica a promoted
+        // state is its only copy until the next commit, so neither that
+        // nor a thief can take it (see `sole_copy`). The rest stay with
+        // their first holder.
         wanted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut dealt: HashMap<WorkerId, f64> = HashMap::new();
         for (id, cost, holders) in wanted {
@@ -337,18 +345,20 @@ impl Scheduler {
             if cost > 0.0 {
                 let mut soonest = f64::INFINITY;
                 for &h in &holders {
-                    let before: f64 = self.slots[h]
-                        .pending
-                        .iter()
-                        .map(|p| self.cost(p))
-                        .filter(|&c| c >= cost)
-                        .sum();
-                    let at = self.cost_ahead(h) + before + dealt.get(&h).copied().unwrap_or(0.0);
+                    let at = self.starts_after(h, cost, &dealt);
                     if at < soonest {
                         (soonest, holder) = (at, h);
                     }
                 }
-                *dealt.entry(holder).or_default() += cost;
+                let to = if holders.len() > 1 {
+                    self.sooner_elsewhere(w, id, cost, holder, soonest, &dealt)
+                } else {
+                    None
+                };
+                if let Some(t) = to {
+                    plan.relocate.push((id, holder, t));
+                }
+                *dealt.entry(to.unwrap_or(holder)).or_default() += cost;
             }
             plan.promote.entry(holder).or_default().push(id);
         }
@@ -357,6 +367,63 @@ impl Scheduler {
         }
         plan.orphans = orphans.into_iter().collect();
         Some(plan)
+    }
+
+    /// The cost ahead of a call of `cost` queued on `h` now: the evolves
+    /// in flight there, its pending states at least as costly (batches go
+    /// most expensive first) and what the deal in progress gave it.
+    fn starts_after(&self, h: WorkerId, cost: f64, dealt: &HashMap<WorkerId, f64>) -> f64 {
+        let before: f64 = self.slots[h]
+            .pending
+            .iter()
+            .map(|p| self.cost(p))
+            .filter(|&c| c >= cost)
+            .sum();
+        self.cost_ahead(h) + before + dealt.get(&h).copied().unwrap_or(0.0)
+    }
+
+    /// Where a long call of the lost `w`, to be promoted on `holder` (where
+    /// it would start after `at` units of cost), starts sooner by more than
+    /// a move takes: the worker with the least ahead of it among those it
+    /// may move to (not a holder of its replica, not one of `holder`'s
+    /// buddies). Only for long calls (more than [`HOLD_BEHIND`] × the
+    /// step's mean cost), which hold up the step, and once costs and
+    /// moves are measured; the short calls a promotion pushes back are
+    /// stolen at the end of the step anyway. Promoted, the state still has
+    /// a replica on its other holders, so it may move.
+    ///
+    /// [`HOLD_BEHIND`]: super::plan::HOLD_BEHIND
+    fn sooner_elsewhere(
+        &self,
+        w: WorkerId,
+        id: StateId,
+        cost: f64,
+        holder: WorkerId,
+        at: f64,
+        dealt: &HashMap<WorkerId, f64>,
+    ) -> Option<WorkerId> {
+        let (Some(ns_per_cost), Some(move_ns)) = (self.ns_per_cost, self.move_ns) else {
+            return None;
+        };
+        if !self.evolving
+            || ns_per_cost <= 0.0
+            || cost <= super::plan::HOLD_BEHIND * self.mean_cost
+            || self.dups.contains_key(&id)
+        {
+            return None;
+        }
+        let mut best: Option<(f64, WorkerId)> = None;
+        for v in 0..self.slots.len() {
+            if v == w || v == holder || !self.takes_states(v) || !self.may_receive(v, holder, id) {
+                continue;
+            }
+            let t = self.starts_after(v, cost, dealt);
+            if best.map_or(true, |b| t < b.0) {
+                best = Some((t, v));
+            }
+        }
+        let (t, v) = best?;
+        ((at - t) * ns_per_cost > move_ns).then_some(v)
     }
 
     /// Why `buddy_plan(w)` found no plan, for the log: how many of the
@@ -464,6 +531,22 @@ impl Scheduler {
                 }
             }
             self.place_again(h, &ids);
+        }
+        for (id, h, t) in plan.relocate {
+            // As a steal would: out of the holder's pending, to `t`; the
+            // holder keeps it as a replica until the next commit.
+            let at = self.slots[h].pending.iter().position(|p| *p == id);
+            if let (Some(k), true) = (at, self.slots[t].alive) {
+                self.slots[h].pending.remove(k);
+                let c = self.cost(&id);
+                let s = &mut self.slots[h];
+                s.pending_cost = if s.pending.is_empty() {
+                    0.0
+                } else {
+                    (s.pending_cost - c).max(0.0)
+                };
+                self.move_states(h, t, vec![id], false);
+            }
         }
         self.add_from_copies(&plan.readd, &live);
         let mut per: BTreeMap<WorkerId, Vec<StateId>> = BTreeMap::new();

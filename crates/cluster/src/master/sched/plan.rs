@@ -485,7 +485,7 @@ impl Scheduler {
 
     /// Whether `id` may move from `owner` to `to`: in buddy mode, not onto
     /// a worker holding its replica or one of `owner`'s replicas.
-    fn may_receive(&self, to: WorkerId, owner: WorkerId, id: StateId) -> bool {
+    pub(super) fn may_receive(&self, to: WorkerId, owner: WorkerId, id: StateId) -> bool {
         !self.keeps_replicas_of(to, owner) && !self.holds_replica(to, id)
     }
 

@@ -94,6 +94,25 @@ pub(super) fn run(
     kills: &[(usize, usize)],
     picks: &[usize],
 ) -> Result<(), Error> {
+    run_with_costs(c, local, n_states, steps, kills, picks, |_| 1.0, None)
+}
+
+/// [`run`] with each state's expected cost given by `cost`, and with
+/// `measured` (ns per unit of cost, ns per move), when given, taken as the
+/// scheduler's measurements at the start of each step: the in-process
+/// workers' calls take microseconds whatever their cost, so the decisions
+/// that weigh a call's time against a move's would not come up otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_with_costs(
+    c: &mut Cluster,
+    local: &mut Local<super::Branchy>,
+    n_states: u64,
+    steps: usize,
+    kills: &[(usize, usize)],
+    picks: &[usize],
+    cost: impl Fn(StateId) -> f64,
+    measured: Option<(f64, f64)>,
+) -> Result<(), Error> {
     let mut chaos = Chaos::new(kills, picks);
     let mut settle = |c: &mut Cluster| chaos.settle(c);
     let states: Vec<Vec<u8>> = (0..n_states)
@@ -113,7 +132,11 @@ pub(super) fn run(
         if ids.is_empty() {
             break;
         }
-        let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, 1.0)).collect();
+        let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, cost(id))).collect();
+        if let Some((per_cost, per_move)) = measured {
+            c.sched.ns_per_cost = Some(per_cost);
+            c.sched.move_ns = Some(per_move);
+        }
         c.begin(&inputs);
         settle(c);
         let got = decoded(c.sched.finish_evolve()?);

@@ -8,8 +8,9 @@
 
 use proptest::prelude::*;
 
-use super::chaos::{buddy_cfg, run};
+use super::chaos::{buddy_cfg, run, run_with_costs};
 use super::{model, Cluster, SEED};
+use crate::engine::Engine;
 use crate::evolve::StateId;
 use crate::local::Local;
 
@@ -107,6 +108,38 @@ proptest! {
         let mut c = Cluster::new(n, buddy_cfg(2, batch, steal, rebalance));
         let mut local = Local::new(model(), SEED);
         let r = run(&mut c, &mut local, states, 4, &kills, &picks);
+        prop_assert!(r.is_ok(), "{kills:?}: {:?}", r.err().map(|e| e.to_string()));
+    }
+
+    /// The same with a heavy tail (one state in eight twenty times as long)
+    /// and calls taken as a millisecond per unit of cost: a lost worker's
+    /// long calls move on from their holders to where they start sooner
+    /// (`sooner_elsewhere`), while losses go on around them.
+    #[test]
+    fn long_calls_moved_on_after_a_loss_end_identical(
+        n in 8usize..16,
+        states in 8u64..40,
+        batch in 1usize..3,
+        steal in any::<bool>(),
+        rebalance in any::<bool>(),
+        raw in prop::collection::vec((0usize..16, 0usize..400), 1..7),
+        picks in prop::collection::vec(any::<usize>(), 64),
+    ) {
+        let mut kills: Vec<(usize, usize)> = Vec::new();
+        for (w, t) in raw {
+            let w = w % n;
+            let dead = |x: usize| x == w || kills.iter().any(|k| k.0 == x);
+            let three = (0..n).any(|s| dead(s) && dead((s + 1) % n) && dead((s + 2) % n));
+            if !kills.iter().any(|k| k.0 == w) && !three {
+                kills.push((w, t));
+            }
+        }
+        let mut c = Cluster::new(n, buddy_cfg(2, batch, steal, rebalance));
+        let mut local = Local::new(model(), SEED);
+        let cost = |id: StateId| if id.0 % 8 == 0 { 20.0 } else { 1.0 };
+        let r = run_with_costs(
+            &mut c, &mut local, states, 4, &kills, &picks, cost, Some((1e6, 1e4)),
+        );
         prop_assert!(r.is_ok(), "{kills:?}: {:?}", r.err().map(|e| e.to_string()));
     }
 }
@@ -238,4 +271,53 @@ fn a_lost_long_call_starts_again_where_it_starts_soonest() {
     settle(&mut c);
     c.sched.finish_evolve().unwrap();
     assert!(c.evolved_by(1).contains(&long0), "{:?}", c.evolved_by(2));
+}
+
+/// When both holders of a lost worker's long call run long calls of their
+/// own, the promoted call moves on to the worker where it starts soonest.
+/// Six workers, sixteen states each, replicas on the next two: workers 0
+/// (lost before anything returns), 1 and 2 each have one long call (10)
+/// among short ones (1), the rest only short ones. Promoted on 1 or 2,
+/// 0's long call would wait for that holder's own; it goes on to one of
+/// the workers without a long call (3, 4 or 5, other than the holder's
+/// buddies), and the step gives the single-process engine's bits.
+#[test]
+fn a_lost_long_call_moves_on_when_both_holders_run_long_calls() {
+    let mut c = Cluster::new(6, buddy_cfg(2, 1, false, false));
+    let mut local = Local::new(model(), SEED);
+    let states: Vec<_> = (0..96).map(super::state).collect();
+    let ids = c.reset(96);
+    assert_eq!(local.reset_states(states).unwrap(), ids);
+    settle(&mut c);
+    let held = c.held();
+    let first = |w: usize| {
+        ids.iter()
+            .copied()
+            .filter(|id| held[id] == w)
+            .min()
+            .unwrap()
+    };
+    let long = [first(0), first(1), first(2)];
+    let inputs: Vec<_> = ids
+        .iter()
+        .map(|&id| (id, 1, if long.contains(&id) { 10.0 } else { 1.0 }))
+        .collect();
+    // As measured on real workers: a millisecond per unit, 10 µs a move.
+    c.sched.ns_per_cost = Some(1e6);
+    c.sched.move_ns = Some(1e4);
+    c.begin(&inputs);
+    c.alive[0] = false;
+    c.queues[0].clear();
+    c.sched.on_disconnect(0, "test: killed");
+    c.collect();
+    settle(&mut c);
+    let got = super::decoded(c.sched.finish_evolve().unwrap());
+    let want = local
+        .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+        .unwrap();
+    assert_eq!(got, want);
+    let at: Vec<usize> = (1..6)
+        .filter(|&w| c.evolved_by(w).contains(&long[0]))
+        .collect();
+    assert!(at.len() == 1 && at[0] >= 3, "{at:?}");
 }
