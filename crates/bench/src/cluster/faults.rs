@@ -179,16 +179,24 @@ fn faults<'a>(
                     stops: true,
                 },
             ),
-            // Killed only: in buddy mode a worker stopped outside its
-            // evolves (in a replication round) holds the round open for
-            // the silence deadline, and a cluster's losses pile up in it
-            // past two replicas.
+            // Buddy mode with kills only, and with every other cluster
+            // stopped: a stop in an evolve or in the replication round
+            // after it is dropped after 2 × `quiet` of silence, like a
+            // straggler.
             (
                 "buddy/chaos-killed/10%",
                 Recovery::Buddy,
                 Faults::Chaos {
                     percent: 10,
                     stops: false,
+                },
+            ),
+            (
+                "buddy/chaos/10%",
+                Recovery::Buddy,
+                Faults::Chaos {
+                    percent: 10,
+                    stops: true,
                 },
             ),
         ]);

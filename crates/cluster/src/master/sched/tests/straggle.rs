@@ -17,6 +17,7 @@ use crate::evolve::{Evolve, StateId};
 use crate::local::Local;
 use crate::master::sched::straggle::BUDDY_STRAGGLE_FLOOR;
 use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
+use crate::protocol::Kind;
 use crate::registry::decode;
 
 /// Delivers the frames of every worker but `stopped`, lowest worker
@@ -402,4 +403,73 @@ fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
         picks[k] = p;
     }
     stragglers(5, 14, 2, true, &[(2, 0, 1)], 8, Some((1, 0, 1)), &picks).unwrap();
+}
+
+/// `Recovery::Buddy` with heartbeats: a worker that stops in the
+/// replication round after an evolve, owing its `Shipped`, is dropped
+/// once silent for twice `quiet` (not after the 1.5 s silence deadline);
+/// its states are promoted on their buddies, the evolves it ran are run
+/// again there, and the step ends with the single-process engine's bits.
+#[test]
+fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
+    let mut cfg = SchedConfig {
+        batch: Batch::Fixed(1),
+        pipeline: 2,
+        recovery: Recovery::Buddy,
+        replicas: 2,
+        ..cfg(Placement::Spread, false, false)
+    };
+    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
+    let mut c = Cluster::new(6, cfg);
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(18);
+    settle(&mut c);
+    local.reset_states((0..18).map(state).collect()).unwrap();
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    // Every worker beats once (as its heartbeat thread does), then the
+    // step's evolves all come back.
+    for w in 0..6 {
+        c.sched.on_frame(w, Kind::Heartbeat, &[]).unwrap();
+    }
+    while let Some(w) = (0..6).find(|&w| !c.queues[w].is_empty()) {
+        c.deliver(w);
+    }
+    assert!(c.sched.begin_replicate(), "a round starts after the evolve");
+    c.collect();
+    pump_but(&mut c, 2);
+    assert!(!c.queues[2].is_empty(), "worker 2 owes its Shipped");
+    assert!(
+        c.sched
+            .overdue(Instant::now(), &|_| Io::default())
+            .0
+            .is_empty(),
+        "nobody is dropped at once"
+    );
+    // The others go on beating (their buddies 3 and 4 owe a `Held` for 2's
+    // replica, which 2 never sent): checked every 10 ms, someone is
+    // dropped once past twice `quiet`, long before the silence deadline.
+    let start = Instant::now();
+    let late = loop {
+        std::thread::sleep(Duration::from_millis(10));
+        for w in (0..6).filter(|&w| w != 2) {
+            c.sched.on_frame(w, Kind::Heartbeat, &[]).unwrap();
+        }
+        let late = c.sched.overdue(Instant::now(), &|_| Io::default()).0;
+        if !late.is_empty() || start.elapsed() > Duration::from_secs(5) {
+            break late;
+        }
+    };
+    assert_eq!(
+        late.iter().map(|l| l.0).collect::<Vec<_>>(),
+        [2],
+        "{late:?}"
+    );
+    assert!(late[0].1.contains("taken for stopped"), "{}", late[0].1);
+    drop_worker(&mut c, 2, &late[0].1);
+    settle(&mut c);
+    let got = decoded(c.sched.finish_evolve().unwrap());
+    let want = local
+        .evolve_many(ids.iter().map(|&id| (id, 0)).collect())
+        .unwrap();
+    assert_eq!(got, want, "other bits than the single-process engine");
 }
