@@ -35,6 +35,20 @@ struct Cluster {
     alive: Vec<bool>,
     /// Every request each worker received, in order: kind and ids.
     log: Vec<Vec<(Kind, Vec<StateId>)>>,
+    /// The steps `chaos::run` evolves: every state at cost 1, or these.
+    heavy: Option<Heavy>,
+}
+
+/// Steps with a heavy tail, for `chaos::run`: each state's cost, and the
+/// measurements the scheduler is given at the start of each step (ns per
+/// unit of cost, ns per move). In-process test workers take microseconds
+/// whatever a call's cost, so the decisions that weigh a call's time
+/// against a move's would not come up otherwise.
+#[derive(Clone, Copy)]
+struct Heavy {
+    cost: fn(StateId) -> f64,
+    ns_per_cost: f64,
+    move_ns: f64,
 }
 
 /// Where worker `i` says it takes replicas (nothing listens: `deliver`
@@ -73,6 +87,7 @@ impl Cluster {
             queues: vec![VecDeque::new(); n],
             alive: vec![true; n],
             log: vec![Vec::new(); n],
+            heavy: None,
         };
         let params = encode(&model()).unwrap();
         c.sched.begin_setup(Branchy::NAME, &params).unwrap();
@@ -164,6 +179,29 @@ impl Cluster {
         self.pump(&mut |_| 0);
         self.sched.finish().unwrap();
         ids
+    }
+
+    /// What a driver does when `w` is lost or dropped: its connection is
+    /// gone (its frames never arrive) and the scheduler is told why.
+    fn lose(&mut self, w: usize, reason: &str) {
+        self.alive[w] = false;
+        self.queues[w].clear();
+        self.sched.on_disconnect(w, reason);
+        self.collect();
+    }
+
+    /// Delivers until nothing waits, then runs replication rounds (as
+    /// `Master::settle` does) until none starts.
+    fn settle(&mut self) {
+        loop {
+            while let Some(w) = (0..self.queues.len()).find(|&w| !self.queues[w].is_empty()) {
+                self.deliver(w);
+            }
+            if !self.sched.begin_replicate() {
+                break;
+            }
+            self.collect();
+        }
     }
 
     /// Starts a step: every state with input `children` and a cost.

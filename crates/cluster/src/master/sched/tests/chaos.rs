@@ -94,25 +94,6 @@ pub(super) fn run(
     kills: &[(usize, usize)],
     picks: &[usize],
 ) -> Result<(), Error> {
-    run_with_costs(c, local, n_states, steps, kills, picks, |_| 1.0, None)
-}
-
-/// [`run`] with each state's expected cost given by `cost`, and with
-/// `measured` (ns per unit of cost, ns per move), when given, taken as the
-/// scheduler's measurements at the start of each step: the in-process
-/// workers' calls take microseconds whatever their cost, so the decisions
-/// that weigh a call's time against a move's would not come up otherwise.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn run_with_costs(
-    c: &mut Cluster,
-    local: &mut Local<super::Branchy>,
-    n_states: u64,
-    steps: usize,
-    kills: &[(usize, usize)],
-    picks: &[usize],
-    cost: impl Fn(StateId) -> f64,
-    measured: Option<(f64, f64)>,
-) -> Result<(), Error> {
     let mut chaos = Chaos::new(kills, picks);
     let mut settle = |c: &mut Cluster| chaos.settle(c);
     let states: Vec<Vec<u8>> = (0..n_states)
@@ -132,10 +113,12 @@ pub(super) fn run_with_costs(
         if ids.is_empty() {
             break;
         }
+        let heavy = c.heavy;
+        let cost = |id: StateId| heavy.map_or(1.0, |h| (h.cost)(id));
         let inputs: Vec<_> = ids.iter().map(|&id| (id, 0u32, cost(id))).collect();
-        if let Some((per_cost, per_move)) = measured {
-            c.sched.ns_per_cost = Some(per_cost);
-            c.sched.move_ns = Some(per_move);
+        if let Some(h) = heavy {
+            c.sched.ns_per_cost = Some(h.ns_per_cost);
+            c.sched.move_ns = Some(h.move_ns);
         }
         c.begin(&inputs);
         settle(c);

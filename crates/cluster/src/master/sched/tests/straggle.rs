@@ -100,30 +100,10 @@ fn landing_a_stragglers_move_lets_nobody_steal_from_it() {
     finish_step(&mut c, &mut local, 1, &ids);
 }
 
-/// Delivers until nothing waits, then runs replication rounds (as
-/// `Master::settle` does) until none starts.
-fn settle(c: &mut Cluster) {
-    loop {
-        while let Some(w) = (0..c.queues.len()).find(|&w| !c.queues[w].is_empty()) {
-            c.deliver(w);
-        }
-        if !c.sched.begin_replicate() {
-            break;
-        }
-        c.collect();
-    }
-}
-
 /// A buddy-mode cluster whose silence deadlines never fire in a test, so
 /// that only the straggler bound can drop a worker.
 fn buddy_cluster(n: usize) -> Cluster {
-    let mut cfg = SchedConfig {
-        batch: Batch::Fixed(1),
-        pipeline: 2,
-        recovery: Recovery::Buddy,
-        replicas: 2,
-        ..cfg(Placement::Spread, false, false)
-    };
+    let mut cfg = super::chaos::buddy_cfg(2, 1, false, false);
     cfg.deadlines.heartbeat = None;
     cfg.deadlines.floor = Duration::from_secs(3600);
     cfg.deadlines.unmeasured = Duration::from_secs(3600);
@@ -137,15 +117,6 @@ fn dropped_soon_after(c: &mut Cluster) -> Vec<(usize, String)> {
     c.sched.overdue(now, &|_| Io::default()).0
 }
 
-/// What the driver does with a worker `overdue` names: closes its
-/// connection (its frames never arrive) and tells the scheduler.
-fn drop_worker(c: &mut Cluster, w: usize, reason: &str) {
-    c.alive[w] = false;
-    c.queues[w].clear();
-    c.sched.on_disconnect(w, reason);
-    c.collect();
-}
-
 /// `Recovery::Buddy`: a worker stopped with its batches in flight is
 /// dropped as a straggler once the bound has passed (no silence
 /// deadline), its states are promoted on their buddies and evolved there,
@@ -155,7 +126,7 @@ fn a_stopped_worker_in_buddy_mode_is_dropped_and_its_work_promoted() {
     let mut c = buddy_cluster(6);
     let mut local = Local::new(model(), SEED);
     let ids = c.reset(18);
-    settle(&mut c);
+    c.settle();
     local.reset_states((0..18).map(state).collect()).unwrap();
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
     pump_but(&mut c, 2);
@@ -164,7 +135,7 @@ fn a_stopped_worker_in_buddy_mode_is_dropped_and_its_work_promoted() {
     assert_eq!(late.len(), 1, "{late:?}");
     assert_eq!(late[0].0, 2);
     assert!(late[0].1.contains("straggler"), "{}", late[0].1);
-    drop_worker(&mut c, 2, &late[0].1);
+    c.lose(2, &late[0].1);
     finish_step(&mut c, &mut local, 2, &ids);
 }
 
@@ -177,7 +148,7 @@ fn neighbours_that_straggle_together_are_dropped_one_at_a_time() {
     let mut c = buddy_cluster(6);
     let mut local = Local::new(model(), SEED);
     let ids = c.reset(18);
-    settle(&mut c);
+    c.settle();
     local.reset_states((0..18).map(state).collect()).unwrap();
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
     let stopped = |w: usize| w == 2 || w == 3;
@@ -189,7 +160,7 @@ fn neighbours_that_straggle_together_are_dropped_one_at_a_time() {
         let late = dropped_soon_after(&mut c);
         let got: Vec<usize> = late.iter().map(|l| l.0).collect();
         assert_eq!(got, [w], "{late:?}");
-        drop_worker(&mut c, w, &late[0].1);
+        c.lose(w, &late[0].1);
     }
     finish_step(&mut c, &mut local, 2, &ids);
 }
@@ -412,18 +383,12 @@ fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
 /// again there, and the step ends with the single-process engine's bits.
 #[test]
 fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
-    let mut cfg = SchedConfig {
-        batch: Batch::Fixed(1),
-        pipeline: 2,
-        recovery: Recovery::Buddy,
-        replicas: 2,
-        ..cfg(Placement::Spread, false, false)
-    };
+    let mut cfg = super::chaos::buddy_cfg(2, 1, false, false);
     cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
     let mut c = Cluster::new(6, cfg);
     let mut local = Local::new(model(), SEED);
     let ids = c.reset(18);
-    settle(&mut c);
+    c.settle();
     local.reset_states((0..18).map(state).collect()).unwrap();
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
     // Every worker beats once (as its heartbeat thread does), then the
@@ -465,8 +430,8 @@ fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
         "{late:?}"
     );
     assert!(late[0].1.contains("taken for stopped"), "{}", late[0].1);
-    drop_worker(&mut c, 2, &late[0].1);
-    settle(&mut c);
+    c.lose(2, &late[0].1);
+    c.settle();
     let got = decoded(c.sched.finish_evolve().unwrap());
     let want = local
         .evolve_many(ids.iter().map(|&id| (id, 0)).collect())
