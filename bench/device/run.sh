@@ -41,7 +41,8 @@ for p in "$@"; do
     cluster)
       part cluster
       "$sp" bench cluster --workers 0 --steal-workers 0 --no-roundtrips --faults --chaos \
-        --samples 3 --json "$out/cluster.json" > "$out/cluster.txt" 2> "$out/cluster.stderr"
+        --samples 3 --step-log "$out/cluster-steps.txt" --json "$out/cluster.json" \
+        > "$out/cluster.txt" 2> "$out/cluster.stderr"
       tail -30 "$out/cluster.txt" ;;
     serve)
       part serve

@@ -172,6 +172,12 @@ pub struct ClusterArgs {
     /// Workers of the `copies` cases.
     #[arg(long, default_value_t = 50)]
     pub copy_workers: usize,
+    /// With `--faults`: also write each faults sample's step times to
+    /// FILE, a line per sample as it ends: case, contender, sample, each
+    /// step's wall time in ms, and the signals sent (`step:worker`, `K`
+    /// SIGKILL or `S` SIGSTOP, `@` ms into the step).
+    #[arg(long, value_name = "FILE", requires = "faults")]
+    pub step_log: Option<PathBuf>,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -254,6 +260,7 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         checkpoint_workers: a.checkpoint.unwrap_or(0),
         copy_kib: a.copy_kib.clone(),
         copy_workers: a.copy_workers,
+        step_log: a.step_log.clone(),
         ..ClusterOptions::new(crate::cluster_cmd::worker_command()?)
     };
     println!("{}\n", options.describe());

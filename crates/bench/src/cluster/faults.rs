@@ -306,10 +306,51 @@ fn faults<'a>(
                 .entry(name.to_string())
                 .or_default()
                 .extend(s.reassign_us.iter().copied());
+            if let Some(path) = &a.step_log {
+                log_steps(path, &case2, name, seed.get(), &s.step_ms, &schedule)
+                    .map_err(|e| BenchError::failed(&case2, format!("{}: {e}", path.display())))?;
+            }
             Ok(vec![s.wall_s, s.mb_in_per_step])
         }));
     }
     wall_and_ingress(case, contenders)
+}
+
+/// Appends one sample's line to the step log: its case, contender and
+/// sample number, each step's wall time in ms, and the signals sent
+/// (`step:worker` with `K` for SIGKILL or `S` for SIGSTOP, `@` the delay
+/// into the step in ms).
+fn log_steps(
+    path: &std::path::Path,
+    case: &str,
+    name: &str,
+    sample: u64,
+    step_ms: &[f64],
+    schedule: &[super::Kill],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let steps: Vec<String> = step_ms.iter().map(|ms| format!("{ms:.0}")).collect();
+    let signals: Vec<String> = schedule
+        .iter()
+        .map(|&(w, step, delay, stop)| {
+            let k = if stop { 'S' } else { 'K' };
+            format!("{step}:{w}{k}@{}", delay.as_millis())
+        })
+        .collect();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)?;
+    writeln!(
+        f,
+        "{case} {name} #{sample}: steps ms {}; signalled {}",
+        steps.join(","),
+        if signals.is_empty() {
+            "none".to_string()
+        } else {
+            signals.join(",")
+        }
+    )
 }
 
 fn checkpoint<'a>(

@@ -111,6 +111,9 @@ pub struct ClusterOptions {
     pub copy_kib: Vec<usize>,
     /// Workers of the `copies` cases.
     pub copy_workers: usize,
+    /// Also write each `faults` sample's step times and signals here, a
+    /// line per sample, as each ends.
+    pub step_log: Option<std::path::PathBuf>,
 }
 
 impl ClusterOptions {
@@ -133,6 +136,7 @@ impl ClusterOptions {
             checkpoint_workers: 0,
             copy_kib: Vec::new(),
             copy_workers: 50,
+            step_log: None,
         }
     }
 
@@ -226,6 +230,8 @@ struct Sample {
     roundtrips_per_s: f64,
     /// Wall time of the steps, seconds.
     wall_s: f64,
+    /// Wall time of each step, milliseconds.
+    step_ms: Vec<f64>,
     /// Megabytes the workers sent the master, per step.
     mb_in_per_step: f64,
     /// Kill to recovery, per killed worker, microseconds.
@@ -338,6 +344,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     let mut ids: Vec<StateId> = m.reset_states(init)?;
     let in0: u64 = m.stats().workers.iter().map(|w| w.bytes_in).sum();
     let t0 = Instant::now();
+    let mut step_ms = Vec::with_capacity(plan.len());
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for (k, step) in plan.iter().enumerate() {
         for &(who, _, delay, stop) in during.kill.iter().filter(|x| x.1 == k) {
@@ -360,7 +367,9 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
             return Err("the population drifted".into());
         }
         let inputs: IdMap<SleepInput> = ids.iter().copied().zip(step.clone()).collect();
+        let t = Instant::now();
         let out = m.evolve_many(inputs)?;
+        step_ms.push(t.elapsed().as_secs_f64() * 1e3);
         if out.len() != step.len() {
             return Err("missing results".into());
         }
@@ -409,6 +418,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         mean_move: st.mean_transfer(),
         roundtrips_per_s: st.workers.iter().map(|w| w.batches).sum::<u64>() as f64 / wall,
         wall_s: wall,
+        step_ms,
         mb_in_per_step: (in1 - in0) as f64 / 1e6 / plan.len().max(1) as f64,
         reassign_us,
         lost_workers: st.lost_workers(),
@@ -438,6 +448,10 @@ pub fn run(
     progress: &mut dyn FnMut(&harness::SampleDone<'_>),
 ) -> Result<(Vec<ResultRow>, Vec<Series>), BenchError> {
     let a = a.effective();
+    if let Some(path) = &a.step_log {
+        std::fs::File::create(path)
+            .map_err(|e| BenchError::failed("step log", format!("{}: {e}", path.display())))?;
+    }
     let worker = &a.worker;
     let cost_us = (a.cost_ms * 1000.0) as u32;
     let plan = workload(a.states, a.steps, cost_us);
