@@ -378,13 +378,15 @@ fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
 
 /// `Recovery::Buddy` with heartbeats: a worker that stops in the
 /// replication round after an evolve, owing its `Shipped`, is dropped
-/// once silent for twice `quiet` (not after the 1.5 s silence deadline);
+/// once silent for twice `quiet` (the silence deadline is set out of
+/// reach, so that a slow test host cannot make it the one that fires);
 /// its states are promoted on their buddies, the evolves it ran are run
 /// again there, and the step ends with the single-process engine's bits.
 #[test]
 fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
     let mut cfg = super::chaos::buddy_cfg(2, 1, false, false);
     cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
+    cfg.deadlines.silence = Duration::from_secs(3600);
     let mut c = Cluster::new(6, cfg);
     let mut local = Local::new(model(), SEED);
     let ids = c.reset(18);
@@ -412,7 +414,8 @@ fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
     );
     // The others go on beating (their buddies 3 and 4 owe a `Held` for 2's
     // replica, which 2 never sent): checked every 10 ms, someone is
-    // dropped once past twice `quiet`, long before the silence deadline.
+    // dropped once past twice `quiet` (longer if the test thread paused:
+    // the bound follows the longest gap between heartbeats lately).
     let start = Instant::now();
     let late = loop {
         std::thread::sleep(Duration::from_millis(10));
@@ -420,7 +423,7 @@ fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
             c.sched.on_frame(w, Kind::Heartbeat, &[]).unwrap();
         }
         let late = c.sched.overdue(Instant::now(), &|_| Io::default()).0;
-        if !late.is_empty() || start.elapsed() > Duration::from_secs(5) {
+        if !late.is_empty() || start.elapsed() > Duration::from_secs(60) {
             break late;
         }
     };
