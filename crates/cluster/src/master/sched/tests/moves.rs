@@ -257,8 +257,10 @@ fn a_lost_long_call_moves_on_when_both_holders_run_long_calls() {
         .iter()
         .map(|&id| (id, 1, if long.contains(&id) { 10.0 } else { 1.0 }))
         .collect();
-    // As measured on real workers: a millisecond per unit, 10 µs a move.
-    c.sched.ns_per_cost = Some(1e6);
+    // As if measured on real workers: a second per unit of cost (so the
+    // test's own time, which counts as calls running, is no part of what
+    // is ahead of anyone), 10 µs a move.
+    c.sched.ns_per_cost = Some(1e9);
     c.sched.move_ns = Some(1e4);
     c.begin(&inputs);
     c.lose(0, "test: killed");
