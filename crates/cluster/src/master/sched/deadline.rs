@@ -332,7 +332,7 @@ impl Scheduler {
             next = Some(next.map_or(at, |n| n.min(at)));
         }
         let exclude: Vec<WorkerId> = late.iter().map(|l| l.0).collect();
-        let (drop, at) = self.buddy_stragglers(now, p99, ratio, &exclude);
+        let (drop, at) = self.buddy_stragglers(now, p99, ratio, &exclude, io);
         if let Some(at) = at {
             next = Some(next.map_or(at, |n| n.min(at)));
         }

@@ -168,13 +168,16 @@ impl Scheduler {
     /// With `Recovery::Buddy`: the workers to drop now as stragglers (their
     /// batch of this step ran past its bound, see the module's comment),
     /// with the reason, skipping any in `exclude` (already being dropped);
-    /// and when the next bound falls.
+    /// and when the next bound falls. Bytes read from a worker (`io`: a
+    /// large frame on its way, the heartbeats queued behind it) count as
+    /// hearing from it.
     pub(super) fn buddy_stragglers(
         &self,
         now: Instant,
         p99: Option<f64>,
         ratio_p90: Option<f64>,
         exclude: &[WorkerId],
+        io: &dyn Fn(WorkerId) -> super::Io,
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         let mut drop: Vec<(WorkerId, String)> = Vec::new();
         let mut next = None;
@@ -205,10 +208,11 @@ impl Scheduler {
                 BUDDY_STRAGGLE_FACTOR,
                 BUDDY_STRAGGLE_FLOOR,
             );
+            let heard = io(w).read.map_or(s.last_heard, |r| r.max(s.last_heard));
             let silent = quiet
                 .zip(s.beats_from)
                 .filter(|_| !s.in_flight.is_empty())
-                .map(|(q, from)| from.max(s.last_heard) + q);
+                .map(|(q, from)| from.max(heard) + q);
             match (silent, slow) {
                 (Some(t), Some(u)) if t < u => Some((t, true)),
                 (Some(t), None) => Some((t, true)),
@@ -254,8 +258,12 @@ impl Scheduler {
                 format!(
                     "silent for {:.3} s owing an answer in step {} (taken for stopped after \
                      {:.3} s); dropped, its states promoted on their buddies",
-                    now.saturating_duration_since(self.slots[w].last_heard)
-                        .as_secs_f64(),
+                    now.saturating_duration_since(
+                        io(w).read.map_or(self.slots[w].last_heard, |r| {
+                            r.max(self.slots[w].last_heard)
+                        })
+                    )
+                    .as_secs_f64(),
                     self.step,
                     quiet.unwrap_or_default().as_secs_f64()
                 )

@@ -441,3 +441,43 @@ fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
         .unwrap();
     assert_eq!(got, want, "other bits than the single-process engine");
 }
+
+/// `Recovery::Buddy` with heartbeats: a worker owing evolves whose frames
+/// stopped coming is not taken for stopped while bytes still arrive from
+/// it (a large frame on its way, its heartbeats queued behind), and is
+/// once they stop too.
+#[test]
+fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
+    let mut cfg = super::chaos::buddy_cfg(2, 1, false, false);
+    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
+    cfg.deadlines.silence = Duration::from_secs(3600);
+    let quiet = cfg.deadlines.quiet().unwrap();
+    let mut c = Cluster::new(6, cfg);
+    let ids = c.reset(18);
+    c.settle();
+    // Calls taken as ten seconds each: the straggler bound (a multiple of
+    // a batch's expected time) is out of reach, so only silence counts.
+    c.sched.ns_per_cost = Some(1e10);
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    for w in 0..6 {
+        c.sched.on_frame(w, Kind::Heartbeat, &[]).unwrap();
+    }
+    let beat = Instant::now();
+    pump_but(&mut c, 2);
+    assert!(!c.queues[2].is_empty(), "worker 2 owes evolves");
+    // Past twice `quiet` since its last frame, with bytes read from it
+    // just before, then with none since that frame.
+    let now = beat + quiet * 2 + Duration::from_millis(50);
+    let reading = |w: usize| Io {
+        read: (w == 2).then_some(now - Duration::from_millis(10)),
+        any: None,
+    };
+    assert!(c.sched.overdue(now, &reading).0.is_empty());
+    let late = c.sched.overdue(now, &|_| Io::default()).0;
+    assert_eq!(
+        late.iter().map(|l| l.0).collect::<Vec<_>>(),
+        [2],
+        "{late:?}"
+    );
+    assert!(late[0].1.contains("taken for stopped"), "{}", late[0].1);
+}
