@@ -193,6 +193,10 @@ impl Scheduler {
             .deadlines
             .quiet()
             .map(|q| self.hiccups.stop_bound(q * BUDDY_QUIET_FACTOR, now));
+        let heard = |w: WorkerId| {
+            let last = self.slots[w].last_heard;
+            io(w).read.map_or(last, |r| r.max(last))
+        };
         // When `w` is dropped: its batch ran past its bound, or it fell
         // silent owing an answer (an evolve, or a move at the start of the
         // step, which holds every evolve until it lands): then `true`.
@@ -208,7 +212,7 @@ impl Scheduler {
                 BUDDY_STRAGGLE_FACTOR,
                 BUDDY_STRAGGLE_FLOOR,
             );
-            let heard = io(w).read.map_or(s.last_heard, |r| r.max(s.last_heard));
+            let heard = heard(w);
             let silent = quiet
                 .zip(s.beats_from)
                 .filter(|_| !s.in_flight.is_empty())
@@ -258,12 +262,7 @@ impl Scheduler {
                 format!(
                     "silent for {:.3} s owing an answer in step {} (taken for stopped after \
                      {:.3} s); dropped, its states promoted on their buddies",
-                    now.saturating_duration_since(
-                        io(w).read.map_or(self.slots[w].last_heard, |r| {
-                            r.max(self.slots[w].last_heard)
-                        })
-                    )
-                    .as_secs_f64(),
+                    now.saturating_duration_since(heard(w)).as_secs_f64(),
                     self.step,
                     quiet.unwrap_or_default().as_secs_f64()
                 )
