@@ -535,16 +535,7 @@ impl Scheduler {
         for (id, h, t) in plan.relocate {
             // As a steal would: out of the holder's pending, to `t`; the
             // holder keeps it as a replica until the next commit.
-            let at = self.slots[h].pending.iter().position(|p| *p == id);
-            if let (Some(k), true) = (at, self.slots[t].alive) {
-                self.slots[h].pending.remove(k);
-                let c = self.cost(&id);
-                let s = &mut self.slots[h];
-                s.pending_cost = if s.pending.is_empty() {
-                    0.0
-                } else {
-                    (s.pending_cost - c).max(0.0)
-                };
+            if self.slots[t].alive && self.take_pending(h, id) {
                 self.move_states(h, t, vec![id], false);
             }
         }

@@ -85,13 +85,29 @@ impl Scheduler {
         let at = self.slots[w].pending.len().saturating_sub(k);
         let ids = self.slots[w].pending.split_off(at);
         let c: f64 = ids.iter().map(|id| self.cost(id)).sum();
+        self.less_pending_cost(w, c);
+        ids
+    }
+
+    /// Takes `id` out of `w`'s pending states; whether it was there.
+    pub(super) fn take_pending(&mut self, w: WorkerId, id: StateId) -> bool {
+        let Some(k) = self.slots[w].pending.iter().position(|p| *p == id) else {
+            return false;
+        };
+        self.slots[w].pending.remove(k);
+        let c = self.cost(&id);
+        self.less_pending_cost(w, c);
+        true
+    }
+
+    /// Books `c` less pending cost on `w` (none once nothing is pending).
+    fn less_pending_cost(&mut self, w: WorkerId, c: f64) {
         let s = &mut self.slots[w];
         s.pending_cost = if s.pending.is_empty() {
             0.0
         } else {
             (s.pending_cost - c).max(0.0)
         };
-        ids
     }
 
     fn batch_size(&self, w: WorkerId) -> usize {

@@ -583,16 +583,8 @@ impl Scheduler {
             if x == winner || !self.slots[x].alive {
                 continue;
             }
-            let s = &mut self.slots[x];
-            if let Some(k) = s.pending.iter().position(|id| *id == parent) {
-                s.pending.remove(k);
-                let c = self.inputs.remove(&parent).map_or(0.0, |i| i.1);
-                let s = &mut self.slots[x];
-                s.pending_cost = if s.pending.is_empty() {
-                    0.0
-                } else {
-                    (s.pending_cost - c).max(0.0)
-                };
+            if self.take_pending(x, parent) {
+                self.inputs.remove(&parent);
                 self.send_ids(x, Kind::Drop, &[parent], Req::Drop);
             }
         }
