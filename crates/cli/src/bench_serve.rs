@@ -59,9 +59,11 @@ pub struct ServeBenchArgs {
     pub overload_connections: usize,
     /// The CPU quota (in CPUs, through a cgroup) statepipe runs under in the
     /// overload run and the POST capacity measurement before it, so that the
-    /// generator can offer twice that capacity; 0: no quota (the capacity is
-    /// then the rounds' POST figure).
-    #[arg(long, value_name = "CPUS", default_value_t = 0.3)]
+    /// generator can offer twice that capacity; 0 (the default): no quota.
+    /// A quota puts a floor under the refusals' latency (below); where the
+    /// disk cap of `--overload-write-iops` cannot be made, a quota of 0.3
+    /// CPU takes its place, and the notes say so.
+    #[arg(long, value_name = "CPUS", default_value_t = 0.0)]
     pub overload_quota: f64,
     /// The CFS period of that quota, in microseconds (the kernel takes
     /// 1,000 to 1,000,000, and a quota of at least 1,000). The period
@@ -75,11 +77,11 @@ pub struct ServeBenchArgs {
     pub overload_period_us: u64,
     /// Cap the write operations a second statepipe may issue to the disk
     /// that holds `--data`, through a `blkio`/`io` cgroup, in the overload
-    /// run and the capacity measurement before it (0: no cap). With the
-    /// disk as the limit, the server's CPUs stay free: the overload run then
-    /// measures admission alone, not a CPU quota's throttling. Combine with
-    /// `--overload-quota 0`.
-    #[arg(long, value_name = "IOPS", default_value_t = 0)]
+    /// run and the capacity measurement before it (0: no cap; with no
+    /// quota either, the capacity is the rounds' POST figure). With the
+    /// disk as the limit, the server's CPUs stay free: the overload run
+    /// measures admission alone, not a CPU quota's throttling.
+    #[arg(long, value_name = "IOPS", default_value_t = 200)]
     pub overload_write_iops: u64,
     /// The CPUs every server (statepipe and each peer) is pinned to, as
     /// `taskset -c` takes them (`0`, `0-3`, `0,2,4-7`); wrk gets the usable

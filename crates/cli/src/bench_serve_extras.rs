@@ -57,6 +57,12 @@ impl OverloadLimits {
     }
 }
 
+/// The CPU quota the overload run falls back to where the disk cap it was
+/// given cannot be made (no `blkio`/`io` controller, `--data` on no block
+/// device) and it was given no quota: 0.3 CPU, which one generator CPU can
+/// offer twice over on any host measured so far.
+const FALLBACK_QUOTA: f64 = 0.3;
+
 /// The options of the overload run, and the cgroups they start statepipe
 /// in (kept until the run is over; removed when dropped).
 struct Overload {
@@ -65,6 +71,9 @@ struct Overload {
     _iops: Option<statepipe_bench::cgroup::WriteIopsCgroup>,
     /// What limits the capacity, or "" for nothing.
     limits: String,
+    /// The limits in force (the fallback quota where it took the disk
+    /// cap's place).
+    used: OverloadLimits,
 }
 
 /// The POST capacity the overload run offers twice, and how to run it:
@@ -89,6 +98,11 @@ fn overload_capacity(
             _quota: None,
             _iops: None,
             limits: String::new(),
+            used: OverloadLimits {
+                quota: 0.0,
+                period_us: limits.period_us,
+                write_iops: 0,
+            },
         };
         (capacity, plain)
     };
@@ -106,6 +120,7 @@ fn overload_capacity(
         _quota: None,
         _iops: None,
         limits: limits.describe(),
+        used: limits,
     };
     if quota > 0.0 {
         anyhow::ensure!(
@@ -129,6 +144,18 @@ fn overload_capacity(
         let made = statepipe_bench::cgroup::WriteIopsCgroup::create(&name, scratch, write_iops);
         let cgroup = match made {
             Ok(c) => c,
+            Err(e) if quota <= 0.0 => {
+                notes.push_str(&format!(
+                    "overload: no cap on disk writes ({e}); a quota of {FALLBACK_QUOTA} CPU instead, \
+                     which puts a floor under every latency the run measures\n"
+                ));
+                let instead = OverloadLimits {
+                    quota: FALLBACK_QUOTA,
+                    write_iops: 0,
+                    ..limits
+                };
+                return overload_capacity(options, instead, scratch, measured, rows, notes);
+            }
             Err(e) => return Ok(unlimited(notes, e.to_string())),
         };
         inside.cgroups.push(cgroup.dir().to_path_buf());
@@ -294,10 +321,11 @@ pub(crate) fn extras_rows(
             r.statuses,
             if !under.limits.is_empty() {
                 let mut s = format!("statepipe under {}, offered twice its capacity there", under.limits);
-                if limits.quota > 0.0 {
+                let used = under.used;
+                if used.quota > 0.0 {
                     s.push_str(&format!(
                         "; the quota alone adds a wait whose p99 is about {:.2} ms",
-                        (0.99 - limits.quota).max(0.0) * limits.period_us as f64 / 1e3
+                        (0.99 - used.quota).max(0.0) * used.period_us as f64 / 1e3
                     ));
                 }
                 s
