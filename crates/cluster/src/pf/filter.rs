@@ -1,14 +1,15 @@
 //! The filter itself: its model trait, its step and its run.
 
-use rand::Rng as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::between::{Between, Islands, PER_THREAD};
+use super::particle::{PfInput, PfOutput};
+use super::weights::{systematic_into, Weights};
 use crate::engine::{Children, Engine};
 use crate::error::Error;
 use crate::evolve::{Batch, Evolve, Offspring, StateId};
-use crate::math::{exp_nonpos, widest};
-use crate::rng::{call_rng, Rng};
+use crate::rng::Rng;
 
 /// A state-space model: a prior, a transition and an observation density.
 pub trait SsModel: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -67,24 +68,6 @@ fn child<M: SsModel>(m: &M, s: &Option<M::X>, t: usize, rng: &mut Rng) -> (M::X,
 /// Register `Bootstrap<YourModel>` with the workers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Bootstrap<M>(pub M);
-
-/// One particle's step: which observation, and how many children.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PfInput {
-    /// The observation the children are weighed by.
-    pub t: u32,
-    /// How many children resampling gave the particle.
-    pub children: u32,
-}
-
-/// A child's log-weight and summary.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PfOutput {
-    /// Log density of observation `t` given the child.
-    pub log_w: f64,
-    /// [`SsModel::summary`] of the child.
-    pub summary: f64,
-}
 
 impl<M: SsModel> Evolve for Bootstrap<M> {
     const NAME: &'static str = M::NAME;
@@ -155,112 +138,11 @@ fn log_sum_exp(v: impl Iterator<Item = f64> + Clone) -> f64 {
 /// Numbers of children of each particle: systematic resampling of `log_w`
 /// into `n` particles with the single uniform `u` in [0, 1).
 pub fn systematic(log_w: &[f64], n: usize, u: f64) -> Vec<u32> {
-    let (mut w, mut scratch) = (Weights::default(), Scratch::default());
-    w.set(log_w, &mut scratch);
+    let mut w = vec![0.0; log_w.len()];
+    let weights = Weights::set(log_w, &mut w);
     let mut inputs = vec![PfInput { t: 0, children: 0 }; log_w.len()];
-    systematic_into(&scratch.w, w.total, n, u, &mut inputs, 0);
+    systematic_into(&w, weights.total, n, u, &mut inputs, 0);
     inputs.iter().map(|i| i.children).collect()
-}
-
-/// An island's weights exp(log_w − max), in a [`Scratch`]: their sum and
-/// the max. One `exp` per particle serves the likelihood, the filtered
-/// mean and the next resampling.
-#[derive(Debug, Default)]
-struct Weights {
-    total: f64,
-    max: f64,
-}
-
-/// The buffers of one island's work between steps, reused island after
-/// island by the thread that does them (so they stay in its cache): the
-/// weights, and the children's summaries gathered for [`weigh`].
-#[derive(Debug, Default)]
-struct Scratch {
-    w: Vec<f64>,
-    summary: Vec<f64>,
-}
-
-/// Lanes of the sums in [`weigh`].
-const SUM_LANES: usize = 8;
-
-/// `w[i] = e^(log_w[i] − max)` (a branch-free `exp` that vectorises,
-/// within an ulp of libm's), and the sums of `w[i]` and of
-/// `w[i] · summary[i]`, each as [`SUM_LANES`] running sums by position
-/// added in a fixed order: the same bits whatever thread or engine made
-/// the particles.
-fn weigh(log_w: &[f64], summary: &[f64], max: f64, w: &mut Vec<f64>) -> (f64, f64) {
-    assert_eq!(log_w.len(), summary.len());
-    w.resize(log_w.len(), 0.0);
-    weigh_widest(log_w, summary, max, w)
-}
-
-widest! {
-    /// [`weigh_any`] on the widest vector unit.
-    fn weigh_widest(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) = weigh_any;
-}
-
-/// [`weigh`]'s loop.
-#[inline(always)]
-fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) {
-    let (mut total, mut num) = ([0.0f64; SUM_LANES], [0.0f64; SUM_LANES]);
-    let mut ws = w.chunks_exact_mut(SUM_LANES);
-    let mut ls = log_w.chunks_exact(SUM_LANES);
-    let mut ss = summary.chunks_exact(SUM_LANES);
-    for ((w, l), s) in (&mut ws).zip(&mut ls).zip(&mut ss) {
-        for k in 0..SUM_LANES {
-            let e = exp_nonpos(l[k] - max);
-            w[k] = e;
-            total[k] += e;
-            num[k] += e * s[k];
-        }
-    }
-    let rest = ws.into_remainder().iter_mut().zip(ls.remainder());
-    for (k, ((w, l), s)) in rest.zip(ss.remainder()).enumerate() {
-        let e = exp_nonpos(l - max);
-        *w = e;
-        total[k] += e;
-        num[k] += e * s;
-    }
-    let add =
-        |a: [f64; SUM_LANES]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    (add(total), add(num))
-}
-
-/// The largest of `v` (−∞ if empty; NaNs ignored, as `f64::max` does), as
-/// [`SUM_LANES`] running maxima: the same value as a fold, without its
-/// chain of dependent comparisons.
-fn max_of(v: &[f64]) -> f64 {
-    let mut top = [f64::NEG_INFINITY; SUM_LANES];
-    let mut chunks = v.chunks_exact(SUM_LANES);
-    for c in &mut chunks {
-        for k in 0..SUM_LANES {
-            top[k] = top[k].max(c[k]);
-        }
-    }
-    let rest = chunks.remainder().iter().copied();
-    top.into_iter()
-        .chain(rest)
-        .fold(f64::NEG_INFINITY, f64::max)
-}
-
-impl Weights {
-    /// The weights of `log_w`, into `scratch`.
-    fn set(&mut self, log_w: &[f64], scratch: &mut Scratch) {
-        let max = max_of(log_w);
-        // The sum's bits do not depend on the summaries.
-        let (total, _) = weigh(log_w, log_w, max, &mut scratch.w);
-        self.total = total;
-        self.max = max;
-    }
-
-    /// log Σ exp(log_w).
-    fn log_sum(&self) -> f64 {
-        if self.max == f64::NEG_INFINITY {
-            self.max
-        } else {
-            self.max + self.total.ln()
-        }
-    }
 }
 
 /// Where a filter run stands after a step: with a [`Master::snapshot`]
@@ -302,145 +184,6 @@ pub fn run<M: SsModel, G: Engine<Bootstrap<M>> + Send>(
     })
 }
 
-/// The particles a thread of the filter's own work needs before it spreads
-/// the work over threads: below this, starting and joining one costs more
-/// than it saves.
-const PER_THREAD: usize = if cfg!(test) { 32 } else { 16_384 };
-
-/// One island's share of the work between steps, and what it writes.
-struct Island<'a> {
-    /// The island's index.
-    r: usize,
-    /// The island's particles: the next step's parents.
-    ids: &'a mut [StateId],
-    log_w: &'a mut [f64],
-    log_z: &'a mut f64,
-    weights: &'a mut Weights,
-    /// Their inputs.
-    inputs: &'a mut [PfInput],
-    /// Σ w·summary over the island's children (weights scaled by its max).
-    num: f64,
-}
-
-impl Island<'_> {
-    /// Takes in the island's children from the step just done: positions
-    /// `r·m .. (r+1)·m` of `out` (every island has `m` particles, and its
-    /// particles' children come together).
-    fn absorb(&mut self, out: &Children<Bootstrap<impl SsModel>>, scratch: &mut Scratch) {
-        let m = self.ids.len();
-        let range = self.r * m..(self.r + 1) * m;
-        let mut at = 0;
-        let w = &mut *self.weights;
-        scratch.summary.resize(m, 0.0);
-        for (ids, outs) in out.slices(range) {
-            let n = ids.len();
-            self.ids[at..at + n].copy_from_slice(ids);
-            let dst = self.log_w[at..at + n]
-                .iter_mut()
-                .zip(&mut scratch.summary[at..at + n]);
-            crate::vectorised(|| {
-                for ((l, s), o) in dst.zip(outs) {
-                    *l = o.log_w;
-                    *s = o.summary;
-                }
-            });
-            at += n;
-        }
-        assert_eq!(at, m, "an island's particles had {at} children, not {m}");
-        let max = max_of(self.log_w);
-        // The weights, their sum (the bits of `Weights::set`, which a
-        // resumed run uses) and the weighted sum of summaries.
-        let (total, num) = weigh(self.log_w, &scratch.summary, max, &mut scratch.w);
-        w.max = max;
-        w.total = total;
-        self.num = num;
-        *self.log_z += w.log_sum() - (m as f64).ln();
-    }
-
-    /// The island's inputs for step `t`: systematic resampling of its
-    /// weights (in `scratch`, from [`Island::absorb`] or [`Weights::set`]
-    /// just before) with the run's uniform for (`t`, island).
-    fn resample(&mut self, seed: u64, t: usize, scratch: &Scratch) {
-        let m = self.inputs.len();
-        let u = call_rng(seed, t as u64, StateId(self.r as u64)).random::<f64>();
-        systematic_into(&scratch.w, self.weights.total, m, u, self.inputs, t);
-    }
-}
-
-/// Systematic resampling of weights `w` (summing to `total`) into as many
-/// particles with the uniform `u`: particle `i` gets the positions
-/// `k + u` (k = 0, 1, …) that fall below its running sum of weights and
-/// not below the one before, written as its input for step `t`.
-///
-/// The running sums are kept in fixed point, in units of 2^-F of a
-/// position with F = 50 − (bits of `n`) (at least 2^-26 of a position for
-/// any island under 16 M particles): each scaled weight is rounded to the
-/// nearest unit once, and the sums of those integers are exact, so the
-/// loop's chain of dependent additions is one integer add per particle,
-/// not a floating-point one, and the result does not depend on any
-/// rounding along the sum. A particle's count is the difference of two
-/// ceilings, in integers.
-fn systematic_into(w: &[f64], total: f64, n: usize, u: f64, inputs: &mut [PfInput], t: usize) {
-    // 1.5 · 2^52: adding it to a number of magnitude below 2^51 rounds it
-    // to an integer, held in the low bits of the sum.
-    const SHIFT: f64 = 6_755_399_441_055_744.0;
-    let frac = 50 - (usize::BITS - n.leading_zeros()).min(50);
-    let unit = (1u64 << frac) as f64;
-    let limit = (1u64 << 50) as f64;
-    // round(v · 2^F), v in [0, n]; NaN (a degenerate island) as 0.
-    let fixed = |v: f64| ((v * unit).max(0.0).min(limit) + SHIFT).to_bits() - SHIFT.to_bits();
-    let scale = n as f64 / total;
-    let (uu, one, n64) = (fixed(u), (1u64 << frac) - 1, n as u64);
-    let (mut cum, mut k) = (0u64, 0u64);
-    for (inp, wi) in inputs.iter_mut().zip(w) {
-        cum += fixed(wi * scale);
-        // Positions below `cum`: k + u < cum for k < ceil(cum − u).
-        let below = ((cum.saturating_sub(uu) + one) >> frac).min(n64);
-        *inp = PfInput {
-            t: t as u32,
-            children: (below - k) as u32,
-        };
-        k = below;
-    }
-    // Rounding may leave the last few positions unassigned.
-    if let Some(last) = inputs.last_mut() {
-        last.children += (n64 - k) as u32;
-    }
-}
-
-/// Runs `f` on every island, on up to `threads` threads (contiguous runs
-/// of islands), or on this thread when the islands are too small to share.
-fn each_island(
-    islands: &mut [Island<'_>],
-    scratch: &mut Vec<Scratch>,
-    threads: usize,
-    particles: usize,
-    f: impl Fn(&mut Island<'_>, &mut Scratch) + Sync,
-) {
-    let t = threads
-        .min(islands.len())
-        .min(particles / PER_THREAD)
-        .max(1);
-    if scratch.len() < t {
-        scratch.resize_with(t, Scratch::default);
-    }
-    if t == 1 {
-        let s = &mut scratch[0];
-        islands.iter_mut().for_each(|i| f(i, s));
-        return;
-    }
-    // `t` runs of islands, each a task on the pool's threads (started
-    // once per process, not once per step) with a scratch of its own.
-    use rayon::iter::{IndexedParallelIterator, IntoParallelRefMutIterator, ParallelIterator};
-    use rayon::slice::ParallelSliceMut;
-    let per = islands.len().div_ceil(t);
-    islands
-        .par_chunks_mut(per)
-        .zip(scratch.par_iter_mut())
-        .with_max_len(1)
-        .for_each(|(run, s)| run.iter_mut().for_each(|i| f(i, s)));
-}
-
 /// Runs the filter on `engine` from the start, or from `start` (a state an
 /// earlier run's `after_step` saw, with the engine resumed from a snapshot
 /// taken at that moment), calling `after_step` after each step: the place
@@ -449,7 +192,8 @@ fn each_island(
 ///
 /// The particles travel as dense vectors ([`Engine::evolve_batch`]), and
 /// the work between steps (weights, likelihood, resampling) is spread over
-/// the engine's threads by island. When that work is spread, the whole
+/// the engine's threads, by island or by block within the islands, with
+/// the same bits either way. When that work is spread, the whole
 /// run, `after_step` included, goes to a thread of rayon's pool, so that
 /// each step's parallel parts start from a pool thread, not from the
 /// calling thread.
@@ -533,78 +277,44 @@ fn run_steps<M: SsModel, G: Engine<Bootstrap<M>>>(
         };
         cfg.particles
     ];
-    let mut weights: Vec<Weights> = (0..cfg.islands).map(|_| Weights::default()).collect();
-    let mut scratch = vec![Scratch::default()];
+    let mut weights = vec![Weights::default(); cfg.islands];
+    let mut between = Between::new(m);
     let mut out = Children::new();
     let seed = cfg.seed;
     // On a resumed run, the islands' weights from the last step
     // (recomputed from `log_w`) and the first step's inputs. A run from
     // the start has neither: its first step draws from the prior, one
     // child each, and the step sets every island's weights.
-    for (r, w) in weights.iter_mut().enumerate().filter(|_| st.t > 0) {
-        w.set(&st.log_w[r * m..(r + 1) * m], &mut scratch[0]);
-        if st.t < model.steps() {
-            let mut isl = Island {
-                r,
-                ids: &mut st.ids[r * m..(r + 1) * m],
-                log_w: &mut st.log_w[r * m..(r + 1) * m],
-                log_z: &mut st.log_z[r],
-                weights: w,
-                inputs: &mut inputs[r * m..(r + 1) * m],
-                num: 0.0,
-            };
-            isl.resample(seed, st.t, &scratch[0]);
-        }
+    if st.t > 0 {
+        let next = (st.t < model.steps()).then_some((seed, st.t));
+        between.resume(&st.log_w, &mut weights, &mut inputs, next);
     }
     while st.t < model.steps() {
         let t = st.t;
         engine.evolve_batch(&st.ids, &inputs, &mut out)?;
-        let threads = engine.threads();
-        let mut islands: Vec<Island<'_>> = st
-            .ids
-            .chunks_mut(m)
-            .zip(st.log_w.chunks_mut(m))
-            .zip(st.log_z.iter_mut().zip(&mut weights))
-            .zip(inputs.chunks_mut(m))
-            .enumerate()
-            .map(|(r, (((ids, log_w), (log_z, weights)), inputs))| Island {
-                r,
-                ids,
-                log_w,
-                log_z,
-                weights,
-                inputs,
-                num: 0.0,
-            })
-            .collect();
-        let last = t + 1 == model.steps();
-        each_island(
-            &mut islands,
-            &mut scratch,
-            threads,
-            cfg.particles,
-            |isl, s| {
-                isl.absorb(&out, s);
-                if !last {
-                    isl.resample(seed, t + 1, s);
-                }
-            },
-        );
+        let islands = Islands {
+            ids: &mut st.ids,
+            log_w: &mut st.log_w,
+            log_z: &mut st.log_z,
+            weights: &mut weights,
+            inputs: &mut inputs,
+        };
+        let next = (t + 1 < model.steps()).then_some((seed, t + 1));
+        let nums = between.absorb(&out, islands, next, engine.threads());
         // The weighted mean over all islands: each island's weights are
         // scaled by its own max, so rescale them to the largest.
-        let top = islands
+        let top = weights
             .iter()
-            .map(|i| i.weights.max)
+            .map(|w| w.max)
             .fold(f64::NEG_INFINITY, f64::max);
         let (mut num, mut den) = (0.0, 0.0);
-        for i in &islands {
-            let scale = (i.weights.max - top).exp();
+        for (w, n) in weights.iter().zip(nums) {
+            let scale = (w.max - top).exp();
             if scale > 0.0 {
-                num += scale * i.num;
-                den += scale * i.weights.total;
+                num += scale * n;
+                den += scale * w.total;
             }
         }
-        drop(islands);
         st.means.push(num / den);
         st.t = t + 1;
         after_step(engine, &st)?;

@@ -20,10 +20,12 @@
 //!
 //! [`Engine`]: crate::Engine
 
+mod between;
 mod filter;
+mod particle;
 mod rollback;
+mod weights;
 
-pub use filter::{
-    run, run_from, systematic, Bootstrap, PfConfig, PfInput, PfOutput, PfResult, PfState, SsModel,
-};
+pub use filter::{run, run_from, systematic, Bootstrap, PfConfig, PfResult, PfState, SsModel};
+pub use particle::{PfInput, PfOutput};
 pub use rollback::{run_checkpointed, Checkpoints, Progress};
