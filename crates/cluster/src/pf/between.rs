@@ -143,20 +143,14 @@ impl Between {
         next: Option<(u64, usize)>,
         tasks: usize,
     ) -> Vec<f64> {
-        let Islands {
-            ids,
-            log_w,
-            log_z,
-            weights,
-            inputs,
-        } = isl;
         let (m, bounds) = (self.m, &self.bounds);
-        let mut nums = vec![0.0; log_z.len()];
-        let mut units: Vec<(usize, Island<'_>, &mut f64)> = ids
+        let mut nums = vec![0.0; isl.log_z.len()];
+        let mut units: Vec<(usize, Island<'_>, &mut f64)> = isl
+            .ids
             .chunks_mut(m)
-            .zip(log_w.chunks_mut(m))
-            .zip(log_z.iter_mut().zip(weights.iter_mut()))
-            .zip(inputs.chunks_mut(m).zip(nums.iter_mut()))
+            .zip(isl.log_w.chunks_mut(m))
+            .zip(isl.log_z.iter_mut().zip(isl.weights.iter_mut()))
+            .zip(isl.inputs.chunks_mut(m).zip(nums.iter_mut()))
             .enumerate()
             .map(|(r, (((ids, log_w), (log_z, weights)), (inputs, num)))| {
                 let island = Island {
