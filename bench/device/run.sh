@@ -26,12 +26,27 @@ sp=$kit/bin/statepipe
   done
 } 2>&1 | tee "$out/host.txt"
 part() { echo "== $1 ($(date +%T))"; }
+# What is done so far goes to $OUT however the script ends: run under
+# `timeout`, which signals the whole process group, a part cut short
+# ends, the TERM trap exits, and the EXIT trap copies.
+bring_back() {
+  [ -n "${OUT:-}" ] || return 0
+  cp "$out"/*.txt "$OUT"/ 2> /dev/null
+  tar czf "$OUT/results.tgz" -C target device-out
+}
+trap bring_back EXIT
+trap 'exit 143' TERM INT
 for p in "$@"; do
   case $p in
     pf)
       part pf
       "$sp" bench pf --no-peer --samples 5 --json "$out/pf.json" > "$out/pf.txt" 2> "$out/pf.stderr"
       tail -40 "$out/pf.txt"
+      # 16 islands go by island on 16 threads (one each), 20 by block:
+      # the two ways of spreading the work between steps, same run.
+      "$sp" bench pf --no-peer --samples 5 --particles 200000 --islands 16 \
+        --json "$out/pf-islands16.json" > "$out/pf-islands16.txt" 2> "$out/pf-islands16.stderr"
+      grep -E 'threads|/[0-9]+ ' "$out/pf-islands16.txt" | tail -8
       if [ -x "$kit/bin/statepipe-keep-awake" ]; then
         part "pf, keep-awake build"
         "$kit/bin/statepipe-keep-awake" bench pf --no-peer --samples 5 --json "$out/pf-keep-awake.json" \
@@ -57,7 +72,3 @@ for p in "$@"; do
   esac
 done
 part finished
-if [ -n "${OUT:-}" ]; then
-  cp "$out"/*.txt "$OUT"/ 2> /dev/null
-  tar czf "$OUT/results.tgz" -C target device-out
-fi
