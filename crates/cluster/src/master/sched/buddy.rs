@@ -22,10 +22,8 @@
 //!   there: the states to evolve go, most expensive first, each to its
 //!   holder where it would start soonest, and a long call that would
 //!   still wait there for a long call of the holder's own moves on, once
-//!   promoted, to the worker where it starts soonest (with one replica, a
-//!   promoted state is its only copy until the next commit and neither
-//!   that nor a thief may take it; with more, a worker that holds none of
-//!   its replicas still may), the others
+//!   promoted, to the worker where it starts soonest (the holder keeps a
+//!   copy, as any worker giving a state away does), the others
 //!   to their first holder; the other holders keep theirs, so a state
 //!   promoted onto a worker that is lost in turn (in the same moment, or
 //!   later in the round) is promoted again from another;
@@ -40,12 +38,14 @@
 //! whose holders is live, which takes the loss of a worker and all its
 //! `r` buddies within one round (or of a worker holding promoted states
 //! and every remaining holder of theirs). Moves never put a state on a
-//! worker holding its replica, and a state with no live replica left (its
-//! worker and every holder lost, so promoted from the last one) does not
-//! move until a round replicates it again. A worker that gives states away
-//! keeps them as replicas until the next commit (`gave_away`), so a moved
-//! state's copies stay its old worker and that worker's buddies (plus its
-//! new holder). So any `r` losses in a round leave a copy, and so does any
+//! worker holding its replica. A worker that gives states away keeps them
+//! as replicas until the next commit (`gave_away`), so a moved state's
+//! copies stay its old worker and that worker's buddies (plus its new
+//! holder), and a state with no live replica left (its worker and every
+//! other holder lost, so promoted from the last one) may move as well:
+//! its copies are then its holder and the receiver, and losing both means
+//! losing its holder too, with the workers whose loss made it the only
+//! copy (see `pinned`). So any `r` losses in a round leave a copy, and so does any
 //! set of losses with no `r + 1` side by side (`tests/chaos.rs` loses
 //! workers at every delivery of a run).
 
@@ -108,12 +108,25 @@ impl Scheduler {
         }
     }
 
-    /// Whether `id` has no replica on a live worker (every holder of its
-    /// committed replica was lost, or promoted it, or it was not
-    /// replicated yet): it is its own only copy, and does not move. Where
-    /// it is, the losses that would take it are a worker with its buddies
-    /// (`r + 1` side by side); moved, one more loss anywhere would.
-    pub(super) fn sole_copy(&self, id: StateId) -> bool {
+    /// Whether `id` may not leave `holder`: it has no replica on a live
+    /// worker (every holder of its committed replica was lost, or promoted
+    /// it, or it was not replicated yet) and `holder` would keep no copy
+    /// if it gave it away (it has committed no round, see `gave_away`).
+    /// Given away by a holder that keeps a copy, its copies are that
+    /// holder and the receiver, one more than where it stays, and the
+    /// losses that would take both include the holder: with the losses
+    /// that made it the only copy, a worker with all its buddies (`r + 1`
+    /// side by side), the same as would take it where it stays. So a
+    /// worker left with a lost neighbour's states as their only copies
+    /// (the neighbour and the neighbour's other buddies lost) still has
+    /// them taken by idle workers, instead of running them all itself.
+    pub(super) fn pinned(&self, id: StateId, holder: WorkerId) -> bool {
+        self.sole_copy(id) && self.slots[holder].committed_at.is_none()
+    }
+
+    /// Whether `id` has no replica on a live worker: it is its own only
+    /// copy.
+    fn sole_copy(&self, id: StateId) -> bool {
         self.buddies()
             && !self
                 .buddy
@@ -334,10 +347,10 @@ impl Scheduler {
         // whoever runs out of work first, where a long call queued behind
         // another holds up the whole step.) A long call that would still
         // start much later there than on some other worker moves on to it
-        // once promoted (`sooner_elsewhere`). With one replica a promoted
-        // state is its only copy until the next commit, so neither that
-        // nor a thief can take it (see `sole_copy`). The rest stay with
-        // their first holder.
+        // once promoted (`sooner_elsewhere`); the holder keeps a copy, as
+        // any worker that gives a state away does (`gave_away`), so this
+        // holds for a state promoted from its last replica too (see
+        // `pinned`). The rest stay with their first holder.
         wanted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut dealt: HashMap<WorkerId, f64> = HashMap::new();
         for (id, cost, holders) in wanted {
@@ -350,11 +363,7 @@ impl Scheduler {
                         (soonest, holder) = (at, h);
                     }
                 }
-                let to = if holders.len() > 1 {
-                    self.sooner_elsewhere(w, id, cost, holder, soonest, &dealt)
-                } else {
-                    None
-                };
+                let to = self.sooner_elsewhere(w, id, cost, holder, soonest, &dealt);
                 if let Some(t) = to {
                     plan.relocate.push((id, holder, t));
                 }

@@ -370,10 +370,10 @@ impl Scheduler {
         if self.buddies() {
             // A state never moves onto a worker holding its replica (a
             // state promoted or moved earlier may have one on `thief`),
-            // nor at all while it is its only copy.
+            // nor while it is its only copy and `victim` would keep none.
             let (keep, go): (Vec<StateId>, Vec<StateId>) = ids
                 .into_iter()
-                .partition(|id| self.holds_replica(thief, *id) || self.sole_copy(*id));
+                .partition(|id| self.holds_replica(thief, *id) || self.pinned(*id, victim));
             if !keep.is_empty() {
                 self.push_pending(victim, keep);
             }
@@ -433,7 +433,8 @@ impl Scheduler {
         // worker within `bound`, else goes to the least-loaded worker it
         // may go to. In buddy mode that is never a worker holding its
         // replica (one loss would take two of its copies), and a state
-        // that is its only copy stays; both are decided here, while
+        // that is its only copy stays where its worker would keep no copy
+        // (`pinned`); both are decided here, while
         // dealing, so that a move ruled out leaves no worker holding both
         // a state it was meant to give away and the ones dealt to it in
         // its place (two long calls in a row).
@@ -445,7 +446,7 @@ impl Scheduler {
         let mut passed: Vec<Reverse<Load>> = Vec::new();
         let slack = bound * 1e-9;
         for (c, id, owner) in all {
-            let to = if load[owner] + c <= bound + slack || self.sole_copy(id) {
+            let to = if load[owner] + c <= bound + slack || self.pinned(id, owner) {
                 owner
             } else {
                 let to = loop {

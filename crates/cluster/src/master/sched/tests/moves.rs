@@ -1,9 +1,9 @@
 //! Losses spread over a whole run while states move (steals,
 //! rebalancing) in `Recovery::Buddy`: with no `r + 1` workers lost side by
-//! side, every run ends with the single-process engine's bits. A state
-//! that is its own only copy does not move, and a worker that gives states
-//! away keeps them as replicas until the next commit, so a state's copies
-//! stay among neighbours. And where long calls go when the rebalance or a
+//! side, every run ends with the single-process engine's bits. A worker
+//! that gives states away keeps them as replicas until the next commit,
+//! so a state's copies stay among neighbours, and a state that is its own
+//! only copy may move too. And where long calls go when the rebalance or a
 //! recovery has to keep them off a worker's buddies or out of a queue.
 
 use proptest::prelude::*;
@@ -18,8 +18,8 @@ use crate::local::Local;
 /// apart, then worker 0: some of 2's states, promoted on 3 and then on 4
 /// (their last replica), had no copy but the one on 4 until a round
 /// replicated them again. Stolen by 0 meanwhile, that one copy died with
-/// 0, three losses no two of them 2's buddies. A state that is its own
-/// only copy now stays where it is.
+/// 0, three losses no two of them 2's buddies. Now 4 keeps a copy of a
+/// state it gives away (`gave_away`), and that copy is promoted.
 #[test]
 fn a_state_promoted_from_its_last_replica_does_not_move() {
     let picks: Vec<usize> = vec![
@@ -274,6 +274,46 @@ fn a_lost_long_call_moves_on_when_both_holders_run_long_calls() {
         .filter(|&w| c.evolved_by(w).contains(&long[0]))
         .collect();
     assert!(at.len() == 1 && at[0] >= 3, "{at:?}");
+}
+
+/// A worker and one of its buddies lost together (0 and 2 of eight,
+/// replicas on the next two): 0's states are promoted on 1, their last
+/// replica, where each is its only copy. Worker 1 keeps a copy of what it
+/// gives away, so idle workers still take them from it instead of
+/// leaving it 0's work on top of its own; and when the worker that took
+/// one is lost in turn before it answers, the copy 1 kept is promoted.
+/// The step gives the single-process engine's bits.
+#[test]
+fn a_lost_workers_states_left_on_one_holder_go_to_thieves() {
+    let mut c = Cluster::new(8, buddy_cfg(2, 1, true, false));
+    let mut local = Local::new(model(), SEED);
+    let states: Vec<_> = (0..64).map(super::state).collect();
+    let ids = c.reset(64);
+    assert_eq!(local.reset_states(states).unwrap(), ids);
+    c.settle();
+    let held = c.held();
+    let of_0: Vec<StateId> = ids.iter().copied().filter(|id| held[id] == 0).collect();
+    let inputs: Vec<_> = ids.iter().map(|&id| (id, 1, 1.0)).collect();
+    c.begin(&inputs);
+    c.lose(0, "test: killed");
+    c.lose(2, "test: killed");
+    // Deliveries in turn until a worker other than 1 is sent one of 0's
+    // states; that worker is lost before it answers.
+    let (mut thief, mut turn) = (None, 0);
+    while thief.is_none() {
+        let ready: Vec<usize> = (0..8).filter(|&w| !c.queues[w].is_empty()).collect();
+        assert!(!ready.is_empty(), "worker 1 ran all of 0's states itself");
+        turn += 1;
+        c.deliver(ready[turn % ready.len()]);
+        thief = (3..8).find(|&w| c.evolved_by(w).iter().any(|id| of_0.contains(id)));
+    }
+    c.lose(thief.unwrap(), "test: killed");
+    c.settle();
+    let got = super::decoded(c.sched.finish_evolve().unwrap());
+    let want = local
+        .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
+        .unwrap();
+    assert_eq!(got, want);
 }
 
 /// The workers of `raw` (modulo `n`) with their moments, each once,
