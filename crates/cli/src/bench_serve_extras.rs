@@ -59,8 +59,10 @@ impl OverloadLimits {
 
 /// The CPU quota the overload run falls back to where the disk cap it was
 /// given cannot be made (no `blkio`/`io` controller, `--data` on no block
-/// device) and it was given no quota: 0.3 CPU, which one generator CPU can
-/// offer twice over on any host measured so far.
+/// device) and it was given no quota: 0.3 CPU. Under a quota the run
+/// measures the quota's pauses as well as admission (the serve README
+/// derives the floor they put under every latency), so its notes say
+/// that the fallback was taken and why.
 const FALLBACK_QUOTA: f64 = 0.3;
 
 /// The options of the overload run, and the cgroups they start statepipe

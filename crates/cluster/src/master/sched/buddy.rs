@@ -45,9 +45,9 @@
 //! other holder lost, so promoted from the last one) may move as well:
 //! its copies are then its holder and the receiver, and losing both means
 //! losing its holder too, with the workers whose loss made it the only
-//! copy (see `pinned`). So any `r` losses in a round leave a copy, and so does any
-//! set of losses with no `r + 1` side by side (`tests/chaos.rs` loses
-//! workers at every delivery of a run).
+//! copy (see `pinned`). So any `r` losses in a round leave a copy, and so
+//! does any set of losses with no `r + 1` side by side (`tests/chaos.rs`
+//! loses workers at every delivery of a run).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -399,7 +399,8 @@ impl Scheduler {
     /// step's mean cost), which hold up the step, and once costs and
     /// moves are measured; the short calls a promotion pushes back are
     /// stolen at the end of the step anyway. Promoted, the state still has
-    /// a replica on its other holders, so it may move.
+    /// a replica on its other holders, if any, and `holder` keeps a copy
+    /// of it when it gives it away (`gave_away`), so it may move.
     ///
     /// [`HOLD_BEHIND`]: super::plan::HOLD_BEHIND
     fn sooner_elsewhere(

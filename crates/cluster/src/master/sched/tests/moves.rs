@@ -21,7 +21,7 @@ use crate::local::Local;
 /// 0, three losses no two of them 2's buddies. Now 4 keeps a copy of a
 /// state it gives away (`gave_away`), and that copy is promoted.
 #[test]
-fn a_state_promoted_from_its_last_replica_does_not_move() {
+fn a_state_promoted_from_its_last_replica_outlives_its_thief() {
     let picks: Vec<usize> = vec![
         5245228108310619217,
         3767530838676458,
