@@ -9,7 +9,7 @@
 use proptest::prelude::*;
 
 use super::chaos::{buddy_cfg, run};
-use super::{model, Cluster, Heavy, SEED};
+use super::{model, Branchy, Cluster, Heavy, SEED};
 use crate::engine::Engine;
 use crate::evolve::StateId;
 use crate::local::Local;
@@ -238,12 +238,7 @@ fn a_lost_long_call_starts_again_where_it_starts_soonest() {
 /// buddies), and the step gives the single-process engine's bits.
 #[test]
 fn a_lost_long_call_moves_on_when_both_holders_run_long_calls() {
-    let mut c = Cluster::new(6, buddy_cfg(2, 1, false, false));
-    let mut local = Local::new(model(), SEED);
-    let states: Vec<_> = (0..96).map(super::state).collect();
-    let ids = c.reset(96);
-    assert_eq!(local.reset_states(states).unwrap(), ids);
-    c.settle();
+    let (mut c, mut local, ids) = placed(6, 96, false);
     let held = c.held();
     let first = |w: usize| {
         ids.iter()
@@ -265,11 +260,7 @@ fn a_lost_long_call_moves_on_when_both_holders_run_long_calls() {
     c.begin(&inputs);
     c.lose(0, "test: killed");
     c.settle();
-    let got = super::decoded(c.sched.finish_evolve().unwrap());
-    let want = local
-        .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
-        .unwrap();
-    assert_eq!(got, want);
+    ends_as_local(&mut c, &mut local, &inputs);
     let at: Vec<usize> = (1..6)
         .filter(|&w| c.evolved_by(w).contains(&long[0]))
         .collect();
@@ -285,12 +276,7 @@ fn a_lost_long_call_moves_on_when_both_holders_run_long_calls() {
 /// The step gives the single-process engine's bits.
 #[test]
 fn a_lost_workers_states_left_on_one_holder_go_to_thieves() {
-    let mut c = Cluster::new(8, buddy_cfg(2, 1, true, false));
-    let mut local = Local::new(model(), SEED);
-    let states: Vec<_> = (0..64).map(super::state).collect();
-    let ids = c.reset(64);
-    assert_eq!(local.reset_states(states).unwrap(), ids);
-    c.settle();
+    let (mut c, mut local, ids) = placed(8, 64, true);
     let held = c.held();
     let of_0: Vec<StateId> = ids.iter().copied().filter(|id| held[id] == 0).collect();
     let inputs: Vec<_> = ids.iter().map(|&id| (id, 1, 1.0)).collect();
@@ -309,6 +295,26 @@ fn a_lost_workers_states_left_on_one_holder_go_to_thieves() {
     }
     c.lose(thief.unwrap(), "test: killed");
     c.settle();
+    ends_as_local(&mut c, &mut local, &inputs);
+}
+
+/// A buddy-mode cluster of `workers` (two replicas, batches of one,
+/// stealing as `steal` says, no rebalance) with `states` states placed and
+/// replicated, the single-process engine with the same states, and their
+/// ids.
+fn placed(workers: usize, states: u64, steal: bool) -> (Cluster, Local<Branchy>, Vec<StateId>) {
+    let mut c = Cluster::new(workers, buddy_cfg(2, 1, steal, false));
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(states);
+    let all: Vec<_> = (0..states).map(super::state).collect();
+    assert_eq!(local.reset_states(all).unwrap(), ids);
+    c.settle();
+    (c, local, ids)
+}
+
+/// Ends the step begun with `inputs` and checks that it gives the
+/// single-process engine's bits.
+fn ends_as_local(c: &mut Cluster, local: &mut Local<Branchy>, inputs: &[(StateId, u32, f64)]) {
     let got = super::decoded(c.sched.finish_evolve().unwrap());
     let want = local
         .evolve_many(inputs.iter().map(|x| (x.0, x.1)).collect())
