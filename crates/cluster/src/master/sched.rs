@@ -32,6 +32,7 @@ mod hiccup;
 mod ops;
 mod plan;
 mod recover;
+mod silence;
 mod slot;
 mod straggle;
 #[cfg(test)]

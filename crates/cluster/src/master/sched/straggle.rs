@@ -56,8 +56,11 @@
 //! With `Recovery::Buddy` the master has no copies to start the work
 //! from, but every state the straggler holds has replicas on its buddies:
 //! a worker silent for [`BUDDY_QUIET_FACTOR`] (2) × `Deadlines::quiet`
-//! (or twice the longest recent pause, `hiccup.rs`) owing an answer during an evolve (a batch, or a move of the
-//! start-of-step rebalance, which holds every batch), or whose batch runs
+//! (or twice the longest recent pause, `hiccup.rs`) owing an answer
+//! during an evolve (a batch, a move of the start-of-step rebalance, which
+//! holds every batch, or its part of the round after) or a fetch (its
+//! states are then fetched from their promoted replicas), or whose batch
+//! runs
 //! [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time, at least
 //! [`BUDDY_STRAGGLE_FLOOR`], is dropped as if lost (see
 //! [`buddy_stragglers`](Scheduler::buddy_stragglers)), and its states are
@@ -93,8 +96,9 @@ pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
 /// places its work where it starts soonest, busy workers included.
 pub(super) const STOPPED_QUIETS: u32 = 2;
 
-/// With `Recovery::Buddy`, a worker owing an answer during an evolve is
-/// dropped as stopped after this many times `Deadlines::quiet` of silence,
+/// With `Recovery::Buddy`, a worker owing an answer during an evolve or a
+/// fetch is dropped as stopped after this many times `Deadlines::quiet` of
+/// silence,
 /// as with `MasterCopy` (buddy mode has no copies to try first).
 pub(super) const BUDDY_QUIET_FACTOR: u32 = STOPPED_QUIETS;
 
@@ -166,7 +170,8 @@ impl Scheduler {
     }
 
     /// With `Recovery::Buddy`: the workers to drop now as stragglers (their
-    /// batch of this step ran past its bound, see the module's comment),
+    /// batch of this step ran past its bound, or they fell silent owing an
+    /// answer during an evolve or a fetch; see the module's comment),
     /// with the reason, skipping any in `exclude` (already being dropped);
     /// and when the next bound falls. Bytes read from a worker (`io`: a
     /// large frame on its way, the heartbeats queued behind it) count as
@@ -181,7 +186,11 @@ impl Scheduler {
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         let mut drop: Vec<(WorkerId, String)> = Vec::new();
         let mut next = None;
-        if !self.buddies() || !self.evolving || self.failed_at.is_some() || !self.recovering() {
+        if !self.buddies()
+            || !(self.evolving || self.fetching())
+            || self.failed_at.is_some()
+            || !self.recovering()
+        {
             return (drop, next);
         }
         let live = (0..self.slots.len())
@@ -314,48 +323,6 @@ impl Scheduler {
         let ns = factor * expected;
         let bound = floor.max(Duration::from_nanos(ns.min(1e18) as u64));
         Some(sent.max(s.last_evolved) + bound)
-    }
-
-    /// When `w`, silent since `heard`, is taken for stopped
-    /// ([`Deadlines::quiet`](super::config::Deadlines::quiet)): with the
-    /// master's copies, while it beats and owes an unfenced evolve of this
-    /// step.
-    pub(super) fn quiet_at(&self, w: WorkerId, heard: Instant) -> Option<Instant> {
-        if self.slots[w].fenced > 0 {
-            return None;
-        }
-        Some(heard + self.owing_quiet(w, false)?)
-    }
-
-    /// With the master's copies: when `w`, silent since `heard` while it
-    /// owes an evolve of this step (fenced or not), is dropped as stopped
-    /// ([`STOPPED_QUIETS`] × `Deadlines::quiet`, or longer where workers
-    /// paused for long lately: `hiccup.rs`).
-    pub(super) fn stopped_at(&self, w: WorkerId, heard: Instant, now: Instant) -> Option<Instant> {
-        let fixed = self.owing_quiet(w, true)? * STOPPED_QUIETS;
-        Some(heard + self.hiccups.stop_bound(fixed, now))
-    }
-
-    /// `Deadlines::quiet`, if silence can make `w` stopped now: master
-    /// copies, an evolve in progress, `w` alive and beating, and owing an
-    /// evolve of this step (with `fenced_too`, a fenced one counts).
-    fn owing_quiet(&self, w: WorkerId, fenced_too: bool) -> Option<Duration> {
-        if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
-            return None;
-        }
-        let s = &self.slots[w];
-        if !s.alive || s.beats_from.is_none() {
-            return None;
-        }
-        let step = self.step;
-        let owes = s.in_flight.iter().any(|r| {
-            matches!(r, Req::Evolve { step: x, fenced, .. } if *x == step && (fenced_too || !fenced))
-        });
-        if owes {
-            self.cfg.deadlines.quiet()
-        } else {
-            None
-        }
     }
 
     /// Starts `w`'s work of this step again on the idle workers (see the

@@ -476,3 +476,73 @@ fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
     );
     assert!(late[0].1.contains("taken for stopped"), "{}", late[0].1);
 }
+
+/// A worker stopped while it owes a fetch, in either recovery mode with
+/// heartbeats: once silent for twice `quiet` (the silence deadline set
+/// out of reach, and the time passed to `overdue`, so that a slow test
+/// host cannot make anything else fire), it is dropped as stopped, and
+/// the fetch gives the single-process engine's states: from the master's
+/// copies, or from the replicas promoted on its buddies.
+fn a_worker_stopped_owing_a_fetch_is_dropped(recovery: Recovery) {
+    let mut cfg = match recovery {
+        Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
+        _ => SchedConfig {
+            recovery,
+            ..cfg(Placement::Spread, false, false)
+        },
+    };
+    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
+    cfg.deadlines.silence = Duration::from_secs(3600);
+    let quiet = cfg.deadlines.quiet().unwrap();
+    let mut c = Cluster::new(6, cfg);
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(18);
+    c.settle();
+    local.reset_states((0..18).map(state).collect()).unwrap();
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    finish_step(&mut c, &mut local, usize::MAX, &ids);
+    c.settle();
+    let mut ids: Vec<StateId> = c.held().into_keys().collect();
+    ids.sort_unstable();
+    let want = local.fetch_states(&ids).unwrap();
+    c.sched.begin_fetch(&ids).unwrap();
+    c.collect();
+    for w in 0..6 {
+        c.sched.on_frame(w, Kind::Heartbeat, &[]).unwrap();
+    }
+    let beat = Instant::now();
+    pump_but(&mut c, 2);
+    assert!(!c.queues[2].is_empty(), "worker 2 owes its Fetched");
+    assert!(c.sched.overdue(beat, &|_| Io::default()).0.is_empty());
+    let late = c
+        .sched
+        .overdue(beat + quiet * 2 + Duration::from_millis(50), &|_| {
+            Io::default()
+        })
+        .0;
+    assert_eq!(
+        late.iter().map(|l| l.0).collect::<Vec<_>>(),
+        [2],
+        "{late:?}"
+    );
+    c.lose(2, &late[0].1);
+    pump_but(&mut c, 2);
+    let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
+        .sched
+        .finish_fetch()
+        .unwrap()
+        .into_iter()
+        .map(|(id, b)| (id, decode(&b).unwrap()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_worker_stopped_owing_a_fetch_is_dropped_with_master_copies() {
+    a_worker_stopped_owing_a_fetch_is_dropped(Recovery::MasterCopy);
+}
+
+#[test]
+fn a_worker_stopped_owing_a_fetch_is_dropped_in_buddy_mode() {
+    a_worker_stopped_owing_a_fetch_is_dropped(Recovery::Buddy);
+}
