@@ -226,6 +226,16 @@ impl Cluster {
             .collect()
     }
 
+    /// The fetch in progress, ended: every state fetched, decoded.
+    fn fetched(&mut self) -> HashMap<StateId, <Branchy as Evolve>::State> {
+        self.sched
+            .finish_fetch()
+            .unwrap()
+            .into_iter()
+            .map(|(id, b)| (id, decode(&b).unwrap()))
+            .collect()
+    }
+
     /// Which worker holds each state now, by asking the scheduler's books.
     fn held(&self) -> HashMap<StateId, usize> {
         self.sched.location.clone()
@@ -662,13 +672,6 @@ proptest! {
         let want = local.fetch_states(&ids).unwrap();
         c.sched.begin_fetch(&ids).unwrap();
         c.pump(&mut |_| 0);
-        let got: HashMap<StateId, <Branchy as Evolve>::State> = c
-            .sched
-            .finish_fetch()
-            .unwrap()
-            .into_iter()
-            .map(|(id, b)| (id, decode(&b).unwrap()))
-            .collect();
-        prop_assert_eq!(got, want);
+        prop_assert_eq!(c.fetched(), want);
     }
 }

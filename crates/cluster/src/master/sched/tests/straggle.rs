@@ -5,7 +5,6 @@
 //! moment of a run (perhaps one more lost), against the single-process
 //! engine.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -13,12 +12,11 @@ use proptest::prelude::*;
 use super::{cfg, decoded, model, state, Cluster, SEED};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::evolve::{Evolve, StateId};
+use crate::evolve::StateId;
 use crate::local::Local;
 use crate::master::sched::straggle::BUDDY_STRAGGLE_FLOOR;
 use crate::master::sched::{Batch, Io, Placement, Recovery, SchedConfig};
 use crate::protocol::Kind;
-use crate::registry::decode;
 
 /// Delivers the frames of every worker but `stopped`, lowest worker
 /// first, until none waits.
@@ -26,6 +24,25 @@ fn pump_but(c: &mut Cluster, stopped: usize) {
     while let Some(w) = (0..c.queues.len()).find(|&w| w != stopped && !c.queues[w].is_empty()) {
         c.deliver(w);
     }
+}
+
+/// `cfg` with heartbeats every 25 ms and the silence deadline out of
+/// reach, so that a slow test host cannot make it the bound that fires.
+fn heartbeats(mut cfg: SchedConfig) -> SchedConfig {
+    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
+    cfg.deadlines.silence = Duration::from_secs(3600);
+    cfg
+}
+
+/// Six workers of `cfg` and the single-process engine, each with the same
+/// eighteen states (placed, and replicated in buddy mode), and their ids.
+fn six_with_eighteen(cfg: SchedConfig) -> (Cluster, Local<super::Branchy>, Vec<StateId>) {
+    let mut c = Cluster::new(6, cfg);
+    let mut local = Local::new(model(), SEED);
+    let ids = c.reset(18);
+    c.settle();
+    local.reset_states((0..18).map(state).collect()).unwrap();
+    (c, local, ids)
 }
 
 /// Runs the step started on `c` to quiet with `stopped` stopped (woken
@@ -302,14 +319,7 @@ fn stragglers(
     c.collect();
     stopped.iter_mut().for_each(|s| *s = false);
     pump(&mut c, &mut stopped, &mut may_fail, usize::MAX, false);
-    let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
-        .sched
-        .finish_fetch()
-        .unwrap()
-        .into_iter()
-        .map(|(id, b)| (id, decode(&b).unwrap()))
-        .collect();
-    prop_assert_eq!(got, want);
+    prop_assert_eq!(c.fetched(), want);
     // No stale copy left anywhere.
     let held = c.held();
     for w in (0..n).filter(|&w| c.alive[w]) {
@@ -384,14 +394,8 @@ fn a_copy_started_again_is_not_stolen_from_where_it_waits() {
 /// again there, and the step ends with the single-process engine's bits.
 #[test]
 fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
-    let mut cfg = super::chaos::buddy_cfg(2, 1, false, false);
-    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
-    cfg.deadlines.silence = Duration::from_secs(3600);
-    let mut c = Cluster::new(6, cfg);
-    let mut local = Local::new(model(), SEED);
-    let ids = c.reset(18);
-    c.settle();
-    local.reset_states((0..18).map(state).collect()).unwrap();
+    let cfg = heartbeats(super::chaos::buddy_cfg(2, 1, false, false));
+    let (mut c, mut local, ids) = six_with_eighteen(cfg);
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
     // Every worker beats once (as its heartbeat thread does), then the
     // step's evolves all come back.
@@ -443,9 +447,7 @@ fn a_worker_stopped_in_the_round_after_an_evolve_is_dropped() {
 /// once they stop too.
 #[test]
 fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
-    let mut cfg = super::chaos::buddy_cfg(2, 1, false, false);
-    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
-    cfg.deadlines.silence = Duration::from_secs(3600);
+    let cfg = heartbeats(super::chaos::buddy_cfg(2, 1, false, false));
     let quiet = cfg.deadlines.quiet().unwrap();
     let mut c = Cluster::new(6, cfg);
     let ids = c.reset(18);
@@ -484,21 +486,15 @@ fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
 /// the fetch gives the single-process engine's states: from the master's
 /// copies, or from the replicas promoted on its buddies.
 fn a_worker_stopped_owing_a_fetch_is_dropped(recovery: Recovery) {
-    let mut cfg = match recovery {
+    let cfg = heartbeats(match recovery {
         Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
         _ => SchedConfig {
             recovery,
             ..cfg(Placement::Spread, false, false)
         },
-    };
-    cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
-    cfg.deadlines.silence = Duration::from_secs(3600);
+    });
     let quiet = cfg.deadlines.quiet().unwrap();
-    let mut c = Cluster::new(6, cfg);
-    let mut local = Local::new(model(), SEED);
-    let ids = c.reset(18);
-    c.settle();
-    local.reset_states((0..18).map(state).collect()).unwrap();
+    let (mut c, mut local, ids) = six_with_eighteen(cfg);
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
     finish_step(&mut c, &mut local, usize::MAX, &ids);
     c.settle();
@@ -527,14 +523,7 @@ fn a_worker_stopped_owing_a_fetch_is_dropped(recovery: Recovery) {
     );
     c.lose(2, &late[0].1);
     pump_but(&mut c, 2);
-    let got: HashMap<StateId, <super::Branchy as Evolve>::State> = c
-        .sched
-        .finish_fetch()
-        .unwrap()
-        .into_iter()
-        .map(|(id, b)| (id, decode(&b).unwrap()))
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(c.fetched(), want);
 }
 
 #[test]
