@@ -21,6 +21,9 @@ sp=$kit/bin/statepipe
   echo "kit commit: $(cat "$kit/commit.txt")"; cat "$kit/status.txt"
   echo "kit built on: $(cat "$kit/glibc.txt")"; echo "here: $(ldd --version | sed -n 1p)"
   nproc; uname -r; grep -m1 'model name' /proc/cpuinfo; free -g | head -2
+  # The serve part's overload run caps writes to the disk under target/
+  # (tmpfs or overlay takes no cap: it falls back to a CPU quota).
+  echo "target/ is on: $(df -T target 2> /dev/null | awk 'NR == 2 {print $1, $2}')"
   for b in "$kit"/bin/* "$kit/serve-peers/serve-peer"; do
     ldd "$b" | grep -q 'not found' && { echo "MISSING libraries for $b:"; ldd "$b" | grep 'not found'; }
   done
