@@ -13,7 +13,9 @@
 use std::ops::Range;
 
 use super::particle::{PfInput, PfOutput};
-use super::weights::{blocks, max_of, systematic_into, uniform, weigh, Systematic, Weights};
+use super::weights::{
+    blocks, max_of, systematic_into, uniform, weigh, weigh_island, Systematic, Weights,
+};
 use crate::engine::Children;
 use crate::evolve::{Evolve, StateId};
 
@@ -306,25 +308,11 @@ impl Island<'_> {
         sc.summary.resize(m, 0.0);
         sc.w.resize(m, 0.0);
         take(out, start, self.ids, self.log_w, &mut sc.summary);
-        let lw = &*self.log_w;
-        let max = bounds
-            .iter()
-            .map(|b| max_of(&lw[b.clone()]))
-            .fold(f64::NEG_INFINITY, f64::max);
-        let (mut total, mut num) = (0.0, 0.0);
-        for b in bounds {
-            let (t, n) = weigh(
-                &lw[b.clone()],
-                &sc.summary[b.clone()],
-                max,
-                &mut sc.w[b.clone()],
-            );
-            (total, num) = (total + t, num + n);
-        }
-        *self.weights = Weights { total, max };
-        *self.log_z += self.weights.log_sum() - (m as f64).ln();
+        let (weights, num) = weigh_island(self.log_w, &sc.summary, bounds, &mut sc.w);
+        *self.weights = weights;
+        *self.log_z += weights.log_sum() - (m as f64).ln();
         if let Some((seed, t, r)) = next {
-            systematic_into(&sc.w, total, m, uniform(seed, t, r), self.inputs, t);
+            systematic_into(&sc.w, weights.total, m, uniform(seed, t, r), self.inputs, t);
         }
         num
     }

@@ -52,18 +52,8 @@ impl Weights {
     /// The weights of an island's `log_w` (one of a resumed run), into
     /// `w` (as long): the bits of the filter's steps.
     pub(super) fn set(log_w: &[f64], w: &mut [f64]) -> Weights {
-        let bounds = blocks(log_w.len());
-        let max = bounds
-            .iter()
-            .map(|b| max_of(&log_w[b.clone()]))
-            .fold(f64::NEG_INFINITY, f64::max);
-        let mut total = 0.0;
-        for b in bounds {
-            // The sum's bits do not depend on the summaries.
-            let l = &log_w[b.clone()];
-            total += weigh(l, l, max, &mut w[b]).0;
-        }
-        Weights { total, max }
+        // The sum's bits do not depend on the summaries.
+        weigh_island(log_w, log_w, &blocks(log_w.len()), w).0
     }
 
     /// log Σ exp(log_w).
@@ -74,6 +64,32 @@ impl Weights {
             self.max + self.total.ln()
         }
     }
+}
+
+/// An island's weights into `w` (as long as `log_w`), block by block of
+/// `bounds` (its [`blocks`]), and Σ w·summary: its max, then each block's
+/// sums added in block order.
+pub(super) fn weigh_island(
+    log_w: &[f64],
+    summary: &[f64],
+    bounds: &[Range<usize>],
+    w: &mut [f64],
+) -> (Weights, f64) {
+    let max = bounds
+        .iter()
+        .map(|b| max_of(&log_w[b.clone()]))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (mut total, mut num) = (0.0, 0.0);
+    for b in bounds {
+        let (t, n) = weigh(
+            &log_w[b.clone()],
+            &summary[b.clone()],
+            max,
+            &mut w[b.clone()],
+        );
+        (total, num) = (total + t, num + n);
+    }
+    (Weights { total, max }, num)
 }
 
 widest! {
