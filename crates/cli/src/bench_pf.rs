@@ -23,7 +23,11 @@
 //! part does not scale. With more than one thread, `pool hand-off`
 //! measures what rayon's pool (the one the engine and the filter use)
 //! takes to start one 20 µs task on each thread and join them, with its
-//! threads busy just before and after a millisecond idle.
+//! threads busy just before and after a millisecond idle. The keyed floor
+//! also runs on all threads at once, each on its own share of the
+//! particles with nothing shared (`floor-keyed-threads`): its speed-up is
+//! what the machine gives this work on that many threads, the ceiling
+//! for the engine's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -363,6 +367,25 @@ fn row(case: &str, imp: &str, config: &str, unit: &str, v: &[f64]) -> ResultRow 
     }
 }
 
+/// The keyed floor on `threads` threads with nothing shared: each thread
+/// runs [`run_floor`] on its own `n / threads` particles (in
+/// `islands / threads` islands, at least one), all started together.
+/// What the machine gives this work on that many threads with no
+/// synchronisation at all (frequency, shared caches and memory, sibling
+/// hyperthreads): the ceiling for the engine's own speed-up. Returns
+/// (seconds, particles run in all).
+fn run_floor_threads(nile: &Nile, n: usize, islands: usize, threads: usize) -> (f64, usize) {
+    let isl = (islands / threads).max(1);
+    let each = n / threads / isl * isl;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| run_floor(nile, each.max(isl), isl, true));
+        }
+    });
+    (t0.elapsed().as_secs_f64(), each.max(isl) * threads)
+}
+
 /// Runs the benchmark and prints its table.
 pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -392,6 +415,7 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             "engineT",
             "floor_keyed",
             "floor_seq",
+            "floor_keyed_threads",
             "particles",
         ];
         let mut v: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
@@ -409,6 +433,7 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             } else {
                 names.len() - 1
             };
+            let peer = names.len() - 1;
             for i in 0..k {
                 match (i + usize::from(round)) % k {
                     // Each of these runs twice back to back and the
@@ -431,11 +456,16 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
                         run_floor(&nile, n, a.islands, keyed);
                         v[c].push(run_floor(&nile, n, a.islands, keyed).0 / ps);
                     }
+                    4 => {
+                        run_floor_threads(&nile, n, a.islands, threads);
+                        let (secs, run) = run_floor_threads(&nile, n, a.islands, threads);
+                        v[4].push(secs / ((run * steps) as f64 / 1e9));
+                    }
                     _ => {
                         let py = py
                             .as_ref()
                             .expect("k counts the peer only when there is one");
-                        v[4].push(run_particles(py, n)?.0 / ps);
+                        v[peer].push(run_particles(py, n)?.0 / ps);
                     }
                 }
             }
@@ -451,7 +481,8 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             };
             eprintln!(
                 "  {n} particles, round {}: engine {:.1} / {:.1} ns (1 / {threads} threads; \
-                 evolve + between: {} / {}), floor {:.1} keyed / {:.1} sequential{}",
+                 evolve + between: {} / {}), floor {:.1} keyed / {:.1} sequential, \
+                 keyed on {threads} threads {:.1}{}",
                 round + 1,
                 t1 / ps,
                 tt / ps,
@@ -459,7 +490,8 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
                 split(1),
                 tk / ps,
                 ts / ps,
-                v[4].last()
+                last(4),
+                v[peer].last()
                     .map_or(String::new(), |p| format!(", particles {p:.1}")),
             );
         }
@@ -513,13 +545,27 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
             unit,
             &v[3],
         ));
-        if !v[4].is_empty() {
+        rows.push(row(
+            &case,
+            "floor-keyed-threads",
+            &format!("the keyed floor on {threads} threads, nothing shared"),
+            unit,
+            &v[4],
+        ));
+        let med = |i: usize| Summary::of(&v[i]).map_or(f64::NAN, |s| s.median);
+        checks.push(format!(
+            "{n}: {threads} threads against 1: statepipe {:.2}x, the keyed floor {:.2}x \
+             (the machine's ceiling for this work: no synchronisation at all)",
+            med(0) / med(1),
+            med(2) / med(4)
+        ));
+        if !v[5].is_empty() {
             rows.push(row(
                 &case,
                 "particles",
                 "numpy, one process, warm",
                 unit,
-                &v[4],
+                &v[5],
             ));
         }
     }
