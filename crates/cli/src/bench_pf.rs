@@ -491,7 +491,8 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
                 tk / ps,
                 ts / ps,
                 last(4),
-                v[peer].last()
+                v[peer]
+                    .last()
                     .map_or(String::new(), |p| format!(", particles {p:.1}")),
             );
         }

@@ -250,21 +250,18 @@ impl Scheduler {
                     next = Some(next.map_or(at, |n| n.min(at)));
                     // Silent for a few heartbeats while it owes an evolve:
                     // taken for stopped, its work starts again on idle
-                    // workers; silent twice as long (or owing a fetch),
-                    // it is dropped, and its recovery places its work
-                    // where it starts soonest (or answers the fetch from
-                    // the copies).
+                    // workers; silent twice as long (or owing anything
+                    // outside an evolve), it is dropped, and its recovery
+                    // places its work where it starts soonest (or its
+                    // states from the copies, answering a fetch from
+                    // them).
                     match self.stopped_at(w, heard, now) {
                         Some(d) if now >= d => late.push((
                             w,
                             format!(
                                 "silent for {:.3} s owing {} (taken for stopped after {:.3} s)",
                                 now.saturating_duration_since(heard).as_secs_f64(),
-                                if self.evolving {
-                                    format!("an evolve of step {}", self.step)
-                                } else {
-                                    "a fetch".to_string()
-                                },
+                                self.owed(w),
                                 d.saturating_duration_since(heard).as_secs_f64()
                             ),
                         )),

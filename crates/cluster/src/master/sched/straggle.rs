@@ -56,11 +56,12 @@
 //! With `Recovery::Buddy` the master has no copies to start the work
 //! from, but every state the straggler holds has replicas on its buddies:
 //! a worker silent for [`BUDDY_QUIET_FACTOR`] (2) × `Deadlines::quiet`
-//! (or twice the longest recent pause, `hiccup.rs`) owing an answer
-//! during an evolve (a batch, a move of the start-of-step rebalance, which
-//! holds every batch, or its part of the round after) or a fetch (its
-//! states are then fetched from their promoted replicas), or whose batch
-//! runs
+//! (or twice the longest recent pause, `hiccup.rs`) owing an answer (a
+//! batch, a move of the start-of-step rebalance, which holds every batch,
+//! its part of a replication round, a fetch, whose states are then
+//! fetched from their promoted replicas, or a reset's or restore's
+//! placing, placed again from the bytes the master keeps until a round
+//! commits them), or whose batch runs
 //! [`BUDDY_STRAGGLE_FACTOR`] (3) × its expected time, at least
 //! [`BUDDY_STRAGGLE_FLOOR`], is dropped as if lost (see
 //! [`buddy_stragglers`](Scheduler::buddy_stragglers)), and its states are
@@ -96,10 +97,9 @@ pub(super) const STRAGGLE_FLOOR: Duration = Duration::from_millis(50);
 /// places its work where it starts soonest, busy workers included.
 pub(super) const STOPPED_QUIETS: u32 = 2;
 
-/// With `Recovery::Buddy`, a worker owing an answer during an evolve or a
-/// fetch is dropped as stopped after this many times `Deadlines::quiet` of
-/// silence,
-/// as with `MasterCopy` (buddy mode has no copies to try first).
+/// With `Recovery::Buddy`, a worker owing an answer is dropped as stopped
+/// after this many times `Deadlines::quiet` of silence, as with
+/// `MasterCopy` (buddy mode has no copies to try first).
 pub(super) const BUDDY_QUIET_FACTOR: u32 = STOPPED_QUIETS;
 
 /// With `Recovery::Buddy`, a straggler is dropped (not merely doubled), so
@@ -186,11 +186,7 @@ impl Scheduler {
     ) -> (Vec<(WorkerId, String)>, Option<Instant>) {
         let mut drop: Vec<(WorkerId, String)> = Vec::new();
         let mut next = None;
-        if !self.buddies()
-            || !(self.evolving || self.fetching())
-            || self.failed_at.is_some()
-            || !self.recovering()
-        {
+        if !self.buddies() || self.failed_at.is_some() || !self.recovering() {
             return (drop, next);
         }
         let live = (0..self.slots.len())
@@ -224,7 +220,7 @@ impl Scheduler {
             let heard = heard(w);
             let silent = quiet
                 .zip(s.beats_from)
-                .filter(|_| !s.in_flight.is_empty())
+                .filter(|_| self.owes(w))
                 .map(|(q, from)| from.max(heard) + q);
             match (silent, slow) {
                 (Some(t), Some(u)) if t < u => Some((t, true)),
@@ -269,10 +265,10 @@ impl Scheduler {
             );
             let why = if silent {
                 format!(
-                    "silent for {:.3} s owing an answer in step {} (taken for stopped after \
-                     {:.3} s); dropped, its states promoted on their buddies",
+                    "silent for {:.3} s owing {} (taken for stopped after {:.3} s); dropped, \
+                     its states promoted on their buddies",
                     now.saturating_duration_since(heard(w)).as_secs_f64(),
-                    self.step,
+                    self.owed(w),
                     quiet.unwrap_or_default().as_secs_f64()
                 )
             } else {

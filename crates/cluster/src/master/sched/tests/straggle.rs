@@ -535,3 +535,81 @@ fn a_worker_stopped_owing_a_fetch_is_dropped_with_master_copies() {
 fn a_worker_stopped_owing_a_fetch_is_dropped_in_buddy_mode() {
     a_worker_stopped_owing_a_fetch_is_dropped(Recovery::Buddy);
 }
+
+/// A worker stopped in a reset (owing its `Drop` and `Add`), or, in buddy
+/// mode, in the replication round after one (owing its `Shipped`), with
+/// heartbeats: once silent for twice `quiet` (the silence deadline out of
+/// reach, the time passed to `overdue`), it is dropped as stopped, its
+/// new states are placed again from the reset's bytes, and the next step
+/// has the single-process engine's bits.
+fn a_worker_stopped_in_a_reset_is_dropped(recovery: Recovery, in_round: bool) {
+    let cfg = heartbeats(match recovery {
+        Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
+        _ => SchedConfig {
+            recovery,
+            ..cfg(Placement::Spread, false, false)
+        },
+    });
+    let quiet = cfg.deadlines.quiet().unwrap();
+    let (mut c, mut local, _) = six_with_eighteen(cfg);
+    let states = (100..112).map(|i| crate::registry::encode(&state(i)).unwrap());
+    let ids = c.sched.begin_reset(states.collect()).unwrap();
+    local.reset_states((100..112).map(state).collect()).unwrap();
+    c.collect();
+    if in_round {
+        pump_but(&mut c, usize::MAX);
+        c.sched.finish().unwrap();
+        assert!(c.sched.begin_replicate(), "a round starts after the reset");
+        c.collect();
+    }
+    for w in 0..6 {
+        c.sched.on_frame(w, Kind::Heartbeat, &[]).unwrap();
+    }
+    let beat = Instant::now();
+    pump_but(&mut c, 2);
+    assert!(!c.queues[2].is_empty(), "worker 2 owes an answer");
+    assert!(c.sched.overdue(beat, &|_| Io::default()).0.is_empty());
+    // The others are heard from until then (their buddies owe a `Held`
+    // for 2's replica in the round, which 2 never ships).
+    let now = beat + quiet * 2 + Duration::from_millis(50);
+    let others = |w: usize| Io {
+        read: (w != 2).then_some(now),
+        any: None,
+    };
+    let late = c.sched.overdue(now, &others).0;
+    assert_eq!(
+        late.iter().map(|l| l.0).collect::<Vec<_>>(),
+        [2],
+        "{late:?}"
+    );
+    let owed = if in_round {
+        "replication round"
+    } else {
+        "a drop"
+    };
+    assert!(late[0].1.contains(owed), "{}", late[0].1);
+    c.lose(2, &late[0].1);
+    pump_but(&mut c, 2);
+    assert!(c.sched.is_quiet());
+    c.sched.finish().unwrap();
+    c.settle();
+    let held = c.held();
+    assert!(ids.iter().all(|id| held.get(id).is_some_and(|&w| w != 2)));
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    finish_step(&mut c, &mut local, usize::MAX, &ids);
+}
+
+#[test]
+fn a_worker_stopped_in_a_reset_is_dropped_with_master_copies() {
+    a_worker_stopped_in_a_reset_is_dropped(Recovery::MasterCopy, false);
+}
+
+#[test]
+fn a_worker_stopped_in_a_reset_is_dropped_in_buddy_mode() {
+    a_worker_stopped_in_a_reset_is_dropped(Recovery::Buddy, false);
+}
+
+#[test]
+fn a_worker_stopped_in_the_round_after_a_reset_is_dropped() {
+    a_worker_stopped_in_a_reset_is_dropped(Recovery::Buddy, true);
+}
