@@ -60,6 +60,20 @@ def check(docs):
     host, port = connect.rsplit(":", 1)
     if host != "statepipe-master" or int(port) not in [p["port"] for p in service["spec"]["ports"]]:
         errors.append(f"workers connect to {connect}, not to the master's Service")
+    # A restarted worker needs its record of having served a master on a
+    # volume that outlives the container (the root filesystem is read-only).
+    if "--served-file" in wc["args"]:
+        record = wc["args"][wc["args"].index("--served-file") + 1]
+        vols = {v["name"]: v for v in workers["spec"]["template"]["spec"].get("volumes", [])}
+        mounted = [
+            m for m in wc.get("volumeMounts", [])
+            if record.startswith(m["mountPath"].rstrip("/") + "/")
+            and "emptyDir" in vols.get(m["name"], {})
+        ]
+        if not mounted:
+            errors.append(f"the workers' --served-file {record} is not on an emptyDir volume")
+    else:
+        errors.append("the workers have no --served-file: restarted after the run, they fail")
     for job in (master, workers):
         env = {e["name"]: e for e in containers(job)[0].get("env", [])}
         ref = env.get("STATEPIPE_SECRET", {}).get("valueFrom", {}).get("secretKeyRef")

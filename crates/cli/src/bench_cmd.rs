@@ -261,7 +261,7 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         copy_kib: a.copy_kib.clone(),
         copy_workers: a.copy_workers,
         step_log: a.step_log.clone(),
-        ..ClusterOptions::new(crate::cluster_cmd::worker_command()?)
+        ..ClusterOptions::new(crate::worker_cmd::worker_command()?)
     };
     println!("{}\n", options.describe());
     let (rows, series) =

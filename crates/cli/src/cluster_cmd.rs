@@ -10,30 +10,15 @@ use anyhow::Context as _;
 
 use statepipe_cluster::config::{Batch, Deadlines, SchedConfig, HEARTBEAT};
 use statepipe_cluster::pf::{self, Bootstrap, Checkpoints, PfConfig, PfState, Progress, SsModel};
-use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
-    Auto, AutoConfig, Decision, Joined, Listener, LocalCluster, Master, MasterConfig, Registry,
-    Restore, Secret, ShipCost, Stats, WorkerCommand,
+    Auto, AutoConfig, Decision, Joined, Listener, LocalCluster, Master, MasterConfig, Restore,
+    Secret, ShipCost, Stats,
 };
 use statepipe_models::{Nile, Pk};
 
 pub use crate::cluster_args::{MasterArg, RecoveryArg, StealViaArg};
 use crate::cluster_ckpt::{self, Checkpoint};
-
-/// Every model a `statepipe worker` can run: the particle filters and the
-/// cluster benchmark's.
-pub fn registry() -> Registry {
-    statepipe_bench::cluster::register(
-        Registry::new()
-            .with::<Bootstrap<Nile>>()
-            .with::<Bootstrap<Pk>>(),
-    )
-}
-
-/// The command that starts a local worker: this binary, `statepipe worker`.
-pub fn worker_command() -> anyhow::Result<WorkerCommand> {
-    Ok(WorkerCommand::current_exe()?.arg("worker"))
-}
+use crate::worker_cmd::{worker_command, WorkerArgs};
 
 /// The cluster subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -160,17 +145,6 @@ pub struct PfArgs {
 }
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct WorkerArgs {
-    /// The master's address (default: $STATEPIPE_CONNECT, as `statepipe pf`
-    /// and other local launchers set it).
-    #[arg(long)]
-    pub connect: Option<String>,
-    /// Pin the worker to this CPU.
-    #[arg(long)]
-    pub pin: Option<usize>,
-}
-
-#[derive(clap::Args, Debug, Clone)]
 pub struct MasterArgs {
     /// Address to listen on (loopback unless workers are remote).
     #[arg(long, default_value = "127.0.0.1:7878")]
@@ -199,29 +173,7 @@ fn seconds(s: &str) -> Result<Duration, String> {
 /// Whatever the command hits; `statepipe` prints it and exits non-zero.
 pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
-        Command::Worker(a) => {
-            let Some(connect) = a.connect else {
-                anyhow::ensure!(
-                    worker::launched(),
-                    "give the master's address: --connect HOST:PORT (or set {})",
-                    worker::CONNECT_ENV
-                );
-                return Ok(worker::serve(registry())?);
-            };
-            // A worker started by hand says what it found (one started by
-            // `pf` leaves that to its master).
-            eprintln!("cpus: {}", statepipe_sys::cpus::usable_cpus());
-            let opts = WorkerOptions {
-                pin: a.pin,
-                ..WorkerOptions::default()
-            };
-            Ok(worker::run(
-                &connect,
-                &Secret::from_env()?,
-                registry(),
-                &opts,
-            )?)
-        }
+        Command::Worker(a) => crate::worker_cmd::run(a),
         Command::Master(a) => {
             // Refuse a wrong checkpoint, or one that cannot be written,
             // before waiting for anyone.

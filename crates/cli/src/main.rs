@@ -18,6 +18,7 @@ mod pipeline_cmd;
 mod remote_cmd;
 mod remote_metrics;
 mod serve_cmd;
+mod worker_cmd;
 
 use clap::{Parser, Subcommand};
 

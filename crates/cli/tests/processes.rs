@@ -566,3 +566,68 @@ fn the_bench_numbers_workers_in_the_order_it_started_them() {
     }
     cluster.kill_all();
 }
+
+/// `statepipe worker --served-file`, for launchers that start a failed
+/// worker again in place (a Kubernetes Job's `restartPolicy: OnFailure`):
+/// a worker cut off by its master records it and fails; started again
+/// with the record there and no master to reach, it exits 0 (its run is
+/// over); without a record, it fails saying the master cannot be reached.
+#[test]
+fn a_worker_started_again_after_its_run_ended_exits_0() {
+    let dir = std::env::temp_dir().join(format!("statepipe-served-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ckpt, served) = (dir.join("run.ckpt"), dir.join("served"));
+    let c = ckpt.to_str().unwrap().to_string();
+    // A run of seconds (the ODE model), checkpointed after every step, so
+    // the master is killed long before its end.
+    let args = [
+        "--model",
+        "pk",
+        "--pk-substeps",
+        "20000",
+        "--particles",
+        "200",
+        "--islands",
+        "2",
+        "--checkpoint",
+        &c,
+        "--every",
+        "1",
+    ];
+    let (mut master, addr) = start_master_with("s", "1", &args);
+    let worker = |record: &std::path::Path| {
+        Command::new(EXE)
+            .args(["worker", "--connect", &addr, "--connect-timeout-s", "1"])
+            .arg("--served-file")
+            .arg(record)
+            .env("STATEPIPE_SECRET", "s")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let w = worker(&served);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ckpt.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(ckpt.exists(), "no checkpoint was written");
+    kill(Pid::from_raw(master.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = master.wait();
+    let o = w.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a cut-off worker exited 0: {err}");
+    assert_eq!(std::fs::read_to_string(&served).unwrap().trim(), addr);
+    // Started again: no master, and the record says the run is over.
+    let o = worker(&served).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("that run is over"), "{err}");
+    // A worker with no record: the master is not up yet, as far as it
+    // knows, so it fails (and its launcher starts it again).
+    let o = worker(&dir.join("none")).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&addr), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,105 @@
+//! `statepipe worker`: one worker process of the distributed evolve
+//! engine, and what every worker can run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use statepipe_cluster::pf::Bootstrap;
+use statepipe_cluster::worker::{self, WorkerOptions};
+use statepipe_cluster::{Error, Registry, Secret, WorkerCommand};
+use statepipe_models::{Nile, Pk};
+
+/// Every model a `statepipe worker` can run: the particle filters and the
+/// cluster benchmark's.
+pub fn registry() -> Registry {
+    statepipe_bench::cluster::register(
+        Registry::new()
+            .with::<Bootstrap<Nile>>()
+            .with::<Bootstrap<Pk>>(),
+    )
+}
+
+/// The command that starts a local worker: this binary, `statepipe worker`.
+pub fn worker_command() -> anyhow::Result<WorkerCommand> {
+    Ok(WorkerCommand::current_exe()?.arg("worker"))
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// The master's address (default: $STATEPIPE_CONNECT, as `statepipe pf`
+    /// and other local launchers set it).
+    #[arg(long)]
+    pub connect: Option<String>,
+    /// Pin the worker to this CPU.
+    #[arg(long)]
+    pub pin: Option<usize>,
+    /// Seconds to keep trying to reach the master (it may start later).
+    #[arg(long, default_value_t = 30.0, value_parser = positive_seconds)]
+    pub connect_timeout_s: f64,
+    /// For a launcher that starts a failed worker again in place (a
+    /// Kubernetes Job with `restartPolicy: OnFailure`): a worker cut off
+    /// by its master (dropped, or the master died) writes FILE before it
+    /// exits non-zero; started again with FILE there, it rejoins a master
+    /// that is still up, and exits 0 if none can be reached, since the run
+    /// it served is over (the master's own exit says how it ended). FILE
+    /// must outlive the process (a pod's `emptyDir`).
+    #[arg(long, value_name = "FILE")]
+    pub served_file: Option<PathBuf>,
+}
+
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s} is not a positive number of seconds")),
+    }
+}
+
+/// Runs `statepipe worker`.
+///
+/// # Errors
+/// The worker's: the master could not be reached, refused it, cut it off,
+/// or a request failed; `statepipe` prints it and exits non-zero.
+pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
+    let Some(connect) = a.connect else {
+        anyhow::ensure!(
+            worker::launched(),
+            "give the master's address: --connect HOST:PORT (or set {})",
+            worker::CONNECT_ENV
+        );
+        return Ok(worker::serve(registry())?);
+    };
+    // A worker started by hand says what it found (one started by `pf`
+    // leaves that to its master).
+    eprintln!("cpus: {}", statepipe_sys::cpus::usable_cpus());
+    let opts = WorkerOptions {
+        pin: a.pin,
+        connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
+        ..WorkerOptions::default()
+    };
+    let served_before = a.served_file.as_deref().is_some_and(Path::exists);
+    match worker::run(&connect, &Secret::from_env()?, registry(), &opts) {
+        Ok(()) => {
+            if let Some(f) = &a.served_file {
+                let _ = std::fs::remove_file(f);
+            }
+            Ok(())
+        }
+        Err(Error::Connect { addr, reason }) if served_before => {
+            eprintln!(
+                "no master at {addr} ({reason}), and this worker served one before it was \
+                 cut off ({} exists): that run is over, nothing left to do",
+                a.served_file.as_deref().unwrap_or(Path::new("")).display()
+            );
+            Ok(())
+        }
+        Err(e @ Error::Disconnected { .. }) => {
+            if let Some(f) = &a.served_file {
+                std::fs::write(f, format!("{connect}\n"))
+                    .with_context(|| format!("{e}; and writing {} failed", f.display()))?;
+            }
+            Err(e.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
