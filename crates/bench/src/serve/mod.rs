@@ -12,6 +12,10 @@
 //! affinity (k workers), tokio's default runtime too, actix-web is told
 //! `workers(k)`. Rounds interleave the servers, in a
 //! rotating order; the report gives the median and spread over rounds.
+//! After each window a progress line says where its CPU time went
+//! ([`cpu`]): the server's threads by group, and wrk's, each against the
+//! CPUs it had, so a figure capped by one busy thread, by the server's
+//! CPUs or by the generator's says which.
 //!
 //! Then, for `statepipe serve` alone ([`extras`]): restart time after
 //! SIGKILL with 1 M items journalled, resident memory with 10,000 idle
@@ -19,6 +23,7 @@
 //! measured POST capacity (`oha -q`, or `h2load --rps`), whose 201s are
 //! then all found in the store.
 
+pub mod cpu;
 pub mod cpus;
 pub mod extras;
 pub mod load;
@@ -213,9 +218,17 @@ pub fn run(
                     && endpoint == Endpoint::Post)
                     .then(|| server.journal_counters())
                     .flatten();
+                let (threads, wrk_cpu, t0) = (
+                    cpu::Threads::of(server.pid()),
+                    cpu::children_cpu_s(),
+                    std::time::Instant::now(),
+                );
                 let r = options
                     .wrk
                     .run(&scratch, &script, server.addr, options.window)?;
+                let took = t0.elapsed();
+                let used = threads.usage(&cpu::Threads::of(server.pid()), took);
+                let wrk_cpu = (cpu::children_cpu_s() - wrk_cpu) / took.as_secs_f64();
                 let slot = results
                     .iter_mut()
                     .find(|(k, e, _)| *k == kind && *e == endpoint)
@@ -237,6 +250,15 @@ pub fn run(
                     r.p99_us as f64 / 1e3,
                     r.status,
                     r.socket_errors()
+                ));
+                progress(&format!(
+                    "  {}",
+                    cpu::describe(
+                        &used,
+                        options.server_cpus.len(),
+                        wrk_cpu,
+                        options.wrk.cpus.len()
+                    )
                 ));
                 slot.2.wrk.push(r);
             }
