@@ -30,7 +30,9 @@ mkdir -p "$kit/bin" "$kit/lib" "$kit/serve-peers"
 cp target/release/statepipe "$kit/bin/"
 [ -z "$variant" ] || cp target/keep-awake/release/statepipe "$kit/bin/statepipe-keep-awake"
 cp bench/serve-peers/target/release/serve-peer "$kit/serve-peers/"
-cp "$(command -v wrk)" "$(command -v oha)" "$kit/bin/"
+# mke2fs: run.sh's serve part makes a loop-mounted ext4 where target/ is
+# on no block device (the overload run caps that disk's writes).
+cp "$(command -v wrk)" "$(command -v oha)" "$(command -v mke2fs)" "$kit/bin/"
 strip "$kit"/bin/* "$kit/serve-peers/serve-peer"
 # The shared libraries a stock glibc system may lack (wrk's LuaJIT,
 # OpenSSL): carried, found through LD_LIBRARY_PATH by run.sh. glibc itself

@@ -64,9 +64,27 @@ for p in "$@"; do
       tail -30 "$out/cluster.txt" ;;
     serve)
       part serve
+      # The overload run caps the writes of the disk under --data; where
+      # target/ is on no block device (tmpfs, overlay), a loop-mounted
+      # ext4 gives it one (as root, with the kit's mke2fs), else that run
+      # falls back to a CPU quota.
+      data=(); mnt=target/serve-disk
+      case $(df --output=source target 2> /dev/null | tail -1) in
+        /dev/*) ;;
+        *)
+          if truncate -s 4G target/serve-disk.img && mke2fs -q -t ext4 -F target/serve-disk.img &&
+            mkdir -p "$mnt" && mount -o loop target/serve-disk.img "$mnt"; then
+            data=(--data "$mnt/bench-serve")
+            echo "serve: data on a loop-mounted ext4 ($(df --output=source "$mnt" | tail -1))"
+          else
+            echo "serve: no loop-mounted disk; the overload run falls back to a CPU quota"
+          fi ;;
+      esac
       "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web,statepipe-append \
-        --peer "$kit/serve-peers/serve-peer" --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
-      grep -A10 '^targets' "$out/serve.txt" ;;
+        --peer "$kit/serve-peers/serve-peer" "${data[@]}" --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
+      grep -A10 '^targets' "$out/serve.txt"
+      grep -E '^ *overload' "$out/serve.txt"
+      if mountpoint -q "$mnt"; then umount "$mnt"; rm -f target/serve-disk.img; fi ;;
     ring)
       part ring
       "$sp" bench ring --json "$out/ring.json" > "$out/ring.txt" 2> "$out/ring.stderr"
