@@ -479,6 +479,17 @@ fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
     assert!(late[0].1.contains("taken for stopped"), "{}", late[0].1);
 }
 
+/// Six workers' config in `recovery` mode (buddy mode with two replicas).
+fn recovering(recovery: Recovery) -> SchedConfig {
+    match recovery {
+        Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
+        _ => SchedConfig {
+            recovery,
+            ..cfg(Placement::Spread, false, false)
+        },
+    }
+}
+
 /// A worker stopped while it owes a fetch, in either recovery mode with
 /// heartbeats: once silent for twice `quiet` (the silence deadline set
 /// out of reach, and the time passed to `overdue`, so that a slow test
@@ -486,13 +497,7 @@ fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
 /// the fetch gives the single-process engine's states: from the master's
 /// copies, or from the replicas promoted on its buddies.
 fn a_worker_stopped_owing_a_fetch_is_dropped(recovery: Recovery) {
-    let cfg = heartbeats(match recovery {
-        Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
-        _ => SchedConfig {
-            recovery,
-            ..cfg(Placement::Spread, false, false)
-        },
-    });
+    let cfg = heartbeats(recovering(recovery));
     let quiet = cfg.deadlines.quiet().unwrap();
     let (mut c, mut local, ids) = six_with_eighteen(cfg);
     c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
@@ -543,13 +548,7 @@ fn a_worker_stopped_owing_a_fetch_is_dropped_in_buddy_mode() {
 /// new states are placed again from the reset's bytes, and the next step
 /// has the single-process engine's bits.
 fn a_worker_stopped_in_a_reset_is_dropped(recovery: Recovery, in_round: bool) {
-    let cfg = heartbeats(match recovery {
-        Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
-        _ => SchedConfig {
-            recovery,
-            ..cfg(Placement::Spread, false, false)
-        },
-    });
+    let cfg = heartbeats(recovering(recovery));
     let quiet = cfg.deadlines.quiet().unwrap();
     let (mut c, mut local, _) = six_with_eighteen(cfg);
     let states = (100..112).map(|i| crate::registry::encode(&state(i)).unwrap());
