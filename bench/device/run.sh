@@ -80,7 +80,7 @@ for p in "$@"; do
             echo "serve: no loop-mounted disk; the overload run falls back to a CPU quota"
           fi ;;
       esac
-      "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web,statepipe-append \
+      "$sp" bench serve --server-cpus '0;0-3;0-7' --samples 1 --window 3 --peers axum,actix-web,statepipe-append,statepipe-adaptive \
         --peer "$kit/serve-peers/serve-peer" "${data[@]}" --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve.stderr"
       grep -A10 '^targets' "$out/serve.txt"
       grep -E '^ *overload' "$out/serve.txt"

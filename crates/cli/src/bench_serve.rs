@@ -92,9 +92,10 @@ pub struct ServeBenchArgs {
     pub server_cpus: Vec<String>,
     /// Only these peers (comma-separated): axum, axum16, axum16-value,
     /// actix-web, actix-web-value; and statepipe-append, statepipe with its
-    /// journal appending (`--journal-segment-mib 0`), a reference row run
-    /// only when named and never the best peer of a target. Default: all
-    /// the peers.
+    /// journal appending (`--journal-segment-mib 0`), and
+    /// statepipe-adaptive, statepipe with `--handler-wait adaptive`,
+    /// reference rows run only when named and never the best peer of a
+    /// target. Default: all the peers.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub peers: Vec<String>,
     /// Only these GET endpoints after `POST /item` (which always runs: it

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use statepipe_serve::{Config, Server};
+use statepipe_serve::{Config, HandlerWait, Server};
 
 /// `statepipe serve --listen ADDR --data DIR [--max-connections N] [--snapshot-every N]
-/// [--journal-segment-mib N] [--ring-capacity N] [--max-queue-delay DURATION] [--io-threads N] [--idle-timeout SECONDS]`.
+/// [--journal-segment-mib N] [--ring-capacity N] [--max-queue-delay DURATION] [--io-threads N]
+/// [--idle-timeout SECONDS] [--pipeline-nice N] [--handler-wait blocking|adaptive]`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// The address to listen on (port 0: any free port; the bound address
@@ -56,6 +57,19 @@ pub struct ServeArgs {
     /// leave; 0 otherwise.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
     pipeline_nice: Option<i32>,
+    /// How the ring's handlers wait for work: `blocking` sleeps at once (no
+    /// CPU while idle, a wake-up at each hand-off to a sleeping handler);
+    /// `adaptive` spins briefly and yields before it sleeps (hand-offs
+    /// without wake-ups while busy, some CPU while waiting).
+    #[arg(long, value_enum, default_value = "blocking")]
+    handler_wait: WaitArg,
+}
+
+/// `--handler-wait`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum WaitArg {
+    Blocking,
+    Adaptive,
 }
 
 /// Serves until SIGINT or SIGTERM, then drains, fsyncs and returns.
@@ -72,6 +86,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.ring_capacity = args.ring_capacity;
     config.idle_timeout = std::time::Duration::from_secs(args.idle_timeout);
     config.pipeline_nice = args.pipeline_nice;
+    config.handler_wait = match args.handler_wait {
+        WaitArg::Blocking => HandlerWait::Blocking,
+        WaitArg::Adaptive => HandlerWait::Adaptive,
+    };
     config.max_queue_delay = args.max_queue_delay;
     config.io_threads = args.io_threads.map(usize::from);
     let server = Server::bind(config).context("starting the service")?;

@@ -120,8 +120,23 @@ fn name_of(body: &str) -> String {
 
 #[test]
 fn reads_see_every_acknowledged_write_on_any_connection() {
+    reads_see_every_acknowledged_write("blocking");
+}
+
+#[test]
+fn reads_see_every_acknowledged_write_with_handlers_that_spin_first() {
+    reads_see_every_acknowledged_write("adaptive");
+}
+
+/// Writers and readers on many connections over 4 I/O threads, the
+/// ring's handlers waiting by `handler_wait`: every acknowledged write is
+/// read back on another connection, and reads never go back in time.
+fn reads_see_every_acknowledged_write(handler_wait: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let (child, addr) = start(dir.path(), &["--io-threads", "4"]);
+    let (child, addr) = start(
+        dir.path(),
+        &["--io-threads", "4", "--handler-wait", handler_wait],
+    );
     // Acknowledged items that stay (id → name), and the largest such id.
     let acked = Arc::new(Mutex::new(BTreeMap::<u64, String>::new()));
     let acked_max = Arc::new(AtomicU64::new(0));

@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use prometheus_client::metrics::gauge::Gauge;
-use statepipe_ring::wait::Blocking;
+use statepipe_ring::wait::WaitStrategy;
 use statepipe_ring::{Multi, Producer, TryPublishError};
 
 use crate::admission::{InFlight, Refusal};
@@ -97,7 +97,7 @@ impl Handoff {
 }
 
 /// What an I/O thread owns.
-pub struct IoThread {
+pub struct IoThread<W: WaitStrategy> {
     /// Its index (the `io` of the answers meant for it).
     pub index: usize,
     /// Its poll (its waker is registered with [`WAKER`]).
@@ -105,7 +105,7 @@ pub struct IoThread {
     /// The listener, shared by every I/O thread.
     pub listener: TcpListener,
     /// Its producer on the ring.
-    pub producer: Producer<Event, Blocking, Multi>,
+    pub producer: Producer<Event, W, Multi>,
     /// Answers for its connections.
     pub replies: Receiver<Reply>,
     /// Its handle on the read view.
@@ -149,7 +149,7 @@ struct Conn {
     active: Instant,
 }
 
-impl IoThread {
+impl<W: WaitStrategy> IoThread<W> {
     /// Runs until stopped and drained.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);

@@ -36,6 +36,6 @@ mod view;
 
 pub use error::ServeError;
 pub use server::{
-    run, Config, Server, ShutdownHandle, DEFAULT_JOURNAL_SEGMENT, DEFAULT_MAX_QUEUE_DELAY,
-    SHARED_CPU_NICE,
+    run, Config, HandlerWait, Server, ShutdownHandle, DEFAULT_JOURNAL_SEGMENT,
+    DEFAULT_MAX_QUEUE_DELAY, SHARED_CPU_NICE,
 };

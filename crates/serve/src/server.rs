@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use mio::{Poll, Waker};
-use statepipe_ring::wait::Blocking;
+use statepipe_ring::wait::{Adaptive, Blocking, WaitStrategy};
 use statepipe_ring::RingBuilder;
 
 use crate::admission::{Admission, InFlight};
@@ -59,6 +59,21 @@ pub struct Config {
     /// with 429, as soon as it arrives, and the pipeline takes the CPU the
     /// I/O leaves), else 0.
     pub pipeline_nice: Option<i32>,
+    /// How the ring's handlers wait for work.
+    pub handler_wait: HandlerWait,
+}
+
+/// How the ring's handlers (and a producer finding it full) wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HandlerWait {
+    /// They sleep on a condvar at once (`wait::Blocking`): no CPU while
+    /// idle, a wake-up on each hand-off to a sleeping handler.
+    #[default]
+    Blocking,
+    /// They spin briefly, yield, then sleep (`wait::Adaptive`, its spin
+    /// learned from what spinning was worth): hand-offs without a wake-up
+    /// while the handlers keep busy, some CPU while they wait.
+    Adaptive,
 }
 
 /// The default size of a zero-filled journal segment: 16 MiB (as
@@ -94,6 +109,7 @@ impl Config {
             idle_timeout: Duration::from_secs(120),
             pin: true,
             pipeline_nice: None,
+            handler_wait: HandlerWait::Blocking,
         }
     }
 }
@@ -185,6 +201,14 @@ impl Server {
     ///
     /// I/O errors starting, or [`ServeError::Ring`] if a handler panicked.
     pub fn run(self) -> Result<(), ServeError> {
+        match self.config.handler_wait {
+            HandlerWait::Blocking => self.run_with(Blocking::new()),
+            HandlerWait::Adaptive => self.run_with(Adaptive::default()),
+        }
+    }
+
+    /// [`Server::run`] with the handlers waiting by `wait`.
+    fn run_with<W: WaitStrategy>(self, wait: W) -> Result<(), ServeError> {
         let Server {
             config,
             listener,
@@ -241,7 +265,7 @@ impl Server {
         let _ = handle.wakers.set(wakers.clone());
 
         let (producer, ring) = RingBuilder::new(config.ring_capacity, Event::default)
-            .wait_strategy(Blocking::new())
+            .wait_strategy(wait)
             .handler(
                 "journal",
                 Journal::new(writer, Arc::clone(&shared), handler_cpu(0)),

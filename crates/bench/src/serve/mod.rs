@@ -132,12 +132,12 @@ impl ServeOptions {
 }
 
 /// Whether `--peers` (`peers`, empty: the default) runs `kind`: statepipe
-/// always, the reference row only when named, a peer when named or by
+/// always, the reference rows only when named, a peer when named or by
 /// default.
 fn chosen(kind: Kind, peers: &[String]) -> bool {
     match kind {
         Kind::Statepipe => true,
-        Kind::StatepipeAppend => peers.contains(&kind.slug()),
+        Kind::StatepipeAppend | Kind::StatepipeAdaptive => peers.contains(&kind.slug()),
         _ => peers.is_empty() || peers.contains(&kind.slug()),
     }
 }
@@ -147,8 +147,9 @@ fn chosen(kind: Kind, peers: &[String]) -> bool {
 /// the two fastest peers also as they were first written here, through a
 /// `serde_json::Value` (the report compares against the best row either way).
 /// actix-web gets `workers` workers (k, the servers' CPUs). Last,
-/// statepipe with its journal appending, a reference row that runs only
-/// when named and is no peer of the targets.
+/// statepipe with its journal appending and with its handlers spinning
+/// before they sleep, reference rows that run only when named and are no
+/// peers of the targets.
 pub fn contenders(workers: usize) -> Vec<Kind> {
     vec![
         Kind::Statepipe,
@@ -173,6 +174,7 @@ pub fn contenders(workers: usize) -> Vec<Kind> {
             typed: false,
         },
         Kind::StatepipeAppend,
+        Kind::StatepipeAdaptive,
     ]
 }
 
@@ -214,8 +216,10 @@ pub fn run(
                 options
                     .wrk
                     .run(&scratch, &script, server.addr, options.warmup)?;
-                let before = (matches!(kind, Kind::Statepipe | Kind::StatepipeAppend)
-                    && endpoint == Endpoint::Post)
+                let before = (matches!(
+                    kind,
+                    Kind::Statepipe | Kind::StatepipeAppend | Kind::StatepipeAdaptive
+                ) && endpoint == Endpoint::Post)
                     .then(|| server.journal_counters())
                     .flatten();
                 let (threads, wrk_cpu, t0) = (
@@ -377,6 +381,7 @@ mod tests {
         assert_eq!(default[0], "statepipe");
         assert!(default.contains(&"actix-web".to_string()));
         assert!(!default.contains(&"statepipe-append".to_string()));
+        assert!(!default.contains(&"statepipe-adaptive".to_string()));
         assert_eq!(
             run(&["actix-web", "statepipe-append"]),
             ["statepipe", "actix-web", "statepipe-append"]

@@ -21,6 +21,9 @@ pub enum Kind {
     /// segments that grow, as the peers' journals do (a reference row, run
     /// only when named).
     StatepipeAppend,
+    /// `statepipe serve --handler-wait adaptive`: its ring's handlers spin
+    /// and yield before they sleep (a reference row, run only when named).
+    StatepipeAdaptive,
     /// axum on tokio's multi-thread runtime (`None`: its default worker count).
     Axum {
         /// `worker_threads`, if set.
@@ -45,6 +48,7 @@ impl Kind {
         match self {
             Kind::Statepipe => "statepipe",
             Kind::StatepipeAppend => "statepipe-append",
+            Kind::StatepipeAdaptive => "statepipe-adaptive",
             Kind::Axum { .. } => "axum",
             Kind::Actix { .. } => "actix-web",
         }
@@ -56,6 +60,7 @@ impl Kind {
         match self {
             Kind::Statepipe => "mio I/O + ring, group commit".into(),
             Kind::StatepipeAppend => "mio I/O + ring, group commit, journal appending".into(),
+            Kind::StatepipeAdaptive => "mio I/O + ring, group commit, handlers spin first".into(),
             Kind::Axum {
                 worker_threads: None,
                 typed,
@@ -119,6 +124,7 @@ impl Kind {
             Kind::Actix { typed, .. } => format!("actix-web{}", value(typed)),
             Kind::Statepipe => "statepipe".into(),
             Kind::StatepipeAppend => "statepipe-append".into(),
+            Kind::StatepipeAdaptive => "statepipe-adaptive".into(),
         }
     }
 }
@@ -162,6 +168,11 @@ impl Running {
             Kind::StatepipeAppend => {
                 let mut c = pinned(&options.server_cpus, &options.statepipe);
                 c.args(["serve", "--journal-segment-mib", "0"]);
+                c
+            }
+            Kind::StatepipeAdaptive => {
+                let mut c = pinned(&options.server_cpus, &options.statepipe);
+                c.args(["serve", "--handler-wait", "adaptive"]);
                 c
             }
             Kind::Axum {
