@@ -432,10 +432,8 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
     // end.
     let writer = match &a.checkpoint {
         Some(path) => Some(
-            statepipe_sys::durable::Writer::new(path, |c: Checkpoint| {
-                postcard::to_allocvec(&c).map_err(std::io::Error::other)
-            })
-            .with_context(|| format!("cannot write the checkpoint {}", path.display()))?,
+            statepipe_sys::durable::Writer::new(path, |c: Checkpoint| cluster_ckpt::encode(&c))
+                .with_context(|| format!("cannot write the checkpoint {}", path.display()))?,
         ),
         None => None,
     };

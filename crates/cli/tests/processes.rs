@@ -481,6 +481,27 @@ fn a_killed_master_resumes_from_its_checkpoint_with_the_same_result() {
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(err.contains("of another run"), "{err}");
+    // A damaged one (a byte flipped in a particle's state) is refused at
+    // once, naming the file and why, not resumed with other numbers.
+    let mut bytes = std::fs::read(&ckpt).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    let damaged = dir.join("damaged.ckpt");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let d = damaged.to_str().unwrap();
+    let out = Command::new(EXE)
+        .args(["master", "--listen", "127.0.0.1:0", "--workers", "1"])
+        .args(filter)
+        .args(["--resume", d])
+        .env("STATEPIPE_SECRET", "k")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(d) && err.contains("checksum mismatch"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
