@@ -92,7 +92,8 @@ pub fn children_cpu_s() -> f64 {
 }
 
 /// One line: the server's CPUs in all and by group (the busiest six), and
-/// the generator's, each against the CPUs it was given.
+/// the generator's, each against the CPUs it was pinned to (`k`, `g`; 0:
+/// not pinned).
 pub fn describe(server: &[(String, usize, f64)], k: usize, generator: f64, g: usize) -> String {
     let total: f64 = server.iter().map(|x| x.2).sum();
     let groups: Vec<String> = server
@@ -107,9 +108,19 @@ pub fn describe(server: &[(String, usize, f64)], k: usize, generator: f64, g: us
             }
         })
         .collect();
+    // No CPUs listed: not pinned.
+    let of = |n: usize| {
+        if n == 0 {
+            "any CPU".to_string()
+        } else {
+            n.to_string()
+        }
+    };
     format!(
-        "cpu: server {total:.2} of {k} ({}); generator {generator:.2} of {g}",
-        groups.join(", ")
+        "cpu: server {total:.2} of {} ({}); generator {generator:.2} of {}",
+        of(k),
+        groups.join(", "),
+        of(g)
     )
 }
 
@@ -152,5 +163,6 @@ mod tests {
         let line = describe(&u, 4, 3.5, 8);
         assert!(line.starts_with("cpu: server 2.35 of 4 (serve-io-* x2 1.75, ring-apply 0.50"));
         assert!(line.ends_with("generator 3.50 of 8"), "{line}");
+        assert!(describe(&u, 0, 1.0, 0).ends_with("generator 1.00 of any CPU"));
     }
 }
