@@ -621,6 +621,10 @@ pub fn run(a: &PfBenchArgs) -> anyhow::Result<()> {
     for c in &checks {
         println!("{c}");
     }
+    print!(
+        "{}",
+        crate::bench_pf_targets::targets(&report.results, threads)
+    );
     println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
     if let Some(p) = &a.json {
         std::fs::write(p, report.to_json() + "\n")

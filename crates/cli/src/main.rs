@@ -6,6 +6,7 @@ mod apps_cmd;
 mod bench_cmd;
 mod bench_common;
 mod bench_pf;
+mod bench_pf_targets;
 mod bench_serve;
 mod bench_serve_extras;
 mod bench_serve_targets;
