@@ -268,6 +268,7 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
         cluster::run(&options, &mut print_progress).context("bench cluster failed")?;
     let report = Report::new("cluster", &host, rows);
     print!("{}", table::render(&report));
+    print!("{}", crate::bench_cluster_targets::targets(&report.results));
     println!("(run took {:.1} s)", started.elapsed().as_secs_f64());
     if let Some(p) = &a.json {
         write(p, &(report.to_json() + "\n"))?;

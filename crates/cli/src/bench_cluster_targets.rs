@@ -1,0 +1,115 @@
+//! The recovery targets of `statepipe bench cluster --faults`: each fault
+//! case's wall time against the fault-free run of its recovery mode, with
+//! its verdict.
+
+use statepipe_bench::report::ResultRow;
+
+/// The most a case may take over its mode's fault-free run: 5 % of the
+/// workers killed 1.15×, 10 % killed 1.25×, 5 % stopped 1.3× (the chaos
+/// schedules have none).
+fn bound(case: &str) -> Option<f64> {
+    match case {
+        "5%-killed" => Some(1.15),
+        "10%-killed" => Some(1.25),
+        "5%-stopped" => Some(1.3),
+        _ => None,
+    }
+}
+
+/// One line per fault case of each `faults/…/wall` table, or nothing if
+/// the run had none.
+pub fn targets(rows: &[ResultRow]) -> String {
+    let mark = |ok: bool| if ok { "met" } else { "NOT met" };
+    let walls: Vec<&ResultRow> = rows
+        .iter()
+        .filter(|r| r.case.starts_with("faults/") && r.case.ends_with("/wall"))
+        .collect();
+    let mut out = String::new();
+    for r in &walls {
+        // `buddy/…` rows are buddy mode's; the others the master's copies'
+        // (`chaos/10%` among them).
+        let (mode, case) = match r.imp.strip_prefix("buddy/") {
+            Some(c) => (Some("buddy"), c),
+            None => (None, r.imp.as_str()),
+        };
+        if case == "no-faults" || case == "recovery-off" {
+            continue;
+        }
+        let base_imp = mode.map_or("no-faults".to_string(), |m| format!("{m}/no-faults"));
+        let Some(base) = walls
+            .iter()
+            .find(|b| b.case == r.case && b.imp == base_imp)
+            .map(|b| b.median)
+        else {
+            continue;
+        };
+        let ratio = r.median / base;
+        let verdict = bound(case).map_or(String::new(), |b| {
+            format!(" [need <= {b}x: {}]", mark(ratio <= b))
+        });
+        out.push_str(&format!(
+            "  {}: {:.2} s = {ratio:.3}x {base_imp} ({base:.2} s){verdict}\n",
+            r.imp, r.median
+        ));
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!(
+        "targets (every faulty run ended with the fault-free bits, or the bench would have \
+         failed):\n{out}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wall(imp: &str, median: f64) -> ResultRow {
+        ResultRow {
+            case: "faults/workers=200/wall".into(),
+            imp: imp.into(),
+            config: String::new(),
+            unit: "s".into(),
+            higher_is_better: false,
+            median,
+            min: median,
+            max: median,
+            samples: 5,
+        }
+    }
+
+    #[test]
+    fn each_case_is_measured_against_its_own_modes_fault_free_run() {
+        let rows = vec![
+            wall("no-faults", 4.0),
+            wall("5%-killed", 4.4),
+            wall("5%-stopped", 5.6),
+            wall("buddy/no-faults", 5.0),
+            wall("buddy/5%-killed", 5.9),
+            wall("buddy/chaos/10%", 6.0),
+            wall("chaos/10%", 4.8),
+            wall("recovery-off", 4.0),
+        ];
+        let t = targets(&rows);
+        assert!(
+            t.contains("  5%-killed: 4.40 s = 1.100x no-faults (4.00 s) [need <= 1.15x: met]"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  5%-stopped: 5.60 s = 1.400x no-faults (4.00 s) [need <= 1.3x: NOT met]"),
+            "{t}"
+        );
+        assert!(t.contains("  buddy/5%-killed: 5.90 s = 1.180x buddy/no-faults (5.00 s) [need <= 1.15x: NOT met]"), "{t}");
+        assert!(
+            t.contains("  buddy/chaos/10%: 6.00 s = 1.200x buddy/no-faults (5.00 s)\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  chaos/10%: 4.80 s = 1.200x no-faults (4.00 s)\n"),
+            "{t}"
+        );
+        assert!(!t.contains("recovery-off"));
+        assert_eq!(targets(&[]), "");
+    }
+}
