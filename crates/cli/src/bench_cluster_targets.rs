@@ -66,17 +66,7 @@ mod tests {
     use super::*;
 
     fn wall(imp: &str, median: f64) -> ResultRow {
-        ResultRow {
-            case: "faults/workers=200/wall".into(),
-            imp: imp.into(),
-            config: String::new(),
-            unit: "s".into(),
-            higher_is_better: false,
-            median,
-            min: median,
-            max: median,
-            samples: 5,
-        }
+        crate::bench_pf::row("faults/workers=200/wall", imp, "", "s", &[median])
     }
 
     #[test]

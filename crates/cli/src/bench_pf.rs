@@ -352,7 +352,8 @@ fn run_floor(nile: &Nile, n: usize, islands: usize, keyed: bool) -> (f64, f64) {
     (t0.elapsed().as_secs_f64(), ll)
 }
 
-fn row(case: &str, imp: &str, config: &str, unit: &str, v: &[f64]) -> ResultRow {
+/// A row of `case` for `imp`, lower is better, from its samples `v`.
+pub(crate) fn row(case: &str, imp: &str, config: &str, unit: &str, v: &[f64]) -> ResultRow {
     let s = Summary::of(v).expect("at least one sample");
     ResultRow {
         case: case.to_string(),

@@ -89,17 +89,7 @@ mod tests {
     use super::*;
 
     fn row(case: &str, imp: &str, median: f64) -> ResultRow {
-        ResultRow {
-            case: case.into(),
-            imp: imp.into(),
-            config: String::new(),
-            unit: "ns/particle-step".into(),
-            higher_is_better: false,
-            median,
-            min: median,
-            max: median,
-            samples: 5,
-        }
+        crate::bench_pf::row(case, imp, "", "ns/particle-step", &[median])
     }
 
     #[test]
