@@ -281,6 +281,7 @@ fn decoded(raw: super::RawResults) -> Decoded {
 mod chaos;
 mod endloss;
 mod moves;
+mod silence;
 mod soonest;
 mod straggle;
 

@@ -28,7 +28,7 @@ fn pump_but(c: &mut Cluster, stopped: usize) {
 
 /// `cfg` with heartbeats every 25 ms and the silence deadline out of
 /// reach, so that a slow test host cannot make it the bound that fires.
-fn heartbeats(mut cfg: SchedConfig) -> SchedConfig {
+pub(super) fn heartbeats(mut cfg: SchedConfig) -> SchedConfig {
     cfg.deadlines.heartbeat = Some(Duration::from_millis(25));
     cfg.deadlines.silence = Duration::from_secs(3600);
     cfg
@@ -480,7 +480,7 @@ fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
 }
 
 /// Six workers' config in `recovery` mode (buddy mode with two replicas).
-fn recovering(recovery: Recovery) -> SchedConfig {
+pub(super) fn recovering(recovery: Recovery) -> SchedConfig {
     match recovery {
         Recovery::Buddy => super::chaos::buddy_cfg(2, 1, false, false),
         _ => SchedConfig {
