@@ -44,7 +44,8 @@ impl Run {
         let mut stalls = 0;
         loop {
             let ready: Vec<usize> = (0..6)
-                .filter(|&w| !(self.stops() && w == self.stopped) && !self.c.queues[w].is_empty())
+                .filter(|&w| !self.c.queues[w].is_empty())
+                .filter(|&w| !(self.stops() && w == self.stopped))
                 .collect();
             if let Some(&w) =
                 ready.get(self.picks[self.delivered % self.picks.len()] % ready.len().max(1))
