@@ -44,24 +44,24 @@ for p in "$@"; do
     pf)
       part pf
       "$sp" bench pf --no-peer --samples 5 --json "$out/pf.json" > "$out/pf.txt" 2> "$out/pf.stderr"
-      tail -40 "$out/pf.txt"
+      sed -n '/^targets:/,/^(run took/p' "$out/pf.txt"
       # 16 islands go by island on 16 threads (one each), 20 by block:
       # the two ways of spreading the work between steps, same run.
       "$sp" bench pf --no-peer --samples 5 --particles 200000 --islands 16 \
         --json "$out/pf-islands16.json" > "$out/pf-islands16.txt" 2> "$out/pf-islands16.stderr"
-      grep -E 'threads|/[0-9]+ ' "$out/pf-islands16.txt" | tail -8
+      sed -n '/^targets:/,/^(run took/p' "$out/pf-islands16.txt"
       if [ -x "$kit/bin/statepipe-keep-awake" ]; then
         part "pf, keep-awake build"
         "$kit/bin/statepipe-keep-awake" bench pf --no-peer --samples 5 --json "$out/pf-keep-awake.json" \
           > "$out/pf-keep-awake.txt" 2> "$out/pf-keep-awake.stderr"
-        grep -E 'threads|/[0-9]+ ' "$out/pf-keep-awake.txt" | tail -24
+        sed -n '/^targets:/,/^(run took/p' "$out/pf-keep-awake.txt"
       fi ;;
     cluster)
       part cluster
       "$sp" bench cluster --workers 0 --steal-workers 0 --no-roundtrips --faults --chaos \
         --samples 3 --step-log "$out/cluster-steps.txt" --json "$out/cluster.json" \
         > "$out/cluster.txt" 2> "$out/cluster.stderr"
-      tail -30 "$out/cluster.txt" ;;
+      sed -n '/^targets/,/^(run took/p' "$out/cluster.txt" ;;
     serve)
       part serve
       # The overload run caps the writes of the disk under --data; where
