@@ -94,7 +94,7 @@ impl Config {
     /// expected to wait over [`DEFAULT_MAX_QUEUE_DELAY`], a snapshot every
     /// 100,000 writes, zero-filled journal segments of
     /// [`DEFAULT_JOURNAL_SEGMENT`], a 10 s header timeout, a 120 s idle timeout, pinned
-    /// threads.
+    /// threads, handlers that sleep at once ([`HandlerWait::Blocking`]).
     pub fn new(listen: SocketAddr, data: impl Into<PathBuf>) -> Self {
         Config {
             listen,
