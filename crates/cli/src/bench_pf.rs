@@ -377,14 +377,14 @@ pub(crate) fn row(case: &str, imp: &str, config: &str, unit: &str, v: &[f64]) ->
 /// (seconds, particles run in all).
 fn run_floor_threads(nile: &Nile, n: usize, islands: usize, threads: usize) -> (f64, usize) {
     let isl = (islands / threads).max(1);
-    let each = n / threads / isl * isl;
+    let each = (n / threads / isl * isl).max(isl);
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| run_floor(nile, each.max(isl), isl, true));
+            s.spawn(|| run_floor(nile, each, isl, true));
         }
     });
-    (t0.elapsed().as_secs_f64(), each.max(isl) * threads)
+    (t0.elapsed().as_secs_f64(), each * threads)
 }
 
 /// Runs the benchmark and prints its table.

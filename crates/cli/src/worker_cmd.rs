@@ -1,7 +1,7 @@
 //! `statepipe worker`: one worker process of the distributed evolve
 //! engine, and what every worker can run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -77,29 +77,34 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
         connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
         ..WorkerOptions::default()
     };
-    let served_before = a.served_file.as_deref().is_some_and(Path::exists);
-    match worker::run(&connect, &Secret::from_env()?, registry(), &opts) {
-        Ok(()) => {
-            if let Some(f) = &a.served_file {
+    // The record of an earlier start of this worker, if there is one.
+    let record = a.served_file.as_deref();
+    let served_before = record.filter(|f| f.exists());
+    match (
+        worker::run(&connect, &Secret::from_env()?, registry(), &opts),
+        served_before,
+    ) {
+        (Ok(()), _) => {
+            if let Some(f) = record {
                 let _ = std::fs::remove_file(f);
             }
             Ok(())
         }
-        Err(Error::Connect { addr, reason }) if served_before => {
+        (Err(Error::Connect { addr, reason }), Some(f)) => {
             eprintln!(
                 "no master at {addr} ({reason}), and this worker served one before it was \
                  cut off ({} exists): that run is over, nothing left to do",
-                a.served_file.as_deref().unwrap_or(Path::new("")).display()
+                f.display()
             );
             Ok(())
         }
-        Err(e @ Error::Disconnected { .. }) => {
-            if let Some(f) = &a.served_file {
+        (Err(e @ Error::Disconnected { .. }), _) => {
+            if let Some(f) = record {
                 std::fs::write(f, format!("{connect}\n"))
                     .with_context(|| format!("{e}; and writing {} failed", f.display()))?;
             }
             Err(e.into())
         }
-        Err(e) => Err(e.into()),
+        (Err(e), _) => Err(e.into()),
     }
 }
