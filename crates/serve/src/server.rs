@@ -238,6 +238,7 @@ impl Server {
                 segments: recovered.segments,
                 valid_len: recovered.valid_len,
                 torn: recovered.torn,
+                format: recovered.format,
                 next_lsn: recovered.next_lsn,
                 segment_bytes: config.journal_segment_bytes,
             },

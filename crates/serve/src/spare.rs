@@ -5,7 +5,7 @@
 //! change, no extent to convert, so no commit through the file system's own
 //! journal, which under ext4's `data=ordered` would also wait for the data
 //! of every other file written meanwhile (a snapshot's). The thread keeps
-//! one such segment ready as `journal-spare.tmp` (a name recovery ignores),
+//! one such segment (its header, then zeros) ready as `journal-spare.tmp` (a name recovery ignores),
 //! written in 256 KiB pieces handed to the disk as they go, at most 64 MiB
 //! a second, at nice 19 and `SCHED_BATCH`, like the snapshot thread. The writer renames it into place
 //! when it needs a segment (see `journal::Writer`), and the thread starts
@@ -17,11 +17,13 @@
 //! journal appends meanwhile.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::journal::SEGMENT_HEADER;
 
 /// The file a segment is prepared in.
 pub(crate) const SPARE: &str = "journal-spare.tmp";
@@ -66,8 +68,9 @@ pub(crate) struct Spares {
 
 impl Spares {
     /// Removes a spare left by an earlier run (it may be partial) and starts
-    /// preparing segments of `bytes` bytes in `dir`.
-    pub(crate) fn start(dir: &Path, bytes: u64) -> io::Result<Self> {
+    /// preparing segments of `bytes` bytes in `dir`, each starting with
+    /// `header`.
+    pub(crate) fn start(dir: &Path, bytes: u64, header: [u8; SEGMENT_HEADER]) -> io::Result<Self> {
         let path = dir.join(SPARE);
         match fs::remove_file(&path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -77,7 +80,7 @@ impl Spares {
         let shared = Arc::clone(&inner);
         let thread = std::thread::Builder::new()
             .name("serve-segments".into())
-            .spawn(move || prepare_loop(&shared, &path, bytes))?;
+            .spawn(move || prepare_loop(&shared, &path, bytes, &header))?;
         Ok(Spares {
             inner,
             thread: Some(thread),
@@ -135,7 +138,7 @@ impl Drop for Spares {
 }
 
 /// Prepares a segment whenever none is ready, until stopped.
-fn prepare_loop(inner: &Inner, path: &Path, bytes: u64) {
+fn prepare_loop(inner: &Inner, path: &Path, bytes: u64, header: &[u8]) {
     // The lowest priority: zeros take what the I/O threads and the
     // handlers leave (as the snapshot thread).
     let _ = statepipe_sys::pin::set_current_thread_nice(19);
@@ -154,7 +157,7 @@ fn prepare_loop(inner: &Inner, path: &Path, bytes: u64) {
                 return;
             }
         }
-        match prepare(inner, path, bytes) {
+        match prepare(inner, path, bytes, header) {
             Ok(true) => {
                 retry = FIRST_RETRY;
                 said = None;
@@ -188,9 +191,9 @@ fn prepare_loop(inner: &Inner, path: &Path, bytes: u64) {
     }
 }
 
-/// Writes `bytes` zeros to `path` and syncs them; `Ok(false)` if stopped
-/// on the way.
-fn prepare(inner: &Inner, path: &Path, bytes: u64) -> io::Result<bool> {
+/// Writes `header` and zeros up to `bytes` to `path` and syncs them;
+/// `Ok(false)` if stopped on the way.
+fn prepare(inner: &Inner, path: &Path, bytes: u64, header: &[u8]) -> io::Result<bool> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let free = statepipe_sys::durable::available_bytes(dir)?;
     if free < bytes.saturating_mul(3) {
@@ -200,9 +203,10 @@ fn prepare(inner: &Inner, path: &Path, bytes: u64) -> io::Result<bool> {
         )));
     }
     let mut file = File::create(path)?;
+    file.write_all(header)?;
     let zeros = vec![0u8; CHUNK];
     let began = Instant::now();
-    let mut written = 0;
+    let mut written = header.len() as u64;
     while written < bytes {
         if inner.lock().stop {
             return Ok(false);

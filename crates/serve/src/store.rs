@@ -274,6 +274,8 @@ pub struct Recovered {
     pub valid_len: u64,
     /// Whether the last segment has a torn tail (for the writer to cut).
     pub torn: bool,
+    /// The last segment's format (its key, for the writer to go on with).
+    pub format: Option<journal::Format>,
     /// The lsn the next record gets.
     pub next_lsn: u64,
     /// Records replayed from the journal.
@@ -293,6 +295,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
     let segments = journal::segments(dir).map_err(|e| ServeError::io("listing the journal", e))?;
     let mut valid_len = 0;
     let mut torn = false;
+    let mut format = None;
     let mut last_seen = store.last_lsn;
     let mut prev_lsn = 0;
     let mut replayed = 0;
@@ -340,6 +343,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
         }
         valid_len = scan.valid_len;
         torn = scan.torn.is_some();
+        format = scan.format;
     }
     // The next lsn follows every lsn any file names, so none is reused.
     let next_lsn = segments.last().map_or(0, |s| s.0).max(last_seen + 1).max(1);
@@ -348,6 +352,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
         segments,
         valid_len,
         torn,
+        format,
         next_lsn,
         replayed,
     })
@@ -450,10 +455,12 @@ mod tests {
         }
         let path = dir.path().join(journal::segment_name(1));
         let mut bytes = fs::read(&path).unwrap();
-        bytes[30] ^= 0xff; // inside the second commit (each is one 25-byte record)
+        // Inside the second commit (each is one 29-byte record after the
+        // 24-byte segment header).
+        bytes[60] ^= 0xff;
         fs::write(&path, &bytes).unwrap();
         match recover(dir.path()) {
-            Err(ServeError::Corrupt { offset, .. }) => assert_eq!(offset, 25),
+            Err(ServeError::Corrupt { offset, .. }) => assert_eq!(offset, 53),
             other => panic!("expected Corrupt, got {other:?}"),
         }
     }

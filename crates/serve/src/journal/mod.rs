@@ -1,15 +1,26 @@
 //! The write-ahead journal: length-prefixed, checksummed records in
 //! segment files, appended in batches and fsynced once per batch.
 //!
-//! A record on disk is
+//! A segment starts with a header, and records follow it:
 //!
 //! ```text
-//! [len: u32 LE][crc32c(payload): u32 LE][payload: len bytes]
+//! header = [magic: "SPJRNL2\n"][salt: u64 LE][crc32c(magic, salt): u32 LE][0: u32]
+//! record = [len: u32 LE][check: u32 LE][crc: u32 LE][payload: len bytes]
 //! payload = [kind: u8][lsn: u64 LE][data]
+//!   crc   = crc32c(salt, payload)
+//!   check = crc32c(salt, len, crc, kind, lsn)
 //!   kind | 0x80: the first record of its commit
 //!   kind 1 (create): data = the request body, as received
 //!   kind 2 (delete): data = the item id, u64 LE
 //! ```
+//!
+//! The salt is random, drawn when the journal starts, and never leaves the
+//! data folder: a request body that holds the bytes of a record does not
+//! check out as one (a client cannot make recovery take its bytes for a
+//! commit), and the header check lets a scan reject a false start after a
+//! few bytes instead of checksumming up to a megabyte at every offset.
+//! Segments of the first format (no header; `[len][crc32c(payload)]`
+//! records) are read, and a journal that has them goes on in a new segment.
 //!
 //! Segments are named `journal-{first lsn, 20 digits}.log`; log sequence
 //! numbers (lsn) increase strictly through the segments (a batch whose write
@@ -22,7 +33,8 @@
 //! the file system's journal (PostgreSQL's `wal_init_zero`). Where no
 //! zero-filled segment is ready (the first moments after a start, a disk
 //! too full for one, or preallocation turned off) the writer appends to
-//! the segment it has, as it would without any.
+//! the segment it has, as it would without any. Either way the header is
+//! synced before any record is written after it.
 //!
 //! The first record of each commit has the high bit of its kind set (it
 //! starts the commit). A crash during a commit leaves whatever blocks of
@@ -34,16 +46,19 @@
 //! that starts a commit follows it, the damage is in an earlier commit
 //! than the last: recovery refuses ([`Corrupt`]), naming the offset. Else
 //! it is the last commit, torn by a crash (never acknowledged) or damaged,
-//! and it is cut.
+//! and it is cut. A damaged header, with records after it, refuses too.
 
 mod record;
 mod segment;
 mod writer;
 
-use record::decode_marked;
 #[cfg(test)]
-use record::start_commit;
-pub use record::{decode, encode, Op, Record, HEADER_LEN, MAX_PAYLOAD};
+use record::{count, encode_v1, start_commit};
+pub use record::{
+    decode, encode, segment_header, Format, Key, Op, Record, HEADER_LEN, MAX_PAYLOAD,
+    SEGMENT_HEADER,
+};
+use record::{decode_marked, key_behind_damaged_magic, read_header, Header};
 pub use segment::{segment_name, segments, sync_dir};
 pub use writer::{CommitError, Start, Writer};
 
@@ -61,9 +76,12 @@ pub struct Corrupt {
 /// What [`scan`] found in one segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scan {
+    /// The segment's format: `None` for a segment whose header a crash cut
+    /// short (it holds no record).
+    pub format: Option<Format>,
     /// The valid records, in order.
     pub records: Vec<Record>,
-    /// The length of the valid prefix.
+    /// The length of the valid prefix (the header included).
     pub valid_len: u64,
     /// A torn tail after the valid prefix: its offset and why it is bad.
     pub torn: Option<(u64, &'static str)>,
@@ -72,27 +90,52 @@ pub struct Scan {
     pub used_len: u64,
 }
 
-/// Reads the records of one segment's bytes; see the module docs.
+/// Reads the header and records of one segment's bytes; see the module
+/// docs.
 ///
 /// # Errors
 ///
 /// [`Corrupt`] when a bad record is followed by a valid record that
-/// starts a commit.
+/// starts a commit, or a damaged header by records.
 pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
+    let format = match read_header(bytes) {
+        Header::Valid(key) => Format::V2(key),
+        Header::None => match key_behind_damaged_magic(bytes) {
+            Some(_) => {
+                return Err(damaged_header(
+                    bytes,
+                    "the segment header's magic is damaged",
+                ))
+            }
+            None => Format::V1,
+        },
+        Header::Damaged => {
+            if bytes[SEGMENT_HEADER..].iter().any(|&b| b != 0) {
+                return Err(damaged_header(bytes, "the segment header is damaged"));
+            }
+            return Ok(headerless(bytes, "the segment header is damaged"));
+        }
+        Header::Missing => {
+            if bytes.iter().any(|&b| b != 0) && bytes.len() >= SEGMENT_HEADER {
+                // Zeros where the header was, and bytes after: a segment of
+                // the first format whose first commit was torn, or damage.
+                Format::V1
+            } else {
+                return Ok(headerless(bytes, "a segment header cut short"));
+            }
+        }
+    };
     let mut records = Vec::new();
-    let mut at = 0;
+    let mut at = format.start();
     while at < bytes.len() {
-        match decode(&bytes[at..]) {
-            Ok((record, n)) => {
+        match decode_marked(&bytes[at..], format) {
+            Ok((record, n, _)) => {
                 records.push(record);
                 at += n;
             }
             Err(reason) => {
-                let used = bytes[at..]
-                    .iter()
-                    .rposition(|&b| b != 0)
-                    .map_or(at, |p| at + p + 1);
-                if let Some(next_valid) = later_commit(bytes, at, used) {
+                let used = used_end(bytes, at);
+                if let Some(next_valid) = later_commit(bytes, at, used, format) {
                     return Err(Corrupt {
                         offset: at as u64,
                         reason,
@@ -100,6 +143,7 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
                     });
                 }
                 return Ok(Scan {
+                    format: Some(format),
                     records,
                     valid_len: at as u64,
                     torn: (used > at).then_some((at as u64, reason)),
@@ -109,6 +153,7 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
         }
     }
     Ok(Scan {
+        format: Some(format),
         records,
         valid_len: at as u64,
         torn: None,
@@ -116,15 +161,44 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
     })
 }
 
+/// Where the bytes from `at` on that are not zero end.
+fn used_end(bytes: &[u8], at: usize) -> usize {
+    bytes[at..]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(at, |p| at + p + 1)
+}
+
+/// A segment with no record and no whole header: cut to nothing.
+fn headerless(bytes: &[u8], reason: &'static str) -> Scan {
+    let used = used_end(bytes, 0);
+    Scan {
+        format: None,
+        records: Vec::new(),
+        valid_len: 0,
+        torn: (used > 0).then_some((0, reason)),
+        used_len: used as u64,
+    }
+}
+
+fn damaged_header(bytes: &[u8], reason: &'static str) -> Corrupt {
+    Corrupt {
+        offset: 0,
+        reason,
+        next_valid: SEGMENT_HEADER.min(bytes.len()) as u64,
+    }
+}
+
 /// Whether a commit starts between the bad record at `bad` and `used` (the
 /// end of the bytes that are not zero): then `bad` is not in the last
 /// commit; returns where the first valid record after `bad` starts.
-/// Bounded by the bytes left; only on a damaged or torn file.
-fn later_commit(bytes: &[u8], bad: usize, used: usize) -> Option<usize> {
+/// Only on a damaged or torn file; each offset costs a header check (the
+/// first format's, a payload checksum).
+fn later_commit(bytes: &[u8], bad: usize, used: usize, format: Format) -> Option<usize> {
     let mut first = None;
     let mut p = bad + 1;
     while p < used {
-        match decode_marked(&bytes[p..]) {
+        match decode_marked(&bytes[p..], format) {
             Ok((_, n, starts)) => {
                 first.get_or_insert(p);
                 if starts {
@@ -144,6 +218,8 @@ mod tests {
     use proptest::prelude::*;
     use std::fs;
 
+    mod format;
+
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
             proptest::collection::vec(any::<u8>(), 0..64).prop_map(Op::Create),
@@ -158,10 +234,14 @@ mod tests {
         (bytes, ends.into_iter().flatten().collect())
     }
 
-    /// The bytes of these commits (lsns from 1), and each commit's record
-    /// ends.
+    /// The key of the tests' segments.
+    const KEY: fn() -> Key = || Key::new(0x5eed_5a17);
+    const H: usize = SEGMENT_HEADER;
+
+    /// A segment (its header, then these commits' records, lsns from 1),
+    /// and each commit's record ends.
     fn encode_commits(commits: &[Vec<Op>]) -> (Vec<u8>, Vec<Vec<usize>>) {
-        let mut bytes = Vec::new();
+        let mut bytes = segment_header(KEY()).to_vec();
         let mut ends = Vec::new();
         let mut lsn = 0;
         for ops in commits {
@@ -169,9 +249,9 @@ mod tests {
             for (i, op) in ops.iter().enumerate() {
                 lsn += 1;
                 let start = bytes.len();
-                encode(lsn, op, &mut bytes);
+                encode(KEY(), lsn, op, &mut bytes);
                 if i == 0 {
-                    start_commit(&mut bytes[start..]);
+                    start_commit(KEY(), &mut bytes[start..]);
                 }
                 these.push(bytes.len());
             }
@@ -262,6 +342,7 @@ mod tests {
                 segments: segs,
                 valid_len: s.valid_len,
                 torn: s.torn.is_some(),
+                format: s.format,
                 ..zeroed(next_lsn)
             };
             Writer::open(dir.path(), start).unwrap()
@@ -278,6 +359,7 @@ mod tests {
         let mut bytes = fs::read(&last).unwrap();
         let end = scan(&bytes).unwrap().valid_len as usize;
         let (torn, _) = encode_commits(&[vec![Op::Delete(3), Op::Delete(4)]]);
+        let torn = &torn[H..];
         bytes[end + 30..end + torn.len()].copy_from_slice(&torn[30..]);
         fs::write(&last, &bytes).unwrap();
         let mut w = reopen(5);
@@ -336,7 +418,7 @@ mod tests {
             // Blocks of 16 bytes of the last commit reach the disk or not,
             // in any combination; zeros follow (a zero-filled segment).
             let (mut bytes, ends) = encode_commits(&commits);
-            let before = ends.len().checked_sub(2).map_or(0, |k| *ends[k].last().unwrap());
+            let before = ends.len().checked_sub(2).map_or(H, |k| *ends[k].last().unwrap());
             for (b, block) in bytes[before..].chunks_mut(16).enumerate() {
                 if !kept[b % kept.len()] {
                     block.fill(0);
@@ -362,11 +444,11 @@ mod tests {
         ) {
             let (mut bytes, ends) = encode_commits(&commits);
             let k = which.index(commits.len() - 1);
-            let start = if k > 0 { *ends[k - 1].last().unwrap() } else { 0 };
+            let start = if k > 0 { *ends[k - 1].last().unwrap() } else { H };
             let pos = start + at.index(ends[k].last().unwrap() - start);
             bytes[pos] ^= flip;
             bytes.resize(bytes.len() + zeros, 0);
-            let record = ends.iter().flatten().filter(|&&e| e <= pos).max().copied().unwrap_or(0);
+            let record = ends.iter().flatten().filter(|&&e| e <= pos).max().copied().unwrap_or(H);
             let err = scan(&bytes).unwrap_err();
             prop_assert_eq!(err.offset, record as u64);
             prop_assert!(err.next_valid as usize <= *ends[k].last().unwrap());
@@ -381,20 +463,22 @@ mod tests {
         ) {
             // Records, arbitrary bytes over any part of them, zeros after:
             // what a damaged disk can hand recovery.
+            // (Damage to the header: `a_damaged_header_refuses_or_holds_nothing`.)
             let (mut bytes, _) = encode_commits(&commits);
-            let from = at.index(bytes.len() + 1);
+            let from = H + at.index(bytes.len() - H + 1);
             let to = (from + noise.len()).min(bytes.len());
             bytes[from..to].copy_from_slice(&noise[..to - from]);
             bytes.extend_from_slice(&noise[to - from..]);
             bytes.resize(bytes.len() + zeros, 0);
             match scan(&bytes) {
                 Ok(s) => {
+                    prop_assert_eq!(s.format, Some(Format::V2(KEY())));
                     prop_assert!(s.valid_len <= s.used_len && s.used_len <= bytes.len() as u64);
                     prop_assert_eq!(s.torn.is_some(), s.valid_len < s.used_len);
                     prop_assert!(bytes[s.used_len as usize..].iter().all(|&b| b == 0));
-                    let mut at = 0;
+                    let mut at = H;
                     for r in &s.records {
-                        let (decoded, n) = decode(&bytes[at..]).unwrap();
+                        let (decoded, n) = decode(&bytes[at..], Format::V2(KEY())).unwrap();
                         prop_assert_eq!(&decoded, r);
                         at += n;
                     }
@@ -402,7 +486,7 @@ mod tests {
                 }
                 Err(c) => {
                     prop_assert!(c.offset < c.next_valid);
-                    prop_assert!(decode(&bytes[c.next_valid as usize..]).is_ok());
+                    prop_assert!(decode(&bytes[c.next_valid as usize..], Format::V2(KEY())).is_ok());
                 }
             }
         }
@@ -427,7 +511,11 @@ mod tests {
             let s = scan(&bytes[..cut]).unwrap();
             let whole = ends.iter().filter(|&&e| e <= cut).count();
             prop_assert_eq!(s.records.len(), whole);
-            let valid = if whole == 0 { 0 } else { ends[whole - 1] };
+            let valid = match whole {
+                0 if cut < H => 0,
+                0 => H,
+                _ => ends[whole - 1],
+            };
             prop_assert_eq!(s.valid_len, valid as u64);
             prop_assert_eq!(s.torn.is_some(), valid != cut);
         }
@@ -439,7 +527,7 @@ mod tests {
             flip in 1..=255u8,
         ) {
             let (mut bytes, ends) = encode_all(&ops);
-            let start = if ops.len() > 1 { ends[ops.len() - 2] } else { 0 };
+            let start = if ops.len() > 1 { ends[ops.len() - 2] } else { H };
             let pos = start + at.index(bytes.len() - start);
             bytes[pos] ^= flip;
             let s = scan(&bytes).unwrap();
@@ -456,7 +544,7 @@ mod tests {
         ) {
             let (mut bytes, ends) = encode_all(&ops);
             let k = which.index(ops.len() - 1);
-            let start = if k > 0 { ends[k - 1] } else { 0 };
+            let start = if k > 0 { ends[k - 1] } else { H };
             let pos = start + at.index(ends[k] - start);
             bytes[pos] ^= flip;
             let err = scan(&bytes).unwrap_err();

@@ -7,7 +7,9 @@ use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
-use super::record::{encode, lsn_of, start_commit, Op};
+use super::record::{
+    encode, lsn_of, segment_header, start_commit, Format, Key, Op, SEGMENT_HEADER,
+};
 use super::segment::{segment_name, sync_dir};
 use crate::spare::Spares;
 
@@ -45,6 +47,9 @@ pub struct Writer {
     dir_unsynced: bool,
     next_lsn: u64,
     pending: Vec<u8>,
+    /// The key of every segment this writer writes: the last segment's when
+    /// it goes on in it, else a fresh one.
+    key: Key,
     /// Where the zero-filled segments come from; `None`: always append.
     spares: Option<Spares>,
 }
@@ -58,6 +63,8 @@ pub struct Start {
     pub valid_len: u64,
     /// Whether the last segment has a torn tail to cut.
     pub torn: bool,
+    /// The last segment's format ([`Scan::format`](super::Scan::format)).
+    pub format: Option<Format>,
     /// The lsn the next record gets.
     pub next_lsn: u64,
     /// The size of a zero-filled segment; 0: never preallocate, append.
@@ -72,6 +79,7 @@ impl Start {
             segments: Vec::new(),
             valid_len: 0,
             torn: false,
+            format: None,
             next_lsn,
             segment_bytes: 0,
         }
@@ -80,22 +88,42 @@ impl Start {
 
 impl Writer {
     /// Opens `dir`'s last segment for writing after its valid prefix
-    /// (cutting a torn tail), or starts a segment at `next_lsn` if none, and
-    /// starts preparing zero-filled segments.
+    /// (cutting a torn tail), or starts a segment at `next_lsn` if none or
+    /// if the last is of the first format, and starts preparing zero-filled
+    /// segments.
     ///
     /// # Errors
     ///
-    /// Any I/O error opening, cutting or syncing.
+    /// Any I/O error opening, cutting or syncing, or no random salt.
     pub fn open(dir: &Path, start: Start) -> io::Result<Self> {
         let Start {
             segments: mut segs,
             valid_len,
             torn,
+            format,
             next_lsn,
             segment_bytes,
         } = start;
-        let (current, file, durable_len, zeroed_len) = match segs.pop() {
-            Some((first, path)) => {
+        let last = segs.pop();
+        let key = match format {
+            Some(Format::V2(key)) if last.is_some() => key,
+            _ => Key::random()?,
+        };
+        let (current, file, durable_len, zeroed_len) = match (last, format) {
+            (Some((first, path)), Some(Format::V1)) if valid_len > 0 => {
+                // A segment of the first format: cut its torn tail (it is
+                // no longer the last), and go on in a new one.
+                if torn {
+                    let file = OpenOptions::new().write(true).open(&path)?;
+                    file.set_len(valid_len)?;
+                    file.sync_all()?;
+                }
+                segs.push((first, path));
+                let path = dir.join(segment_name(next_lsn));
+                let file = create_segment(dir, &path, key)?;
+                ((next_lsn, path), file, SEGMENT_HEADER as u64, 0)
+            }
+            (Some((first, path)), Some(Format::V2(_))) => {
                 let file = OpenOptions::new().write(true).open(&path)?;
                 let len = file.metadata()?.len();
                 // Without a torn tail, whatever follows the valid prefix is
@@ -109,14 +137,20 @@ impl Writer {
                 };
                 ((first, path), file, valid_len, zeroed)
             }
-            None => {
+            (Some((first, path)), _) => {
+                // No record in it (its header cut short by a crash): it
+                // starts again.
+                let file = create_segment(dir, &path, key)?;
+                ((first, path), file, SEGMENT_HEADER as u64, 0)
+            }
+            (None, _) => {
                 let path = dir.join(segment_name(next_lsn));
-                let file = create_segment(dir, &path)?;
-                ((next_lsn, path), file, 0, 0)
+                let file = create_segment(dir, &path, key)?;
+                ((next_lsn, path), file, SEGMENT_HEADER as u64, 0)
             }
         };
         let spares = (segment_bytes > 0)
-            .then(|| Spares::start(dir, segment_bytes))
+            .then(|| Spares::start(dir, segment_bytes, segment_header(key)))
             .transpose()?;
         Ok(Writer {
             dir: dir.to_path_buf(),
@@ -128,6 +162,7 @@ impl Writer {
             dir_unsynced: false,
             next_lsn,
             pending: Vec::new(),
+            key,
             spares,
         })
     }
@@ -138,9 +173,9 @@ impl Writer {
         let lsn = self.next_lsn;
         self.next_lsn += 1;
         let start = self.pending.len();
-        encode(lsn, op, &mut self.pending);
+        encode(self.key, lsn, op, &mut self.pending);
         if start == 0 {
-            start_commit(&mut self.pending);
+            start_commit(self.key, &mut self.pending);
         }
         lsn
     }
@@ -213,7 +248,7 @@ impl Writer {
         let zeroed = file.metadata().map_or(0, |m| m.len());
         let old = std::mem::replace(&mut self.current, (first_lsn, path));
         let old_file = std::mem::replace(&mut self.file, file);
-        if self.durable_len > 0 {
+        if self.has_records() {
             // Give back the old segment's unused zeros (best effort: a
             // zero tail left after a crash reads as the end anyway).
             let _ = old_file.set_len(self.durable_len);
@@ -223,7 +258,7 @@ impl Writer {
             // replaced by the rename).
             let _ = fs::remove_file(&old.1);
         }
-        self.durable_len = 0;
+        self.durable_len = SEGMENT_HEADER as u64;
         self.zeroed_len = zeroed;
         // The rename must be durable before a record in the new segment is
         // acknowledged: the next write syncs the folder first.
@@ -241,15 +276,15 @@ impl Writer {
     /// Any I/O error; the journal stays usable on the segment it had.
     pub fn rotate_and_compact(&mut self, covered: u64) -> io::Result<()> {
         self.commit().map_err(|e| e.source)?;
-        if self.durable_len > 0 && self.zeroed_len <= self.durable_len {
+        if self.has_records() && self.zeroed_len <= self.durable_len {
             self.enter_spare(self.next_lsn);
-            if self.durable_len > 0 {
+            if self.has_records() {
                 let path = self.dir.join(segment_name(self.next_lsn));
-                let file = create_segment(&self.dir, &path)?;
+                let file = create_segment(&self.dir, &path, self.key)?;
                 let old = std::mem::replace(&mut self.current, (self.next_lsn, path));
                 self.older.push(old);
                 self.file = file;
-                self.durable_len = 0;
+                self.durable_len = SEGMENT_HEADER as u64;
                 self.zeroed_len = 0;
             }
         }
@@ -276,6 +311,11 @@ impl Writer {
         self.next_lsn
     }
 
+    /// Whether the current segment holds a durable record.
+    fn has_records(&self) -> bool {
+        self.durable_len > SEGMENT_HEADER as u64
+    }
+
     /// Waits until a zero-filled segment is ready (tests).
     #[cfg(test)]
     pub(super) fn wait_for_spare(&self) {
@@ -291,12 +331,15 @@ impl Writer {
     }
 }
 
-fn create_segment(dir: &Path, path: &Path) -> io::Result<File> {
+/// Creates (or empties) the segment `path` with the header of `key`,
+/// synced with its folder before any record is written after it.
+fn create_segment(dir: &Path, path: &Path, key: Key) -> io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(true)
         .write(true)
         .open(path)?;
+    file.write_all_at(&segment_header(key), 0)?;
     file.sync_all()?;
     sync_dir(dir)?;
     Ok(file)
