@@ -23,8 +23,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::journal::SEGMENT_HEADER;
-
 /// The file a segment is prepared in.
 pub(crate) const SPARE: &str = "journal-spare.tmp";
 /// Zeros are written this many bytes at a time, the stop flag checked
@@ -70,7 +68,7 @@ impl Spares {
     /// Removes a spare left by an earlier run (it may be partial) and starts
     /// preparing segments of `bytes` bytes in `dir`, each starting with
     /// `header`.
-    pub(crate) fn start(dir: &Path, bytes: u64, header: [u8; SEGMENT_HEADER]) -> io::Result<Self> {
+    pub(crate) fn start(dir: &Path, bytes: u64, header: Vec<u8>) -> io::Result<Self> {
         let path = dir.join(SPARE);
         match fs::remove_file(&path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),

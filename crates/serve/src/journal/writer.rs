@@ -150,7 +150,7 @@ impl Writer {
             }
         };
         let spares = (segment_bytes > 0)
-            .then(|| Spares::start(dir, segment_bytes, segment_header(key)))
+            .then(|| Spares::start(dir, segment_bytes, segment_header(key).to_vec()))
             .transpose()?;
         Ok(Writer {
             dir: dir.to_path_buf(),
