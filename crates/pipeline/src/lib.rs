@@ -103,4 +103,12 @@ pub mod fuzzing {
     pub fn frames(bytes: &[u8]) {
         crate::remote::decode_all(bytes);
     }
+
+    /// Bytes from a checkpoint folder through every decoder a restore runs
+    /// on them: a manifest, a state file's frame, a state's `postcard`
+    /// bytes (each raw, and framed with a valid checksum to reach the
+    /// decoder behind it). Nothing may panic.
+    pub fn checkpoint(bytes: &[u8]) {
+        crate::checkpoint::decode_all(bytes);
+    }
 }

@@ -212,36 +212,47 @@ pub fn read_snapshot(dir: &Path) -> Result<Option<Store>, ServeError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(ServeError::io("reading the snapshot", e)),
     };
-    let corrupt = |what: &str| ServeError::Corrupt {
-        file: path.clone(),
-        offset: 0,
-        detail: format!("snapshot: {what}"),
-    };
+    decode_snapshot(&bytes)
+        .map(Some)
+        .map_err(|what| ServeError::Corrupt {
+            file: path.clone(),
+            offset: 0,
+            detail: format!("snapshot: {what}"),
+        })
+}
+
+/// A snapshot from its file's bytes, or what is wrong with them.
+///
+/// # Errors
+///
+/// What does not check out: the header, the checksum, a short item, a
+/// name that is not UTF-8.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<Store, &'static str> {
     if bytes.len() < MAGIC.len() + 28 || &bytes[..8] != MAGIC {
-        return Err(corrupt("bad header"));
+        return Err("bad header");
     }
     let (body, crc) = bytes[8..].split_at(bytes.len() - 12);
     if crc32c::crc32c(body).to_le_bytes() != crc {
-        return Err(corrupt("checksum mismatch"));
+        return Err("checksum mismatch");
     }
     let mut r = Reader(body);
-    let last_lsn = r.u64().ok_or_else(|| corrupt("short"))?;
-    let next_id = r.u64().ok_or_else(|| corrupt("short"))?;
-    let count = r.u64().ok_or_else(|| corrupt("short"))?;
+    let last_lsn = r.u64().ok_or("short")?;
+    let next_id = r.u64().ok_or("short")?;
+    let count = r.u64().ok_or("short")?;
     let mut items = Items::new();
     for _ in 0..count {
-        let id = r.u64().ok_or_else(|| corrupt("short item"))?;
-        let price = f64::from_bits(r.u64().ok_or_else(|| corrupt("short item"))?);
-        let len = r.u64().ok_or_else(|| corrupt("short item"))?;
-        let name = r.bytes(len).ok_or_else(|| corrupt("short name"))?;
-        let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt("name not UTF-8"))?;
+        let id = r.u64().ok_or("short item")?;
+        let price = f64::from_bits(r.u64().ok_or("short item")?);
+        let len = r.u64().ok_or("short item")?;
+        let name = r.bytes(len).ok_or("short name")?;
+        let name = String::from_utf8(name.to_vec()).map_err(|_| "name not UTF-8")?;
         items.insert(id, Arc::new(Item { name, price }));
     }
-    Ok(Some(Store {
+    Ok(Store {
         items,
         next_id,
         last_lsn,
-    }))
+    })
 }
 
 struct Reader<'a>(&'a [u8]);

@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::CheckpointError;
+#[cfg(feature = "fuzzing")]
+pub(crate) use store::decode_all;
 pub(crate) use store::{folder, list, read_state};
 pub use store::{Manifest, PlannedUnit, StageEntry};
 

@@ -294,3 +294,31 @@ pub(crate) fn list(root: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> 
     out.sort();
     Ok(out)
 }
+
+/// Every decoder of a checkpoint's files over `bytes`: as a manifest and
+/// as a state file, raw and framed with a valid checksum (to reach what
+/// follows it), and a state's payload as `postcard` decodes a stage's
+/// state (here a `Vec<(u64, String)>`). Nothing may panic.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn decode_all(bytes: &[u8]) {
+    let state = |payload: &[u8]| {
+        let _ = postcard::from_bytes::<Vec<(u64, String)>>(payload);
+    };
+    let _ = decode_manifest(bytes);
+    let mut manifest = bytes.to_vec();
+    if !manifest.ends_with(b"\n") {
+        manifest.push(b'\n');
+    }
+    let crc = crc32c::crc32c(&manifest);
+    manifest.extend_from_slice(format!("crc32c {crc:08x}\n").as_bytes());
+    let _ = decode_manifest(&manifest);
+    if let Ok((_, payload)) = unframe_state(bytes) {
+        state(payload);
+    }
+    let mut framed = STATE_MAGIC.to_vec();
+    framed.extend_from_slice(&crc32c::crc32c(bytes).to_le_bytes());
+    framed.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    framed.extend_from_slice(bytes);
+    let (_, payload) = unframe_state(&framed).expect("a framed state unframes");
+    state(payload);
+}

@@ -53,9 +53,9 @@ mod segment;
 mod writer;
 
 #[cfg(test)]
-use record::{count, encode_v1, start_commit};
+use record::{count, encode_v1};
 pub use record::{
-    decode, encode, segment_header, Format, Key, Op, Record, HEADER_LEN, MAX_PAYLOAD,
+    decode, encode, segment_header, start_commit, Format, Key, Op, Record, HEADER_LEN, MAX_PAYLOAD,
     SEGMENT_HEADER,
 };
 use record::{decode_marked, key_behind_damaged_magic, read_header, Header};

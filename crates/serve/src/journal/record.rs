@@ -212,7 +212,7 @@ fn seal(key: Key, record: &mut [u8]) {
 
 /// Marks the encoded record at the start of `record` as the first of its
 /// commit (and checksums it again).
-pub(super) fn start_commit(key: Key, record: &mut [u8]) {
+pub fn start_commit(key: Key, record: &mut [u8]) {
     record[HEADER_LEN] |= STARTS_COMMIT;
     seal(key, record);
 }
