@@ -103,16 +103,24 @@ pub fn parse(buf: &[u8]) -> Parsed {
     let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
         return Parsed::Reject(Response::error(400, "malformed request line"));
     };
-    let mut content_length = 0usize;
+    let mut content_length: Option<usize> = None;
     let mut close = version == 0;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
-            match std::str::from_utf8(h.value)
+            // Digits only (RFC 9112, 6.3: no sign, no list), and the same
+            // value if repeated: a proxy in front that read another length
+            // would see another request where this one ends.
+            let n = std::str::from_utf8(h.value)
                 .ok()
-                .and_then(|v| v.trim().parse().ok())
-            {
-                Some(n) => content_length = n,
-                None => return Parsed::Reject(Response::error(400, "bad Content-Length")),
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse().ok());
+            match (n, content_length) {
+                (None, _) => return Parsed::Reject(Response::error(400, "bad Content-Length")),
+                (Some(n), Some(seen)) if n != seen => {
+                    return Parsed::Reject(Response::error(400, "conflicting Content-Length"))
+                }
+                (Some(n), _) => content_length = Some(n),
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             return Parsed::Reject(Response::error(
@@ -128,6 +136,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
             }
         }
     }
+    let content_length = content_length.unwrap_or(0);
     if content_length > MAX_BODY_BYTES {
         return Parsed::Reject(Response::error(413, "request body over 1 MiB"));
     }
@@ -450,6 +459,24 @@ mod tests {
         assert_eq!(
             status_of(b"POST /item HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n"),
             Some(413)
+        );
+        // Content-Length: digits only, and one value however often sent.
+        for bad in [
+            &b"POST /item HTTP/1.1\r\nContent-Length: +2\r\n\r\n{}"[..],
+            b"POST /item HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n{}",
+            b"POST /item HTTP/1.1\r\nContent-Length: \r\n\r\n{}",
+            b"POST /item HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}x",
+        ] {
+            let p = parse(bad);
+            assert!(
+                matches!(&p, Parsed::Reject(r) if r.status == 400),
+                "{:?}: {p:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(
+            status_of(b"POST /item HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"),
+            Some(0)
         );
         let mut big = b"GET /item HTTP/1.1\r\nX: ".to_vec();
         big.resize(9000, b'a');
