@@ -2,6 +2,7 @@
 //! tail, damaged headers, and journals of the first format.
 
 use super::*;
+use proptest::prelude::*;
 
 /// A segment whose first commit (lsn 1) is durable and whose second, a
 /// `Create` whose body holds `forged`, a crash tore: its first 12 bytes
@@ -179,4 +180,36 @@ fn every_segment_of_a_writer_has_its_key_and_each_journal_its_own() {
         keys.push(formats[0]);
     }
     assert_ne!(keys[0], keys[1]);
+}
+
+proptest! {
+    /// Any bytes at all, the header's included: a scan never panics, and
+    /// what it returns agrees with itself.
+    #[test]
+    fn any_file_scans_without_panic(
+        commits in commits_strategy(),
+        noise in proptest::collection::vec(any::<u8>(), 0..64),
+        at in any::<prop::sample::Index>(),
+        whole in any::<bool>(),
+    ) {
+        let bytes = if whole {
+            noise
+        } else {
+            let (mut bytes, _) = encode_commits(&commits);
+            let from = at.index(bytes.len());
+            let to = (from + noise.len()).min(bytes.len());
+            bytes[from..to].copy_from_slice(&noise[..to - from]);
+            bytes
+        };
+        if let Ok(s) = scan(&bytes) {
+            prop_assert!(s.valid_len <= s.used_len && s.used_len <= bytes.len() as u64);
+            let mut at = s.format.map_or(0, Format::start);
+            for r in &s.records {
+                let (again, n) = decode(&bytes[at..], s.format.unwrap()).unwrap();
+                prop_assert_eq!(&again, r);
+                at += n;
+            }
+            prop_assert_eq!(at as u64, s.valid_len);
+        }
+    }
 }
