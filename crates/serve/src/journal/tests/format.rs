@@ -2,7 +2,6 @@
 //! tail, damaged headers, and journals of the first format.
 
 use super::*;
-use proptest::prelude::*;
 
 /// A segment whose first commit (lsn 1) is durable and whose second, a
 /// `Create` whose body holds `forged`, a crash tore: its first 12 bytes
