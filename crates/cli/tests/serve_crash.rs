@@ -1,7 +1,8 @@
 //! `statepipe serve` killed with SIGKILL at a random moment under
 //! concurrent writes, then restarted on the same data: every acknowledged
 //! item is there with its exact body, ids are unique, and what the
-//! restarted server serves equals a replay of the data directory.
+//! restarted server serves equals a replay of the data directory. A second
+//! server on the same data directory is refused while the first lives.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -222,4 +223,45 @@ fn sigterm_drains_and_exits_zero() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+#[test]
+fn a_second_server_on_the_same_data_is_refused_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut first, addr) = start(dir.path(), 1);
+    // Two writers of one journal would lose acknowledged writes: the
+    // second exits non-zero at once, naming the first, and changes nothing.
+    let second = Command::new(env!("CARGO_BIN_EXE_statepipe"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "exit status {:?}", second.status);
+    let named = format!(
+        "is in use by another statepipe serve (process {})",
+        first.id()
+    );
+    assert!(err.contains(&named), "stderr: {err}");
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = r#"{"name":"still","price":1}"#;
+    let raw = format!(
+        "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(request(&mut s, raw.as_bytes()).map(|r| r.0), Some(201));
+    // A killed holder leaves no lock behind.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut again, addr) = start(dir.path(), 1);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (status, got) = request(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(
+        (status, got.as_str()),
+        (200, r#"{"id":1,"name":"still","price":1.0}"#)
+    );
+    again.kill().unwrap();
+    again.wait().unwrap();
 }

@@ -24,6 +24,14 @@ pub enum ServeError {
         /// What is wrong.
         detail: String,
     },
+    /// Another process serves from the data directory (it holds its
+    /// `LOCK`): two writers of one journal would lose acknowledged writes.
+    InUse {
+        /// The data directory.
+        dir: PathBuf,
+        /// The other process's id, if it could be read.
+        holder: Option<u32>,
+    },
     /// A ring handler panicked.
     Ring(String),
 }
@@ -47,6 +55,13 @@ impl fmt::Display for ServeError {
                 "{} is corrupt at offset {offset}: {detail}; refusing to start",
                 file.display()
             ),
+            ServeError::InUse { dir, holder } => {
+                write!(f, "{} is in use by another statepipe serve", dir.display())?;
+                if let Some(pid) = holder {
+                    write!(f, " (process {pid})")?;
+                }
+                write!(f, "; stop it first, or give this one another --data")
+            }
             ServeError::Ring(e) => write!(f, "the ring stopped: {e}"),
         }
     }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use mio::{Poll, Waker};
 use statepipe_ring::wait::{Adaptive, Blocking, WaitStrategy};
 use statepipe_ring::RingBuilder;
+use statepipe_sys::lock::{FolderLock, LockError};
 
 use crate::admission::{Admission, InFlight};
 use crate::business::{Apply, Decode, Event, Journal, ReplyHandler, Shared};
@@ -139,21 +140,32 @@ impl ShutdownHandle {
 #[derive(Debug)]
 pub struct Server {
     config: Config,
+    /// The data directory's lock, held until the server has stopped.
+    lock: FolderLock,
     listener: std::net::TcpListener,
     recovered: Recovered,
     handle: ShutdownHandle,
 }
 
 impl Server {
-    /// Recovers the data directory (creating it if need be) and binds.
+    /// Takes the data directory (creating it if need be), recovers it and
+    /// binds.
     ///
     /// # Errors
     ///
+    /// [`ServeError::InUse`] if another process serves from the directory,
     /// [`ServeError::Corrupt`] for a damaged journal or snapshot,
     /// [`ServeError::Io`] for I/O and bind errors.
     pub fn bind(config: Config) -> Result<Self, ServeError> {
         std::fs::create_dir_all(&config.data)
             .map_err(|e| ServeError::io("creating the data directory", e))?;
+        let lock = FolderLock::take(&config.data).map_err(|e| match e {
+            LockError::Held { holder } => ServeError::InUse {
+                dir: config.data.clone(),
+                holder,
+            },
+            LockError::Io(e) => ServeError::io("locking the data directory", e),
+        })?;
         let recovered = recover(&config.data)?;
         tracing::info!(
             items = recovered.store.items.len(),
@@ -167,6 +179,7 @@ impl Server {
             .map_err(|e| ServeError::io("configuring the listener", e))?;
         Ok(Server {
             config,
+            lock,
             listener,
             recovered,
             handle: ShutdownHandle {
@@ -209,8 +222,11 @@ impl Server {
 
     /// [`Server::run`] with the handlers waiting by `wait`.
     fn run_with<W: WaitStrategy>(self, wait: W) -> Result<(), ServeError> {
+        // The lock is held to the end of this function, after every
+        // thread that writes the directory has stopped.
         let Server {
             config,
+            lock: _lock,
             listener,
             recovered,
             handle,

@@ -21,7 +21,9 @@
 //! - [`durable`] writes a file atomically and durably, in the caller's
 //!   thread or on a writer thread of its own (checkpoints), and paces a
 //!   large write to the disk so that other files' fsyncs do not wait
-//!   behind it.
+//!   behind it;
+//! - [`lock`] keeps a folder to one process at a time
+//!   ([`FolderLock`](lock::FolderLock)).
 //!
 //! It is the bottom of the dependency graph: it depends on no other statepipe
 //! crate, and holds no policy (how many workers to start, where to pin
@@ -40,4 +42,5 @@ pub mod auth;
 mod cgroup;
 pub mod cpus;
 pub mod durable;
+pub mod lock;
 pub mod pin;
