@@ -463,7 +463,11 @@ fn periodic_checkpoints_keep_one_complete_checkpoint() {
     running.join().unwrap();
     let on_disk = Checkpoint::latest(dir.path()).unwrap().unwrap();
     assert!(on_disk.id() >= last.id);
-    let folders = fs::read_dir(dir.path()).unwrap().count();
+    // Checkpoint folders, and the writer's `LOCK`.
+    let folders = fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name() != "LOCK")
+        .count();
     assert_eq!(folders, 1, "older checkpoints are removed");
 }
 
@@ -482,4 +486,28 @@ fn crc32c(b: &[u8]) -> u32 {
         }
     }
     !crc
+}
+
+#[test]
+fn a_checkpoint_folder_takes_one_deployment_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::new().workers(1).checkpoint_dir(dir.path());
+    let first = words().deploy(&config).unwrap();
+    // A second writer would mix its checkpoints with the first's.
+    match words().deploy(&config).map(|_| ()) {
+        Err(DeployError::Checkpoint(CheckpointError::InUse { holder, .. })) => {
+            assert_eq!(holder, Some(std::process::id()));
+        }
+        other => panic!("expected InUse, got {other:?}"),
+    }
+    let (input, mut output, running) = (first.input, first.output, first.running);
+    drop(input);
+    while output.recv().is_some() {}
+    running.join().unwrap();
+    // Once the first has ended, the folder is free.
+    let again = words().deploy(&config).unwrap();
+    drop(again.input);
+    let mut output = again.output;
+    while output.recv().is_some() {}
+    again.running.join().unwrap();
 }

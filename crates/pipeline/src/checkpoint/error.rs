@@ -41,6 +41,15 @@ pub enum CheckpointError {
     NotConfigured(String),
     /// The pipeline ended or stopped before the checkpoint completed.
     Stopped(String),
+    /// Another deployment (another process, or one of this process not yet
+    /// finished) writes checkpoints into the folder: two writers would mix
+    /// their checkpoints.
+    InUse {
+        /// The checkpoint folder.
+        dir: String,
+        /// The other writer's process id, if it could be read.
+        holder: Option<u32>,
+    },
 }
 
 impl fmt::Display for CheckpointError {
@@ -67,6 +76,13 @@ impl fmt::Display for CheckpointError {
             CheckpointError::Mismatch(m) => write!(f, "the checkpoint does not fit this pipeline: {m}"),
             CheckpointError::NotConfigured(m) => write!(f, "no checkpoints here: {m}"),
             CheckpointError::Stopped(m) => write!(f, "the checkpoint was not completed: {m}"),
+            CheckpointError::InUse { dir, holder } => {
+                write!(f, "{dir} takes the checkpoints of another deployment")?;
+                if let Some(pid) = holder {
+                    write!(f, " (process {pid})")?;
+                }
+                write!(f, "; end it first, or give this one another checkpoint folder")
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::checkpoint::{
 };
 use crate::state::UpgradeError;
 use crate::unit::UnitInfo;
+use statepipe_sys::lock::{FolderLock, LockError};
 
 /// A state a deployment's source keeps besides the stages' (a cycle's).
 pub(crate) enum Extra {
@@ -234,6 +235,20 @@ pub(crate) fn start(
     let last = Arc::new(Mutex::new(None));
     let mut writer_thread = None;
     if let Some(root) = &config.checkpoint_dir {
+        let io = |e: std::io::Error| {
+            DeployError::Checkpoint(CheckpointError::Io {
+                path: root.display().to_string(),
+                message: e.to_string(),
+            })
+        };
+        std::fs::create_dir_all(root).map_err(io)?;
+        let lock = FolderLock::take(root).map_err(|e| match e {
+            LockError::Held { holder } => DeployError::Checkpoint(CheckpointError::InUse {
+                dir: root.display().to_string(),
+                holder,
+            }),
+            LockError::Io(e) => io(e),
+        })?;
         let setup = Setup {
             root: root.clone(),
             stages: prepared.stages.len(),
@@ -242,6 +257,7 @@ pub(crate) fn start(
             last: Arc::clone(&last),
             spares: Arc::clone(&co.spares),
             keep_older: config.keep_older_checkpoints,
+            _lock: lock,
         };
         let (tx, t) = writer::start(setup).map_err(|e| DeployError::Spawn(e.to_string()))?;
         *co.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
