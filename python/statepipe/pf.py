@@ -189,7 +189,11 @@ def particle_filter(
     numpy calls each, to workers would not pay, so it takes no engine and
     no ``workers``.
     """
-    if islands < 1 or n % islands:
+    if islands < 1:
+        raise ValueError(f"islands ({islands}) must be at least 1")
+    if n < islands:
+        raise ValueError(f"{n} particles for {islands} islands: each island needs at least one")
+    if n % islands:
         raise ValueError(f"islands ({islands}) must divide the particles ({n})")
     if getattr(model, "vectorised", False):
         if engine is not None or engine_args.get("workers") or engine_args.get("listen"):

@@ -97,6 +97,16 @@ def test_islands_must_divide_particles():
         statepipe.particle_filter(Nile(), [1.0], 10, islands=3)
 
 
+@pytest.mark.parametrize(
+    "n, islands, says",
+    [(0, 2, "each island needs at least one"), (10, 0, "at least 1"), (1, 2, "each island")],
+)
+def test_particles_and_islands_out_of_range_are_clear_errors(n, islands, says):
+    for model in (Nile(), NilePerParticle()):
+        with pytest.raises(ValueError, match=says):
+            statepipe.particle_filter(model, [1.0], n, islands=islands)
+
+
 def test_sv_example_tracks_the_simulated_volatility():
     from sv_pf import StochasticVolatility
 

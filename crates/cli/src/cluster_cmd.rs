@@ -40,22 +40,35 @@ pub enum Model {
     Pk,
 }
 
+/// A count of at least one.
+fn at_least_one<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialEq + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    match s.parse::<T>() {
+        Ok(n) if n == T::from(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Options of the filter run, for `pf` and `master`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct FilterArgs {
     /// Particles in all.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = at_least_one::<usize>)]
     pub particles: usize,
     /// Independent filters the particles are split into (for the standard error).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = at_least_one::<usize>)]
     pub islands: usize,
     #[arg(long, value_enum, default_value = "nile")]
     pub model: Model,
     /// RK4 substeps per hour in the pk model (its cost per call).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u32>)]
     pub pk_substeps: u32,
     /// Observations in the pk model.
-    #[arg(long, default_value_t = 48)]
+    #[arg(long, default_value_t = 48, value_parser = at_least_one::<usize>)]
     pub pk_hours: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -135,7 +148,7 @@ pub struct PfArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineArg,
     /// Worker processes (default: the CPUs this process may use).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     pub workers: Option<usize>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
@@ -150,7 +163,7 @@ pub struct MasterArgs {
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub listen: String,
     /// Workers to wait for.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     pub workers: usize,
     /// Seconds to wait for them.
     #[arg(long, default_value_t = 120)]
@@ -355,8 +368,16 @@ fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<()> {
 
 fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {
     anyhow::ensure!(
-        a.islands > 0 && a.particles % a.islands == 0,
-        "--islands must divide --particles"
+        a.particles >= a.islands,
+        "--particles {} is fewer than --islands {}: each island needs at least one particle",
+        a.particles,
+        a.islands
+    );
+    anyhow::ensure!(
+        a.particles % a.islands == 0,
+        "--islands {} does not divide --particles {}: give a multiple of it",
+        a.islands,
+        a.particles
     );
     let model = Bootstrap(m.clone());
     let resume = match &a.resume {

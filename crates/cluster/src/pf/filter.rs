@@ -111,6 +111,35 @@ pub struct PfConfig {
     pub seed: u64,
 }
 
+impl PfConfig {
+    /// Whether a filter can run with this configuration: at least one
+    /// island, and the particles split evenly over the islands, at least
+    /// one each.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] saying what does not hold.
+    pub fn check(&self) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::Config(what));
+        if self.islands == 0 {
+            return bad("at least one island is needed".into());
+        }
+        if self.particles < self.islands {
+            return bad(format!(
+                "{} particles for {} islands: each island needs at least one",
+                self.particles, self.islands
+            ));
+        }
+        if self.particles % self.islands != 0 {
+            return bad(format!(
+                "{} islands do not divide {} particles",
+                self.islands, self.particles
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What the filter estimated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PfResult {
@@ -239,23 +268,22 @@ fn run_steps<M: SsModel, G: Engine<Bootstrap<M>>>(
     start: Option<PfState>,
     mut after_step: impl FnMut(&mut G, &PfState) -> Result<(), Error>,
 ) -> Result<PfResult, Error> {
-    assert!(
-        cfg.islands > 0 && cfg.particles % cfg.islands == 0,
-        "islands must divide particles"
-    );
+    cfg.check()?;
     let m = cfg.particles / cfg.islands;
     let mut st = match start {
         Some(s) => {
-            assert!(
-                s.ids.len() == cfg.particles
-                    && s.log_w.len() == cfg.particles
-                    && s.log_z.len() == cfg.islands,
-                "the filter state has {} particles in {} islands, the run {} in {}",
-                s.ids.len(),
-                s.log_z.len(),
-                cfg.particles,
-                cfg.islands
-            );
+            if s.ids.len() != cfg.particles
+                || s.log_w.len() != cfg.particles
+                || s.log_z.len() != cfg.islands
+            {
+                return Err(Error::Config(format!(
+                    "the filter state has {} particles in {} islands, the run {} in {}",
+                    s.ids.len(),
+                    s.log_z.len(),
+                    cfg.particles,
+                    cfg.islands
+                )));
+            }
             s
         }
         None => {

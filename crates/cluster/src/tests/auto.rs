@@ -256,3 +256,28 @@ fn a_decision_says_what_starting_workers_would_cost_unless_the_run_stays() {
     assert!(said.ends_with("on 2 workers"), "{said}");
     assert!(said.starts_with("in process on 1 thread: "), "{said}");
 }
+
+#[test]
+fn a_filter_that_cannot_split_its_particles_is_refused_not_run() {
+    for (particles, islands, says) in [
+        (
+            0,
+            4,
+            "0 particles for 4 islands: each island needs at least one",
+        ),
+        (3, 4, "3 particles for 4 islands"),
+        (10, 0, "at least one island"),
+        (10, 4, "4 islands do not divide 10 particles"),
+    ] {
+        let cfg = PfConfig {
+            particles,
+            islands,
+            seed: 1,
+        };
+        let mut local = Local::new(Bootstrap(walk()), 3);
+        match pf::run(&mut local, &walk(), cfg, |_| {}) {
+            Err(Error::Config(e)) => assert!(e.contains(says), "{e}"),
+            other => panic!("{particles} in {islands}: {other:?}"),
+        }
+    }
+}
