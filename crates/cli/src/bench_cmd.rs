@@ -132,7 +132,7 @@ pub struct ClusterArgs {
     #[arg(long, default_value_t = 10)]
     pub steps: usize,
     /// Samples per case and contender.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, default_value_t = 3, value_parser = crate::arg_values::at_least_one::<u16>)]
     pub samples: u16,
     /// Short run: 3 ms calls, 5 steps, one sample.
     #[arg(long)]

@@ -16,7 +16,7 @@ pub struct CommonArgs {
     #[arg(long)]
     pub quick: bool,
     /// Samples per contender and case (medians need at least 5).
-    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = crate::arg_values::at_least_one::<u16>)]
     pub samples: u16,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]

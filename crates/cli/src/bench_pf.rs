@@ -57,7 +57,7 @@ pub struct PfBenchArgs {
     #[arg(long, default_value_t = 20)]
     pub islands: usize,
     /// Rounds of samples (each runs every contender once).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, default_value_t = 5, value_parser = crate::arg_values::at_least_one::<u16>)]
     pub samples: u16,
     /// Skip `particles` (no Python environment).
     #[arg(long)]

@@ -40,35 +40,22 @@ pub enum Model {
     Pk,
 }
 
-/// A count of at least one.
-fn at_least_one<T>(s: &str) -> Result<T, String>
-where
-    T: std::str::FromStr + PartialEq + From<u8>,
-    T::Err: std::fmt::Display,
-{
-    match s.parse::<T>() {
-        Ok(n) if n == T::from(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// Options of the filter run, for `pf` and `master`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct FilterArgs {
     /// Particles in all.
-    #[arg(long, default_value_t = 2000, value_parser = at_least_one::<usize>)]
+    #[arg(long, default_value_t = 2000, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub particles: usize,
     /// Independent filters the particles are split into (for the standard error).
-    #[arg(long, default_value_t = 20, value_parser = at_least_one::<usize>)]
+    #[arg(long, default_value_t = 20, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub islands: usize,
     #[arg(long, value_enum, default_value = "nile")]
     pub model: Model,
     /// RK4 substeps per hour in the pk model (its cost per call).
-    #[arg(long, default_value_t = 2000, value_parser = at_least_one::<u32>)]
+    #[arg(long, default_value_t = 2000, value_parser = crate::arg_values::at_least_one::<u32>)]
     pub pk_substeps: u32,
     /// Observations in the pk model.
-    #[arg(long, default_value_t = 48, value_parser = at_least_one::<usize>)]
+    #[arg(long, default_value_t = 48, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub pk_hours: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -96,7 +83,7 @@ pub struct FilterArgs {
     /// between two replication rounds that leave one copy of every state
     /// are recovered: with N, any N workers.
     #[arg(long, value_name = "N", default_value_t = statepipe_cluster::config::DEFAULT_REPLICAS as u16,
-          value_parser = clap::value_parser!(u16).range(1..))]
+          value_parser = crate::arg_values::at_least_one::<u16>)]
     pub replicas: u16,
     /// Declare a worker lost after this many seconds of silence (default
     /// 1.5; workers send a heartbeat every 25 ms, or every two thirds of
@@ -115,7 +102,7 @@ pub struct FilterArgs {
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Steps between checkpoints.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10, value_parser = crate::arg_values::at_least_one::<u64>)]
     pub every: u64,
     /// Go on from a checkpoint written by `--checkpoint` (the same model,
     /// particles, islands and seed; any number of workers). The result is
@@ -148,7 +135,7 @@ pub struct PfArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineArg,
     /// Worker processes (default: the CPUs this process may use).
-    #[arg(long, value_parser = at_least_one::<usize>)]
+    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub workers: Option<usize>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
@@ -163,7 +150,7 @@ pub struct MasterArgs {
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub listen: String,
     /// Workers to wait for.
-    #[arg(long, value_parser = at_least_one::<usize>)]
+    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub workers: usize,
     /// Seconds to wait for them.
     #[arg(long, default_value_t = 120)]

@@ -3,6 +3,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod apps_cmd;
+mod arg_values;
 mod bench_cluster_targets;
 mod bench_cmd;
 mod bench_common;

@@ -44,7 +44,7 @@ pub struct RunArgs {
     /// Close the pipeline into a cycle (`deploy_cycle`): the items go round
     /// until an output is divisible by N (about N laps each), over a ring
     /// from the last worker back to the first.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = crate::arg_values::at_least_one::<u64>)]
     pub cycle: Option<u64>,
     /// Write the deployed graph (workers, units, rates, ring depths) as dot.
     #[arg(long, value_name = "FILE")]

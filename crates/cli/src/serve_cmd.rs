@@ -21,7 +21,7 @@ pub struct ServeArgs {
     #[arg(long)]
     data: PathBuf,
     /// Open connections at most; newcomers get 503.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = crate::arg_values::at_least_one::<usize>)]
     max_connections: usize,
     /// Writes between snapshots at least (each restarts the journal); a
     /// snapshot also waits for as many writes as the last one had items.

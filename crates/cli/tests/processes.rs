@@ -652,3 +652,36 @@ fn a_worker_started_again_after_its_run_ended_exits_0() {
     assert!(err.contains(&addr), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn counts_out_of_range_are_named_and_fail_before_anything_starts() {
+    for (args, says) in [
+        (
+            &["pf", "--particles", "0"][..],
+            "'--particles <PARTICLES>': must be at least 1",
+        ),
+        (
+            &["pf", "--islands", "0"],
+            "'--islands <ISLANDS>': must be at least 1",
+        ),
+        (
+            &["pf", "--workers", "0"],
+            "'--workers <WORKERS>': must be at least 1",
+        ),
+        (
+            &["pf", "--particles", "10"],
+            "--particles 10 is fewer than --islands 20",
+        ),
+        (
+            &["pf", "--particles", "30"],
+            "--islands 20 does not divide --particles 30",
+        ),
+        (&["master", "--workers", "0"], "must be at least 1"),
+        (&["serve", "--max-connections", "0"], "must be at least 1"),
+    ] {
+        let out = Command::new(EXE).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} exited 0: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
