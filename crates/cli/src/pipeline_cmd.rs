@@ -30,7 +30,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 200_000)]
     pub items: u64,
     /// Workers (default: the CPUs this process may use, or STATEPIPE_WORKERS).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub workers: Option<usize>,
     /// One thread per stage instead of the balanced plan.
     #[arg(long)]
@@ -71,11 +71,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub coordinator: Option<String>,
     /// Members to wait for (with --coordinator; default 1).
-    #[arg(long, requires = "coordinator")]
+    #[arg(long, requires = "coordinator", value_parser = crate::arg_values::at_least_one::<usize>)]
     pub members: Option<usize>,
     /// Items each cut edge's receiver grants its sender (with
     /// --coordinator; default 65,536).
-    #[arg(long, requires = "coordinator")]
+    #[arg(long, requires = "coordinator", value_parser = crate::arg_values::at_least_one::<u64>)]
     pub credits: Option<u64>,
     /// Serve the coordinator's Prometheus metrics (its edges, checkpoints,
     /// restores) at http://ADDR/metrics (with --coordinator).
@@ -95,7 +95,7 @@ pub struct PlanArgs {
     #[arg(long)]
     pub items: Option<u64>,
     /// Workers (default: the CPUs this process may use, or STATEPIPE_WORKERS).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub workers: Option<usize>,
 }
 

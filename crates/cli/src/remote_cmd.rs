@@ -28,7 +28,7 @@ pub struct MemberArgs {
     pub listen: String,
     /// Workers, shared by this member's parts (default: the CPUs this
     /// process may use).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>)]
     pub workers: Option<usize>,
     /// Do not pin workers to CPUs.
     #[arg(long)]

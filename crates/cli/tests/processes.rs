@@ -678,6 +678,11 @@ fn counts_out_of_range_are_named_and_fail_before_anything_starts() {
         ),
         (&["master", "--workers", "0"], "must be at least 1"),
         (&["serve", "--max-connections", "0"], "must be at least 1"),
+        (&["run", "counts", "--workers", "0"], "must be at least 1"),
+        (
+            &["member", "--connect", "127.0.0.1:1", "--workers", "0"],
+            "must be at least 1",
+        ),
     ] {
         let out = Command::new(EXE).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
