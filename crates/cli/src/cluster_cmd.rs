@@ -15,6 +15,7 @@ use statepipe_cluster::{
     Secret, ShipCost, Stats,
 };
 use statepipe_models::{Nile, Pk};
+use statepipe_sys::lock::{FolderLock, LockError};
 
 pub use crate::cluster_args::{MasterArg, RecoveryArg, StealViaArg};
 use crate::cluster_ckpt::{self, Checkpoint};
@@ -98,7 +99,8 @@ pub struct FilterArgs {
     /// before the command ends, and a failed write fails the run. The last
     /// checkpoint is also kept in memory: when workers are lost with every
     /// copy of some states, the run rolls back to it on the workers left
-    /// and goes on, with the same result (said on stderr).
+    /// and goes on, with the same result (said on stderr). `FILE.lock`
+    /// beside it keeps the file to one run at a time.
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Steps between checkpoints.
@@ -177,7 +179,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Master(a) => {
             // Refuse a wrong checkpoint, or one that cannot be written,
             // before waiting for anyone.
-            check_checkpoints(&a.filter)?;
+            let _lock = check_checkpoints(&a.filter)?;
             let l = Listener::bind(&a.listen, Secret::from_env()?)
                 .with_context(|| format!("binding {}", a.listen))?;
             eprintln!(
@@ -190,7 +192,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             filter(Where::Workers(joined, Some(l)), &a.filter)
         }
         Command::Pf(a) => {
-            check_checkpoints(&a.filter)?;
+            let _lock = check_checkpoints(&a.filter)?;
             let cpus = statepipe_sys::cpus::usable_cpus();
             let n = a.workers.unwrap_or(cpus.count).max(1);
             match a.workers {
@@ -349,8 +351,27 @@ fn run_key(a: &FilterArgs) -> String {
 
 /// Whether `--resume` names a checkpoint of this run and `--checkpoint` a
 /// file that can be written.
-fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<()> {
-    cluster_ckpt::check(a.resume.as_deref(), a.checkpoint.as_deref(), &run_key(a))
+///
+/// Returns the lock of the `--checkpoint` file (`FILE.lock` beside it),
+/// held for the run: two runs replacing one checkpoint would each lose
+/// the other's.
+fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<Option<FolderLock>> {
+    let lock = match &a.checkpoint {
+        Some(path) => Some(FolderLock::beside(path).map_err(|e| {
+            match e {
+                LockError::Held { holder } => anyhow::anyhow!(
+                    "another run writes the checkpoint {}{}; give this one another --checkpoint",
+                    path.display(),
+                    holder.map_or(String::new(), |p| format!(" (process {p})"))
+                ),
+                LockError::Io(e) => anyhow::Error::new(e)
+                    .context(format!("cannot write the checkpoint {}", path.display())),
+            }
+        })?),
+        None => None,
+    };
+    cluster_ckpt::check(a.resume.as_deref(), a.checkpoint.as_deref(), &run_key(a))?;
+    Ok(lock)
 }
 
 fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {

@@ -690,3 +690,36 @@ fn counts_out_of_range_are_named_and_fail_before_anything_starts() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_checkpoint_file_another_run_writes_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("run.ck");
+    let held = statepipe_sys::lock::FolderLock::beside(&ck).unwrap();
+    let pf = |ck: &std::path::Path| {
+        Command::new(EXE)
+            .args(["pf", "--engine", "in-process", "--checkpoint"])
+            .arg(ck)
+            .output()
+            .unwrap()
+    };
+    let out = pf(&ck);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exited 0: {err}");
+    let named = format!(
+        "another run writes the checkpoint {} (process {})",
+        ck.display(),
+        std::process::id()
+    );
+    assert!(err.contains(&named), "{err}");
+    assert!(!ck.exists(), "the refused run wrote the checkpoint");
+    // Once the other run is over, the file is free.
+    drop(held);
+    let out = pf(&ck);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ck.exists());
+}

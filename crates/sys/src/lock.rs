@@ -71,7 +71,24 @@ impl FolderLock {
     /// of this one) holds it; [`LockError::Io`] if the file cannot be
     /// opened or locked.
     pub fn take(dir: &Path) -> Result<FolderLock, LockError> {
-        let path = dir.join(LOCK_FILE);
+        Self::lock(&dir.join(LOCK_FILE))
+    }
+
+    /// Takes the lock of the single file `path` (which need not exist):
+    /// `NAME.lock` beside it, for a file that one process at a time
+    /// writes (a checkpoint replaced now and then).
+    ///
+    /// # Errors
+    ///
+    /// As [`FolderLock::take`].
+    pub fn beside(path: &Path) -> Result<FolderLock, LockError> {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        Self::lock(&path.with_file_name(name))
+    }
+
+    fn lock(path: &Path) -> Result<FolderLock, LockError> {
+        let path = path.to_path_buf();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
