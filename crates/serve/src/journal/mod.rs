@@ -46,7 +46,9 @@
 //! that starts a commit follows it, the damage is in an earlier commit
 //! than the last: recovery refuses ([`Corrupt`]), naming the offset. Else
 //! it is the last commit, torn by a crash (never acknowledged) or damaged,
-//! and it is cut. A damaged header, with records after it, refuses too.
+//! and it is cut. A damaged header, with records after it, refuses too,
+//! as does a segment with neither a header nor one record that reads
+//! (cutting it could drop acknowledged records whose salt was lost).
 
 mod record;
 mod segment;
@@ -62,14 +64,16 @@ use record::{decode_marked, key_behind_damaged_magic, read_header, Header};
 pub use segment::{segment_name, segments, sync_dir};
 pub use writer::{CommitError, Start, Writer};
 
-/// Damage in the middle of a journal: a bad record followed by a good one.
+/// Damage in the middle of a journal: a bad record followed by a good one,
+/// or a segment header damaged with bytes after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Corrupt {
     /// Where the bad record starts.
     pub offset: u64,
     /// Why it is bad.
     pub reason: &'static str,
-    /// Where the next valid record starts.
+    /// Where the next valid record starts (for a damaged header, where the
+    /// records would start).
     pub next_valid: u64,
 }
 
@@ -117,14 +121,19 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
         }
         Header::Missing => {
             if bytes.iter().any(|&b| b != 0) && bytes.len() >= SEGMENT_HEADER {
-                // Zeros where the header was, and bytes after: a segment of
-                // the first format whose first commit was torn, or damage.
-                Format::V1
-            } else {
-                return Ok(headerless(bytes, "a segment header cut short"));
+                // Zeros where the header was, and bytes after: a header
+                // lost to damage (its records unreadable without its salt),
+                // or a segment of the first format whose first commit was
+                // torn. Which cannot be told, so nothing is cut.
+                return Err(damaged_header(
+                    bytes,
+                    "zeros where the segment header belongs, and bytes after them",
+                ));
             }
+            return Ok(headerless(bytes, "a segment header cut short"));
         }
     };
+
     let mut records = Vec::new();
     let mut at = format.start();
     while at < bytes.len() {
@@ -141,6 +150,16 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, Corrupt> {
                         reason,
                         next_valid: next_valid as u64,
                     });
+                }
+                if format == Format::V1 && records.is_empty() && used > at {
+                    // No header and not one record: a segment of the first
+                    // format whose only commit was torn, or one of this
+                    // format whose header and first records were damaged.
+                    // Which cannot be told, so nothing is cut.
+                    return Err(damaged_header(
+                        bytes,
+                        "no segment header, and no record where one should start",
+                    ));
                 }
                 return Ok(Scan {
                     format: Some(format),

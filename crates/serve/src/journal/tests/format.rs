@@ -74,6 +74,15 @@ fn a_damaged_header_refuses_or_holds_nothing() {
         let err = scan(&b).unwrap_err();
         assert_eq!((err.offset, err.next_valid), (0, H as u64), "byte {at}");
     }
+    // The header and the first record lost together (a sector zeroed or
+    // overwritten): refused, not cut, though no salt is left to read the
+    // records after it by.
+    for fill in [0u8, 0x5a] {
+        let mut b = bytes.clone();
+        b[..H + 20].fill(fill);
+        let err = scan(&b).unwrap_err();
+        assert_eq!(err.offset, 0, "filled with {fill:#x}: {err:?}");
+    }
     // A header and zeros (a fresh segment), damaged: it holds nothing.
     let mut fresh = segment_header(KEY()).to_vec();
     fresh.resize(4096, 0);
