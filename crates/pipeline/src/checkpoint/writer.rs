@@ -52,8 +52,9 @@ pub(crate) struct Setup {
     pub(crate) spares: Arc<Mutex<HashMap<String, Copied>>>,
     /// Whether older checkpoints stay when one completes.
     pub(crate) keep_older: bool,
-    /// The root's lock: one writer at a time, held while the thread runs.
-    pub(crate) _lock: statepipe_sys::lock::FolderLock,
+    /// The root's lock: one writer at a time, held while the thread runs
+    /// (`None` for a distributed pipeline's part).
+    pub(crate) _lock: Option<statepipe_sys::lock::FolderLock>,
 }
 
 /// One checkpoint being written.

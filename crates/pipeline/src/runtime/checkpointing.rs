@@ -242,13 +242,16 @@ pub(crate) fn start(
             })
         };
         std::fs::create_dir_all(root).map_err(io)?;
-        let lock = FolderLock::take(root).map_err(|e| match e {
-            LockError::Held { holder } => DeployError::Checkpoint(CheckpointError::InUse {
-                dir: root.display().to_string(),
-                holder,
-            }),
-            LockError::Io(e) => io(e),
-        })?;
+        let lock = match config.lock_checkpoint_dir {
+            true => Some(FolderLock::take(root).map_err(|e| match e {
+                LockError::Held { holder } => DeployError::Checkpoint(CheckpointError::InUse {
+                    dir: root.display().to_string(),
+                    holder,
+                }),
+                LockError::Io(e) => io(e),
+            })?),
+            false => None,
+        };
         let setup = Setup {
             root: root.clone(),
             stages: prepared.stages.len(),

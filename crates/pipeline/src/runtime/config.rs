@@ -56,6 +56,11 @@ pub struct Config {
     /// Keep the older checkpoints when a new one completes (a distributed
     /// pipeline's member: its coordinator says when they may go).
     pub(crate) keep_older_checkpoints: bool,
+    /// Hold the checkpoint folder's lock while deployed (not for a
+    /// distributed pipeline's part, whose folder its coordinator's epochs
+    /// pass from member to member: a member declared lost may live on, cut
+    /// off, holding it).
+    pub(crate) lock_checkpoint_dir: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +95,7 @@ impl Config {
             checkpoint_every: None,
             restore: None,
             keep_older_checkpoints: false,
+            lock_checkpoint_dir: true,
         }
     }
 
