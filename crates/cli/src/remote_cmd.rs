@@ -158,6 +158,10 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
 
 /// `statepipe member`.
 pub fn member(args: MemberArgs) -> anyhow::Result<()> {
+    eprintln!(
+        "member: joining the coordinator at {} (retrying while it starts)",
+        args.connect
+    );
     let m = Member::join(&args.connect, secret()?, &args.listen)?;
     let app: Vec<&str> = m.app().split(' ').collect();
     let [name, iters, parts] = app[..] else {
