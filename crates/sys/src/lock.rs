@@ -1,5 +1,6 @@
-//! A folder one process at a time: an exclusive `flock` on a `LOCK` file
-//! in it, which holds the holder's process id.
+//! A folder (or a file) one process at a time: an exclusive `flock` on a
+//! `LOCK` file in the folder (or on `NAME.lock` beside the file), which
+//! holds the holder's process id.
 //!
 //! The kernel releases the lock when the process ends, however it ends (a
 //! `SIGKILL`, a crash, the machine's restart), so a lock is never left
@@ -88,18 +89,17 @@ impl FolderLock {
     }
 
     fn lock(path: &Path) -> Result<FolderLock, LockError> {
-        let path = path.to_path_buf();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
+            .open(path)
             .map_err(LockError::Io)?;
         let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(file) => file,
             Err((_, Errno::EWOULDBLOCK)) => {
-                let holder = fs::read_to_string(&path)
+                let holder = fs::read_to_string(path)
                     .ok()
                     .and_then(|s| s.trim().parse().ok());
                 return Err(LockError::Held { holder });
