@@ -197,25 +197,35 @@ fn every_acknowledged_write_survives_sigkill() {
     );
 }
 
-#[test]
-fn sigterm_drains_and_exits_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let (child, addr) = start(dir.path(), 1);
-    let mut s = TcpStream::connect(addr).unwrap();
+/// A connection to `addr` whose reads give up after 10 s.
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let body = r#"{"name":"kept","price":3}"#;
+    s
+}
+
+/// `POST /item` with `body` on `s`: the status, or `None` once the server
+/// is gone.
+fn post(s: &mut TcpStream, body: &str) -> Option<u16> {
     let raw = format!(
         "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    assert_eq!(request(&mut s, raw.as_bytes()).map(|r| r.0), Some(201));
+    request(s, raw.as_bytes()).map(|r| r.0)
+}
+
+#[test]
+fn sigterm_drains_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = start(dir.path(), 1);
+    let mut s = connect(addr);
+    assert_eq!(post(&mut s, r#"{"name":"kept","price":3}"#), Some(201));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "exit status {:?}", out.status);
     let (mut child, addr) = start(dir.path(), 1);
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut s = connect(addr);
     let (status, got) = request(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n").unwrap();
     assert_eq!(
         (status, got.as_str()),
@@ -243,20 +253,13 @@ fn a_second_server_on_the_same_data_is_refused_naming_the_first() {
         first.id()
     );
     assert!(err.contains(&named), "stderr: {err}");
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let body = r#"{"name":"still","price":1}"#;
-    let raw = format!(
-        "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    assert_eq!(request(&mut s, raw.as_bytes()).map(|r| r.0), Some(201));
+    let mut s = connect(addr);
+    assert_eq!(post(&mut s, r#"{"name":"still","price":1}"#), Some(201));
     // A killed holder leaves no lock behind.
     first.kill().unwrap();
     first.wait().unwrap();
     let (mut again, addr) = start(dir.path(), 1);
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut s = connect(addr);
     let (status, got) = request(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n").unwrap();
     assert_eq!(
         (status, got.as_str()),
