@@ -131,16 +131,16 @@ fn a_distributed_run_ends_with_the_one_process_digest() {
 
 #[test]
 fn a_killed_member_is_recovered_from_the_last_checkpoint() {
-    // The laundry sleeps 20 ms per item and stage: long enough to kill a
-    // member in the middle, whatever this machine's speed.
-    let want = one_process("laundry", "80");
+    // A million counted items: long enough for checkpoints to be
+    // committed in the middle of the run, whatever this machine's speed.
+    let want = one_process("counts", "1000000");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     let (c, addr, rest) = coordinator(
-        "laundry",
-        "80",
+        "counts",
+        "1000000",
         "2",
-        &["--checkpoint-dir", d, "--checkpoint-every", "0.1"],
+        &["--checkpoint-dir", d, "--checkpoint-every", "0.05"],
     );
     let a = member(&addr, SECRET);
     let mut b = member(&addr, SECRET);
@@ -153,6 +153,14 @@ fn a_killed_member_is_recovered_from_the_last_checkpoint() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("restored after member"), "{stdout}");
     assert_eq!(digest(&stdout), want, "{stdout}");
+    // Every output reached the coordinator's sink once, as in one process.
+    let outputs = |s: &str| s.split(" outputs").next().map(str::to_string);
+    let delivered = stdout.lines().find(|l| l.contains(" outputs from "));
+    assert_eq!(
+        delivered.and_then(outputs),
+        outputs(want.trim_start_matches("digest: ")),
+        "{stdout}"
+    );
     assert!(a.wait_with_output().unwrap().status.success());
 }
 

@@ -188,3 +188,113 @@ fn a_member_with_a_wrong_secret_is_refused() {
     let e = t.join().unwrap().unwrap_err();
     assert!(e.to_string().contains("STATEPIPE_SECRET"), "{e}");
 }
+
+/// A forwarder from a port of its own to `to`, whose connections
+/// [`Cut::cut`] closes: to lose a member (its control connection) while
+/// its thread lives on.
+struct Cut {
+    addr: String,
+    conns: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Cut {
+    fn to(to: String) -> Cut {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&conns);
+        std::thread::spawn(move || {
+            for a in l.incoming() {
+                let Ok(a) = a else { return };
+                let Ok(b) = std::net::TcpStream::connect(&to) else {
+                    return;
+                };
+                let mut kept = kept.lock().unwrap();
+                kept.extend([a.try_clone().unwrap(), b.try_clone().unwrap()]);
+                for (mut from, mut into) in
+                    [(a.try_clone().unwrap(), b.try_clone().unwrap()), (b, a)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Cut { addr, conns }
+    }
+
+    fn cut(&self) {
+        for c in self.conns.lock().unwrap().iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+#[test]
+fn a_member_lost_while_the_sink_lags_loses_no_output() {
+    // The sink takes 5 ms an output, so that the parts run far ahead of it
+    // and checkpoints are durable on every part long before the sink has
+    // the outputs before them. Once one is committed, a member is lost;
+    // every output must still reach the sink once.
+    let got = watchdog(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = Secret::random();
+        let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "lagging sink").unwrap();
+        let addr = co.local_addr().to_string();
+        let parts = || {
+            Parts::new(|| Pipeline::map("double", |x: i64| x * 2))
+                .then(|| Pipeline::map("next", |x: i64| x + 1))
+        };
+        let cut = Cut::to(addr.clone());
+        let members: Vec<_> = [addr, cut.addr.clone()]
+            .into_iter()
+            .map(|to| {
+                let secret = secret.clone();
+                std::thread::spawn(move || {
+                    let m = Member::join(&to, secret, "127.0.0.1:0")?;
+                    m.run(&parts(), &Config::new().workers(1).pin(false))
+                })
+            })
+            .collect();
+        let outputs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&outputs);
+        let config = RemoteConfig::new()
+            .members(2)
+            .checkpoint_dir(dir.path())
+            .checkpoint_every(std::time::Duration::from_millis(10));
+        let committed = dir.path().join("COORDINATOR");
+        let run = std::thread::spawn(move || {
+            co.run(
+                &parts(),
+                &config,
+                // Inputs over about 40 ms, so that barriers fall among
+                // them.
+                |from| {
+                    (from as i64..400)
+                        .inspect(|_| std::thread::sleep(std::time::Duration::from_micros(100)))
+                },
+                move |seq, x| {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    sink.lock().unwrap().push((seq, x));
+                },
+            )
+        });
+        while !committed.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        cut.cut();
+        let run = run.join().unwrap().unwrap();
+        assert_eq!(run.restores.len(), 1, "{:?}", run.restores);
+        let mut members = members.into_iter();
+        // The member that was not cut off ends well; the other says it
+        // lost its coordinator.
+        members.next().unwrap().join().unwrap().unwrap();
+        assert!(members.next().unwrap().join().unwrap().is_err());
+        let out = outputs.lock().unwrap().clone();
+        out
+    });
+    let want: Vec<(u64, i64)> = (0..400).map(|x| (x as u64, x * 2 + 1)).collect();
+    assert_eq!(got.len(), want.len(), "outputs delivered");
+    assert_eq!(got, want);
+}

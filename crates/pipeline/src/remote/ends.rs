@@ -25,7 +25,13 @@ pub(crate) struct Dedup<O> {
 }
 
 pub(crate) type Positions = Arc<Mutex<HashMap<u64, (u64, Instant)>>>;
-/// Sends the inputs from `position`, a barrier every `every`. With
+
+/// The periodic barriers that may be on their way to the sink at once: a
+/// due one waits while this many have not reached it.
+const MAX_UNSEEN: u64 = 2;
+
+/// Sends the inputs from `position`, a barrier every `every` (or later,
+/// while [`MAX_UNSEEN`] have not reached the output). With
 /// barriers, the end goes only once a barrier sent after the last input
 /// reached the output (`seen`): the parts still draining go on taking
 /// checkpoints until then.
@@ -43,6 +49,13 @@ pub(crate) fn feed<I: Wire>(
     // The inputs come through a bounded channel from a thread of their
     // own, so that when they are slow to come the batch goes at once.
     let (items, from) = crossbeam_channel::bounded::<I>(4096);
+    let first = next_id.max(1);
+    // Barriers sent before `next` that the output has not passed yet.
+    // Relaxed: only the number matters; the output's edge is what
+    // carries the items.
+    let unseen = |next: u64| {
+        (next - first).saturating_sub(seen.load(Ordering::Relaxed).saturating_sub(first - 1))
+    };
     std::thread::scope(|scope| {
         scope.spawn(move || {
             for x in inputs(position) {
@@ -69,13 +82,18 @@ pub(crate) fn feed<I: Wire>(
                 Err(crossbeam_channel::TryRecvError::Disconnected) => break,
             };
             n = n.wrapping_add(1);
-            // The clock is read every 64 items, and after every wait.
-            if idle || n % 64 == 0 {
+            // The clock is read every 64 items, after every wait for an
+            // input, and before every wait for credits (a slow pipeline
+            // gets its barriers on time too).
+            if idle || n % 64 == 0 || !tx.has_credit() {
                 if stop.load(Ordering::Relaxed) {
                     return Err("stopped".to_string());
                 }
                 if let (Some(d), Some(e)) = (due, every) {
-                    if Instant::now() >= d {
+                    // A barrier is committed once the sink has passed it:
+                    // with a slow sink, more in flight would only be
+                    // checkpoint folders waiting on disk.
+                    if Instant::now() >= d && unseen(next_id) < MAX_UNSEEN {
                         positions
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -108,7 +126,7 @@ pub(crate) fn feed<I: Wire>(
                 if stop.load(Ordering::Relaxed) {
                     return Err("stopped".to_string());
                 }
-                if Instant::now() >= due {
+                if Instant::now() >= due && unseen(next_id) < MAX_UNSEEN {
                     barrier(next_id, &mut tx)?;
                     next_id += 1;
                     due = Instant::now() + e;
@@ -133,6 +151,7 @@ pub(crate) fn receive<O: Wire>(
     stats: Arc<super::edge::EdgeStats>,
     sink: &Mutex<Dedup<O>>,
     seen: &AtomicU64,
+    passed: &dyn Fn(u64),
 ) -> Result<(), String> {
     let mut ss = Vec::new();
     for slot in 0..inputs {
@@ -151,9 +170,19 @@ pub(crate) fn receive<O: Wire>(
         .run(|a| {
             match a {
                 Arrival::Barrier(id) => {
+                    // Every output before the barrier is in the sink: the
+                    // checkpoint may now be committed (a restore from it
+                    // replays none of them, so none may still be on the
+                    // way).
                     seen.fetch_max(id, Ordering::Relaxed);
+                    passed(id);
                 }
                 Arrival::Item(seq, x) => {
+                    // A stopped attempt delivers no more: what it holds is
+                    // replayed from the committed checkpoint.
+                    if stop.load(Ordering::Relaxed) {
+                        return Err(WireError::Malformed("stopped".into()));
+                    }
                     let idx = match current {
                         Some((s, i)) if s == seq => i + 1,
                         _ => 0,

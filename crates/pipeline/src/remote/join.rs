@@ -40,6 +40,9 @@ pub(crate) enum Ev {
     Lost(u32, String),
     Source(u64, Result<(), String>),
     Sink(u64, Result<(), String>),
+    /// Attempt `.0`'s output edge has delivered every output before
+    /// barrier `.1` to the sink.
+    Seen(u64, u64),
 }
 
 /// Authenticates a member, checks its build, then reads its messages.

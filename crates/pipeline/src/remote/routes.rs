@@ -3,7 +3,7 @@
 //! under its attempt and part until that part's thread takes it.
 
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 use statepipe_sys::auth::Secret;
 
 use super::wire::{self, Msg, Target};
+
+/// The longest one try at connecting to a peer and reading its challenge
+/// takes before [`connect`] looks at its deadline and `stop` again.
+const HANDSHAKE_STEP: Duration = Duration::from_secs(1);
 
 /// Connections that arrived, by (attempt, part).
 #[derive(Default)]
@@ -118,10 +122,44 @@ pub(crate) fn connect(
     let deadline = Instant::now() + timeout;
     let addr = to.addr.as_str();
     loop {
-        match TcpStream::connect(addr) {
+        // A peer whose host is gone (no answer to the connect), or that is
+        // stopped or hung (the kernel accepts for it, and the challenge
+        // never comes), is given a step at a time, so that `stop` and
+        // the deadline are seen: without these bounds the thread would
+        // wait on it for as long as it stays that way.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let step = left.clamp(Duration::from_millis(1), HANDSHAKE_STEP);
+        let connected = addr
+            .to_socket_addrs()
+            .and_then(|mut a| {
+                a.next()
+                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address"))
+            })
+            .and_then(|a| TcpStream::connect_timeout(&a, step));
+        match connected {
             Ok(mut s) => {
                 let mut buf = Vec::new();
-                wire::answer(&mut s, secret, &mut buf).map_err(|e| format!("{addr}: {e}"))?;
+                s.set_read_timeout(Some(step))
+                    .map_err(|e| format!("{addr}: {e}"))?;
+                match wire::answer(&mut s, secret, &mut buf) {
+                    Ok(()) => {}
+                    Err(wire::WireError::Io(e))
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
+                            return Err(format!(
+                                "{addr}: no challenge from the peer within {timeout:?}"
+                            ));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(format!("{addr}: {e}")),
+                }
+                s.set_read_timeout(None)
+                    .map_err(|e| format!("{addr}: {e}"))?;
                 wire::write_msg(
                     &mut s,
                     &Msg::Hello {

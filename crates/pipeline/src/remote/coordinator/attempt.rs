@@ -2,7 +2,7 @@
 //! and the output collected until the run ends, a member is lost or a part
 //! fails; then everything of the attempt stopped.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -85,6 +85,12 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         let ends = self.start_ends(epoch, p as u32, sink_inputs, first, restore, position)?;
         let mut states: HashMap<u32, Vec<EncodedState>> = HashMap::new();
         let mut checkpointed: HashMap<u64, usize> = HashMap::new();
+        // Checkpoints every part has, not yet committed, and the last
+        // barrier the sink has passed: a checkpoint is committed once
+        // both hold, so that every output before it has been delivered
+        // (a restore from it replays none of them).
+        let mut durable: BTreeSet<u64> = BTreeSet::new();
+        let mut passed = 0u64;
         let (mut source_done, mut sink_done) = (false, false);
         let cause = loop {
             if source_done && sink_done && states.len() == p {
@@ -93,9 +99,14 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 }
                 return Ok(Ok(states));
             }
-            if let Some((n, why)) = self.check_silence() {
-                if place.contains(&n) {
-                    break Cause::Lost(n, why, parts_on(&place, n));
+            // Only with no message waiting: a heartbeat queued while a
+            // commit was being written (on a slow shared disk, say) is no
+            // silence.
+            if self.rx.is_empty() {
+                if let Some((n, why)) = self.check_silence() {
+                    if place.contains(&n) {
+                        break Cause::Lost(n, why, parts_on(&place, n));
+                    }
                 }
             }
             let ev = match self.rx.recv_timeout(Duration::from_millis(50)) {
@@ -107,13 +118,17 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 Some(Ev::Lost(n, why)) if place.contains(&n) => {
                     break Cause::Lost(n, why, parts_on(&place, n));
                 }
-                Some(Ev::Msg(n, Msg::Checkpointed { epoch: e, id, .. })) if e == epoch => {
+                Some(Ev::Msg(_, Msg::Checkpointed { epoch: e, id, .. })) if e == epoch => {
                     let c = checkpointed.entry(id).or_insert(0);
                     *c += 1;
                     if *c == p {
-                        self.commit(id, p)?;
+                        durable.insert(id);
+                        self.commit_passed(&mut durable, passed, p)?;
                     }
-                    let _ = n;
+                }
+                Some(Ev::Seen(e, id)) if e == epoch => {
+                    passed = passed.max(id);
+                    self.commit_passed(&mut durable, passed, p)?;
                 }
                 Some(Ev::Msg(
                     _,
@@ -222,6 +237,25 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         cause
     }
 
+    /// Commits the newest of the `durable` checkpoints whose barrier the
+    /// sink has `passed`; those older than it are passed over.
+    fn commit_passed(
+        &mut self,
+        durable: &mut BTreeSet<u64>,
+        passed: u64,
+        parts: usize,
+    ) -> Result<(), RemoteError> {
+        let Some(&id) = durable.range(..=passed).next_back() else {
+            return Ok(());
+        };
+        *durable = durable.split_off(&(id + 1));
+        self.positions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&k, _| k >= id);
+        self.commit(id, parts)
+    }
+
     fn sink_addr(&self, last: u32) -> String {
         let port = self.co.data.local_addr().map_or(0, |a| a.port());
         // The address the last part's member reached the coordinator at.
@@ -274,8 +308,12 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 std::thread::Builder::new()
                     .name("coordinator-sink".into())
                     .spawn(move || {
+                        let passed = |id| {
+                            let _ = tx.send(Ev::Seen(epoch, id));
+                        };
                         let r = receive(
                             &routes, epoch, last, inputs, &stop, &streams, stats, &sink, &seen,
+                            &passed,
                         );
                         let _ = tx.send(Ev::Sink(epoch, r));
                     })
