@@ -2,7 +2,9 @@
 //! concurrent writes, then restarted on the same data: every acknowledged
 //! item is there with its exact body, ids are unique, and what the
 //! restarted server serves equals a replay of the data directory. A second
-//! server on the same data directory is refused while the first lives.
+//! server on the same data directory is refused while the first lives. A
+//! client that pipelines reads and never reads the answers costs the
+//! server bounded memory.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,6 +20,11 @@ const WRITERS: usize = 3;
 /// Starts the server on `data`, with zero-filled journal segments of
 /// `segment_mib` MiB (0: appended ones).
 fn start(data: &std::path::Path, segment_mib: u32) -> (Child, SocketAddr) {
+    start_with(data, segment_mib, &[])
+}
+
+/// [`start`] with `extra` arguments.
+fn start_with(data: &std::path::Path, segment_mib: u32, extra: &[&str]) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_statepipe"))
         .args([
             "serve",
@@ -30,6 +37,7 @@ fn start(data: &std::path::Path, segment_mib: u32) -> (Child, SocketAddr) {
             "--data",
         ])
         .arg(data)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -267,4 +275,58 @@ fn a_second_server_on_the_same_data_is_refused_naming_the_first() {
     );
     again.kill().unwrap();
     again.wait().unwrap();
+}
+
+/// The server's resident memory, in KiB.
+fn rss_kib(child: &Child) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_costs_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = start_with(dir.path(), 1, &["--io-threads", "1"]);
+    // Killed however the test ends (a failed assertion included).
+    struct Server(Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Server(child);
+    let child = &child.0;
+    let mut s = connect(addr);
+    let name = "n".repeat(512 * 1024);
+    let item = format!(r#"{{"name":"{name}","price":1}}"#);
+    assert_eq!(post(&mut s, &item), Some(201));
+    let before = rss_kib(child);
+    // 300 reads of a 512 KiB item in one stream, and none of the
+    // answers read: 150 MB of answers if the server made them all.
+    const READS: usize = 300;
+    s.write_all(&b"GET /item/1 HTTP/1.1\r\n\r\n".repeat(READS))
+        .unwrap();
+    // An answer on another connection of the same I/O thread: the stream
+    // above has been taken in by then.
+    let mut other = connect(addr);
+    assert_eq!(
+        request(&mut other, b"GET /health HTTP/1.1\r\n\r\n").map(|r| r.0),
+        Some(200)
+    );
+    let grown = rss_kib(child).saturating_sub(before);
+    assert!(
+        grown < 64 * 1024,
+        "the server grew by {grown} KiB for a client that reads nothing"
+    );
+    // Once the client reads, every answer comes, in order.
+    let want = format!(r#"{{"id":1,"name":"{name}","price":1.0}}"#);
+    for i in 0..READS {
+        let (status, body) = request(&mut s, b"").unwrap_or_else(|| panic!("answer {i}"));
+        assert!(status == 200 && body == want, "answer {i}: {status}");
+    }
 }

@@ -29,6 +29,10 @@ pub const WAKER: Token = Token(1);
 const FIRST_CONN: usize = 2;
 /// Unread bytes a connection may hold while its request is on the ring.
 const MAX_BUFFERED: usize = http::MAX_HEADER_BYTES + http::MAX_BODY_BYTES + 4096;
+/// The most bytes of answers a connection may have waiting to be sent
+/// before it answers no more of its pipelined requests (about one
+/// largest answer: a page of items).
+const MAX_UNSENT: usize = 1 << 20;
 /// The most one `recv` reads.
 const READ_CHUNK: usize = 16 * 1024;
 /// How long shutdown waits for in-flight requests.
@@ -190,7 +194,7 @@ impl<W: WaitStrategy> IoThread<W> {
                             if event.is_readable() || event.is_read_closed() {
                                 fill(conn, &mut chunk);
                             }
-                            self.process(slot, conn);
+                            self.process(slot, conn, &mut chunk);
                         }
                         self.maybe_close(&mut conns, &mut free, slot);
                     }
@@ -209,10 +213,7 @@ impl<W: WaitStrategy> IoThread<W> {
                 }
                 let label = conn.in_flight.take().unwrap_or("other");
                 self.respond(conn, label, response);
-                if conn.capped {
-                    fill(conn, &mut chunk);
-                }
-                self.process(slot, conn);
+                self.process(slot, conn, &mut chunk);
                 self.maybe_close(&mut conns, &mut free, slot);
             }
             let now = Instant::now();
@@ -343,19 +344,54 @@ impl<W: WaitStrategy> IoThread<W> {
     }
 
     /// Answers or publishes whatever whole requests `conn` has, one at a
-    /// time (a connection has at most one request on the ring), then writes.
-    fn process(&mut self, slot: usize, conn: &mut Conn) {
-        while conn.in_flight.is_none() && !conn.close_after && !conn.inbuf.is_empty() {
+    /// time (a connection has at most one request on the ring), then
+    /// writes; while the answers waiting to be sent are fewer than
+    /// [`MAX_UNSENT`] bytes, and reading on where the last read stopped
+    /// at [`MAX_BUFFERED`] (the socket raises no new event for bytes it
+    /// already held).
+    fn process(&mut self, slot: usize, conn: &mut Conn, chunk: &mut [u8]) {
+        loop {
+            let before = (conn.inbuf.len(), conn.out.len());
+            self.answer(slot, conn);
+            flush(conn);
+            let idle = conn.in_flight.is_none() && !conn.close_after;
+            if idle && conn.capped && conn.inbuf.len() < MAX_BUFFERED {
+                fill(conn, chunk);
+            }
+            // Again only if something moved: a request still incomplete,
+            // or answers the socket does not take yet, wait for an event.
+            if (conn.inbuf.len(), conn.out.len()) == before
+                || !idle
+                || conn.inbuf.is_empty()
+                || conn.out.len() >= MAX_UNSENT
+            {
+                break;
+            }
+        }
+    }
+
+    /// Answers or publishes the whole requests at the front of
+    /// `conn.inbuf`, until one goes on the ring, the connection is to
+    /// close, or [`MAX_UNSENT`] bytes of answers wait to be sent (a
+    /// client that pipelines reads and never reads the answers holds no
+    /// more than that); removes them from `inbuf` at once, at the end.
+    fn answer(&mut self, slot: usize, conn: &mut Conn) {
+        let mut used = 0;
+        while conn.in_flight.is_none()
+            && !conn.close_after
+            && used < conn.inbuf.len()
+            && conn.out.len() < MAX_UNSENT
+        {
             conn.since.get_or_insert_with(Instant::now);
-            match http::parse(&conn.inbuf) {
+            match http::parse(&conn.inbuf[used..]) {
                 Parsed::Incomplete => break,
                 Parsed::Reject(mut response) => {
                     response.close = true;
-                    conn.inbuf.clear();
+                    used = conn.inbuf.len();
                     self.respond(conn, "other", response);
                 }
                 Parsed::Answer { consumed, response } => {
-                    conn.inbuf.drain(..consumed);
+                    used += consumed;
                     self.respond(conn, "other", response);
                 }
                 Parsed::Request {
@@ -364,7 +400,7 @@ impl<W: WaitStrategy> IoThread<W> {
                     close,
                     head,
                 } => {
-                    conn.inbuf.drain(..consumed);
+                    used += consumed;
                     conn.close_after |= close;
                     let label = route.label();
                     // Reads are answered here; a `HEAD` gets the same
@@ -394,14 +430,14 @@ impl<W: WaitStrategy> IoThread<W> {
                     }
                 }
             }
-            if conn.inbuf.is_empty() {
+            if used == conn.inbuf.len() {
                 conn.since = None;
             } else if conn.in_flight.is_none() {
                 // Pipelined bytes: their own clock starts now.
                 conn.since = Some(Instant::now());
             }
         }
-        flush(conn);
+        conn.inbuf.drain(..used);
     }
 
     /// Puts an admitted write on the ring, or answers it at once if the

@@ -126,13 +126,19 @@ impl Reader {
         let Some(items) = self.0.enter() else {
             return stopping();
         };
-        let page: Vec<_> = items
-            .0
-            .range(after.saturating_add(1)..)
-            .take(limit)
-            .map(|(id, item)| ItemOut::new(*id, item))
-            .collect();
-        let next_after = if page.len() == limit {
+        let (mut page, mut bytes, mut cut) = (Vec::new(), 0, false);
+        for (id, item) in items.0.range(after.saturating_add(1)..).take(limit) {
+            // A page's answer is held whole in memory: it stops at about
+            // PAGE_BYTES, however large the items (one at least).
+            let size = item.name.len() + 64;
+            if !page.is_empty() && bytes + size > PAGE_BYTES {
+                cut = true;
+                break;
+            }
+            bytes += size;
+            page.push(ItemOut::new(*id, item));
+        }
+        let next_after = if page.len() == limit || cut {
             page.last().map(|i| i.id)
         } else {
             None
@@ -146,6 +152,9 @@ impl Reader {
         )
     }
 }
+
+/// About the most bytes of items one page of `GET /item` holds.
+const PAGE_BYTES: usize = 1 << 20;
 
 /// The view is gone only once `apply` stopped: the service is stopping.
 fn stopping() -> Response {

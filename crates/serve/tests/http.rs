@@ -1,6 +1,6 @@
 //! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
 //! the header and idle timeouts, pipelined requests past the read cap and
-//! a half-close, snapshots spaced by the store's growth, restarts that
+//! a half-close, pages held to about a mebibyte, snapshots spaced by the store's growth, restarts that
 //! keep the items, and connections shared out evenly over the I/O threads.
 
 use std::io::{Read, Write};
@@ -414,6 +414,65 @@ fn pipelined_writes_past_the_read_cap_and_a_half_close_are_all_answered() {
     assert!(
         closed(&mut s),
         "the server kept a half-closed connection open"
+    );
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn pipelined_reads_past_the_read_cap_are_all_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    // 400 reads of ~4 kB each in one stream (1.6 MB, more than the server
+    // reads ahead), every one answered at once, none through the ring:
+    // the server must read on by itself where its reads stopped.
+    let pad = "p".repeat(4 * 1024);
+    let raw = format!("GET /health HTTP/1.1\r\nX-Pad: {pad}\r\n\r\n").repeat(400);
+    let mut s = connect(addr);
+    let mut w = s.try_clone().unwrap();
+    let writer = thread::spawn(move || w.write_all(raw.as_bytes()).unwrap());
+    for i in 0..400 {
+        let (status, _, _) = read_response(&mut s);
+        assert_eq!(status, 200, "answer {i}");
+    }
+    writer.join().unwrap();
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn a_page_of_large_items_stops_at_about_a_mebibyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    let mut s = connect(addr);
+    let name = "n".repeat(300 * 1024);
+    let body = format!(r#"{{"name":"{name}","price":1}}"#);
+    let post = format!(
+        "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    for _ in 0..10 {
+        assert_eq!(exchange(&mut s, post.as_bytes()).0, 201);
+    }
+    // Three items of 300 KiB make a page; the next page goes on after it.
+    let (status, _, page) = exchange(&mut s, b"GET /item?limit=1000 HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 200);
+    assert_eq!(
+        page.matches("\"id\":").count(),
+        3,
+        "{}",
+        &page[page.len() - 40..]
+    );
+    assert!(
+        page.ends_with(r#""next_after":3}"#),
+        "{}",
+        &page[page.len() - 40..]
+    );
+    let (_, _, last) = exchange(&mut s, b"GET /item?after=9&limit=1000 HTTP/1.1\r\n\r\n");
+    assert!(
+        last.ends_with(r#""next_after":null}"#),
+        "{}",
+        &last[last.len() - 40..]
     );
     stop.shutdown();
     t.join().unwrap();
