@@ -104,7 +104,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
         return Parsed::Reject(Response::error(400, "malformed request line"));
     };
     let mut content_length: Option<usize> = None;
-    let mut close = version == 0;
+    let (mut close, mut asked_close) = (version == 0, false);
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             // Digits only (RFC 9112, 6.3: no sign, no list), and the same
@@ -128,14 +128,18 @@ pub fn parse(buf: &[u8]) -> Parsed {
                 "Transfer-Encoding is not supported; send Content-Length",
             ));
         } else if h.name.eq_ignore_ascii_case("connection") {
-            let v = h.value.to_ascii_lowercase();
-            if v == b"close" {
-                close = true;
-            } else if v == b"keep-alive" {
-                close = false;
+            // A list of options (RFC 9110, 7.6.1): `close, TE` closes.
+            for option in h.value.split(|&b| b == b',') {
+                let option = option.trim_ascii();
+                if option.eq_ignore_ascii_case(b"close") {
+                    asked_close = true;
+                } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                    close = false;
+                }
             }
         }
     }
+    let close = close || asked_close;
     let content_length = content_length.unwrap_or(0);
     if content_length > MAX_BODY_BYTES {
         return Parsed::Reject(Response::error(413, "request body over 1 MiB"));
@@ -154,7 +158,10 @@ pub fn parse(buf: &[u8]) -> Parsed {
             head,
         },
         Err(mut response) => {
+            // A HEAD's error gets no body either: a client reads none,
+            // and would take it for the next answer.
             response.close = close;
+            response.head = head;
             Parsed::Answer { consumed, response }
         }
     }
@@ -449,6 +456,23 @@ mod tests {
             }
         ));
         assert_eq!(status_of(b"GET /nope HTTP/1.1\r\n\r\n"), Some(404));
+        // A HEAD's error has no body: the next answer would start inside it.
+        for bad in [&b"HEAD /nope"[..], b"HEAD /item?limit=0", b"HEAD /item/abc"] {
+            let p = parse(&[bad, b" HTTP/1.1\r\n\r\n"].concat());
+            assert!(
+                matches!(&p, Parsed::Answer { response, .. } if response.head),
+                "{p:?}"
+            );
+        }
+        // `Connection` is a list of options.
+        assert!(matches!(
+            parse(b"GET /item/1 HTTP/1.1\r\nConnection: TE, close\r\n\r\n"),
+            Parsed::Request { close: true, .. }
+        ));
+        assert!(matches!(
+            parse(b"GET /item/1 HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"),
+            Parsed::Request { close: false, .. }
+        ));
         assert_eq!(status_of(b"PUT /item HTTP/1.1\r\n\r\n"), Some(405));
         assert_eq!(status_of(b"GET /item?limit=0 HTTP/1.1\r\n\r\n"), Some(400));
         assert_eq!(

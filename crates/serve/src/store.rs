@@ -191,11 +191,19 @@ pub fn encode_snapshot(store: &Store) -> Vec<u8> {
 /// Any I/O error; the old snapshot then stays in place.
 pub fn write_snapshot_bytes(dir: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(SNAPSHOT_TMP);
-    let mut file = File::create(&tmp)?;
-    statepipe_sys::durable::write_paced(&mut file, bytes, SNAPSHOT_PIECE)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, dir.join(SNAPSHOT))?;
+    let written = (|| {
+        let mut file = File::create(&tmp)?;
+        statepipe_sys::durable::write_paced(&mut file, bytes, SNAPSHOT_PIECE)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, dir.join(SNAPSHOT))
+    })();
+    if let Err(e) = written {
+        // A snapshot cut short by a full disk would otherwise hold the
+        // space the journal needs, for good.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     journal::sync_dir(dir)
 }
 
@@ -302,6 +310,14 @@ pub struct Recovered {
 /// [`ServeError::Corrupt`] for damage anywhere but the last segment's tail
 /// (or lsns out of order), [`ServeError::Io`] for I/O errors.
 pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
+    // A snapshot that a crash cut short (the data folder's lock says no
+    // other process is writing one).
+    match fs::remove_file(dir.join(SNAPSHOT_TMP)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(ServeError::io("removing an unfinished snapshot", e))
+        }
+        _ => {}
+    }
     let mut store = read_snapshot(dir)?.unwrap_or_else(Store::new);
     let segments = journal::segments(dir).map_err(|e| ServeError::io("listing the journal", e))?;
     let mut valid_len = 0;
@@ -372,6 +388,24 @@ pub fn recover(dir: &Path) -> Result<Recovered, ServeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_that_fails_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A folder where the snapshot goes: the rename fails.
+        fs::create_dir_all(dir.path().join(SNAPSHOT).join("x")).unwrap();
+        assert!(write_snapshot_bytes(dir.path(), &[7; 4096]).is_err());
+        assert!(!dir.path().join(SNAPSHOT_TMP).exists());
+    }
+
+    #[test]
+    fn recovery_removes_an_unfinished_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(SNAPSHOT_TMP), [1; 100]).unwrap();
+        let r = recover(dir.path()).unwrap();
+        assert_eq!(r.store.items.len(), 0);
+        assert!(!dir.path().join(SNAPSHOT_TMP).exists());
+    }
 
     #[test]
     fn decode_names_the_field() {
