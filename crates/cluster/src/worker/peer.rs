@@ -31,6 +31,15 @@ use crate::wire;
 /// How long a victim waits to connect to and authenticate with a thief.
 const PEER_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a write to a peer may make no progress before the peer is
+/// given up on: a buddy that is stopped (SIGSTOP, a frozen VM) or cut off
+/// keeps its connection open and reads nothing, and a replica larger than
+/// the sockets' buffers would wait on it for as long as it stays so,
+/// holding up the master's round (the worker's heartbeats go on, so
+/// nothing else would end the wait). A live peer's thread reads all the
+/// time, whatever the worker is evolving.
+const PEER_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The most state bytes one `Replica` frame carries (a quarter of the
 /// default frame limit; a larger replica takes several frames).
 const REPLICA_FRAME_BYTES: usize = (DEFAULT_MAX_FRAME as usize) / 4;
@@ -39,6 +48,7 @@ const REPLICA_FRAME_BYTES: usize = (DEFAULT_MAX_FRAME as usize) / 4;
 pub(crate) struct Peers {
     secret: Secret,
     conns: HashMap<String, TcpStream>,
+    write_timeout: Duration,
 }
 
 impl Peers {
@@ -46,6 +56,7 @@ impl Peers {
         Peers {
             secret,
             conns: HashMap::new(),
+            write_timeout: PEER_WRITE_TIMEOUT,
         }
     }
 
@@ -112,6 +123,7 @@ impl Peers {
             msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         wire::write_frame(&mut s, Kind::Auth, &self.secret.answer(&nonce))?;
         s.set_read_timeout(None)?;
+        s.set_write_timeout(Some(self.write_timeout))?;
         Ok(s)
     }
 }
@@ -174,7 +186,12 @@ impl Listener {
                     if stop2.load(Ordering::Acquire) {
                         return;
                     }
-                    let Ok(s) = s else { continue };
+                    let Ok(s) = s else {
+                        // Out of descriptors, say: the error comes back at
+                        // once, and a retry at once would spin.
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
                     let (secret, stores, conn) = (secret.clone(), stores.clone(), conn.clone());
                     let _ = std::thread::Builder::new()
                         .name("statepipe-peer".into())
@@ -267,4 +284,45 @@ fn take_handoffs(
         conn.send(&out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn a_peer_that_reads_nothing_fails_the_replica_instead_of_holding_it() {
+        // A buddy that authenticates and then reads nothing (stopped, or
+        // cut off): 64 MiB of replica fill the sockets' buffers.
+        let secret = Secret::random();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = l.local_addr().unwrap().to_string();
+        let buddy_secret = secret.clone();
+        let buddy = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for s in l.incoming().take(2) {
+                let mut s = s.unwrap();
+                let nonce: [u8; 32] = rand::random();
+                wire::write_frame(&mut s, Kind::Challenge, &nonce).unwrap();
+                let mut buf = Vec::new();
+                wire::expect_frame(&mut s, &mut buf, 64, Kind::Auth).unwrap();
+                assert!(buddy_secret.verify(&nonce, &msg::array32(&buf).unwrap()));
+                held.push(s);
+            }
+            held
+        });
+        let mut peers = Peers::new(secret);
+        peers.write_timeout = Duration::from_millis(200);
+        let state = vec![3u8; 1 << 20];
+        let states: Vec<(StateId, &[u8])> = (0..64).map(|i| (StateId(i), &state[..])).collect();
+        let frames = replica_frames(1, 0, &states);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(peers.send_replica(&to, &frames).is_err()));
+        let failed = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the replica waited on a peer that reads nothing");
+        assert!(failed);
+        drop(buddy);
+    }
 }
