@@ -177,9 +177,9 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Worker(a) => crate::worker_cmd::run(a),
         Command::Master(a) => {
-            // Refuse a wrong checkpoint, or one that cannot be written,
-            // before waiting for anyone.
-            let _lock = check_checkpoints(&a.filter)?;
+            // Refuse a wrong filter or checkpoint before waiting for
+            // anyone.
+            let _lock = check_before_start(&a.filter)?;
             let l = Listener::bind(&a.listen, Secret::from_env()?)
                 .with_context(|| format!("binding {}", a.listen))?;
             eprintln!(
@@ -192,7 +192,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             filter(Where::Workers(joined, Some(l)), &a.filter)
         }
         Command::Pf(a) => {
-            let _lock = check_checkpoints(&a.filter)?;
+            let _lock = check_before_start(&a.filter)?;
             let cpus = statepipe_sys::cpus::usable_cpus();
             let n = a.workers.unwrap_or(cpus.count).max(1);
             match a.workers {
@@ -355,7 +355,33 @@ fn run_key(a: &FilterArgs) -> String {
 /// Returns the lock of the `--checkpoint` file (`FILE.lock` beside it),
 /// held for the run: two runs replacing one checkpoint would each lose
 /// the other's.
-fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<Option<FolderLock>> {
+/// Refuses what the run would fail on only at its end, or after waiting
+/// for its workers: a filter whose particles do not split over its
+/// islands, a `--json` file in no folder, a wrong checkpoint or one that
+/// cannot be written. Holds the checkpoint's lock.
+fn check_before_start(a: &FilterArgs) -> anyhow::Result<Option<FolderLock>> {
+    anyhow::ensure!(
+        a.particles >= a.islands,
+        "--particles {} is fewer than --islands {}: each island needs at least one particle",
+        a.particles,
+        a.islands
+    );
+    anyhow::ensure!(
+        a.particles % a.islands == 0,
+        "--islands {} does not divide --particles {}: give a multiple of it",
+        a.islands,
+        a.particles
+    );
+    if let Some(path) = &a.json {
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(folder) = folder.filter(|f| !f.is_dir()) {
+            anyhow::bail!(
+                "--json {}: there is no folder {}; make it or give another path",
+                path.display(),
+                folder.display()
+            );
+        }
+    }
     let lock = match &a.checkpoint {
         Some(path) => Some(FolderLock::beside(path).map_err(|e| {
             match e {
@@ -375,18 +401,6 @@ fn check_checkpoints(a: &FilterArgs) -> anyhow::Result<Option<FolderLock>> {
 }
 
 fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {
-    anyhow::ensure!(
-        a.particles >= a.islands,
-        "--particles {} is fewer than --islands {}: each island needs at least one particle",
-        a.particles,
-        a.islands
-    );
-    anyhow::ensure!(
-        a.particles % a.islands == 0,
-        "--islands {} does not divide --particles {}: give a multiple of it",
-        a.islands,
-        a.particles
-    );
     let model = Bootstrap(m.clone());
     let resume = match &a.resume {
         Some(path) => {
@@ -638,7 +652,9 @@ fn report(
             "lost_workers": lost,
             "rollbacks": rollbacks,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
+        // Whole or not at all: a reader never sees half of it.
+        let text = serde_json::to_string_pretty(&j)? + "\n";
+        statepipe_sys::durable::write_atomic(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

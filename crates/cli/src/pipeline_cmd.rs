@@ -29,28 +29,30 @@ pub struct RunArgs {
     /// Items to send.
     #[arg(long, default_value_t = 200_000)]
     pub items: u64,
-    /// Workers (default: the CPUs this process may use, or STATEPIPE_WORKERS).
-    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>)]
+    /// Workers (default: the CPUs this process may use, or
+    /// STATEPIPE_WORKERS; with --coordinator, give it to each member).
+    #[arg(long, value_parser = crate::arg_values::at_least_one::<usize>, conflicts_with = "coordinator")]
     pub workers: Option<usize>,
     /// One thread per stage instead of the balanced plan.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "coordinator")]
     pub thread_per_stage: bool,
-    /// Do not pin workers to CPUs.
-    #[arg(long)]
+    /// Do not pin workers to CPUs (with --coordinator, give it to each
+    /// member).
+    #[arg(long, conflicts_with = "coordinator")]
     pub no_pin: bool,
     /// Redraw a table of per-unit metrics every half second while it runs.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "coordinator")]
     pub watch: bool,
     /// Close the pipeline into a cycle (`deploy_cycle`): the items go round
     /// until an output is divisible by N (about N laps each), over a ring
     /// from the last worker back to the first.
-    #[arg(long, value_name = "N", value_parser = crate::arg_values::at_least_one::<u64>)]
+    #[arg(long, value_name = "N", value_parser = crate::arg_values::at_least_one::<u64>, conflicts_with = "coordinator")]
     pub cycle: Option<u64>,
     /// Write the deployed graph (workers, units, rates, ring depths) as dot.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "coordinator")]
     pub dot: Option<PathBuf>,
     /// Also render it as SVG through Graphviz `dot`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "coordinator")]
     pub svg: Option<PathBuf>,
     /// Write checkpoints under DIR (a folder per checkpoint; a newer one
     /// replaces the older once it is complete).

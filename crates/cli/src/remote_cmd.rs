@@ -85,6 +85,16 @@ fn secret() -> anyhow::Result<Secret> {
 
 /// `statepipe run EXAMPLE --coordinator ADDR --members N`.
 pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
+    if let (Some(dir), Some(from)) = (&args.checkpoint_dir, &args.resume) {
+        if dir != from {
+            anyhow::bail!(
+                "--checkpoint-dir {} and --resume {} differ: a distributed run resumes \
+                 from and goes on checkpointing in one folder; name the same one",
+                dir.display(),
+                from.display()
+            );
+        }
+    }
     let members = args.members.unwrap_or(1);
     let iters = calibrate_iters_for(1000);
     let stages =

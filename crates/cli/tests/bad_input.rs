@@ -29,6 +29,41 @@ fn counts_out_of_range_are_named_and_fail_before_anything_starts() {
             "--islands 20 does not divide --particles 30",
         ),
         (&["master", "--workers", "0"], "must be at least 1"),
+        // Before waiting for a worker: none will come.
+        (
+            &["master", "--workers", "8", "--islands", "3"],
+            "--islands 3 does not divide --particles 2000",
+        ),
+        (
+            &["pf", "--json", "/nonexistent-folder/out.json"],
+            "there is no folder /nonexistent-folder",
+        ),
+        // A distributed run: one checkpoint folder, and no flag it would
+        // not use.
+        (
+            &[
+                "run",
+                "counts",
+                "--coordinator",
+                "127.0.0.1:0",
+                "--checkpoint-dir",
+                "/tmp/a",
+                "--resume",
+                "/tmp/b",
+            ],
+            "differ: a distributed run resumes from and goes on checkpointing in one folder",
+        ),
+        (
+            &[
+                "run",
+                "counts",
+                "--coordinator",
+                "127.0.0.1:0",
+                "--dot",
+                "g.dot",
+            ],
+            "cannot be used with",
+        ),
         (&["serve", "--max-connections", "0"], "must be at least 1"),
         (&["run", "counts", "--workers", "0"], "must be at least 1"),
         (
