@@ -108,35 +108,46 @@ def check(docs):
 
 
 def check_pipeline(by):
-    """The distributed pipeline: members join the coordinator's stable
-    name, as many as it waits for, every process proves the Secret and
-    mounts the one shared checkpoint volume."""
+    """The distributed pipeline: one run, so Jobs that end when it does;
+    members join the coordinator's stable name, as many as it waits for;
+    every process proves the Secret and mounts the one shared checkpoint
+    volume."""
     errors = []
-    co = by.get(("StatefulSet", "statepipe-pipeline-coordinator"))
-    members = by.get(("StatefulSet", "statepipe-pipeline-member"))
+    co = by.get(("Job", "statepipe-pipeline-coordinator"))
+    members = by.get(("Job", "statepipe-pipeline-member"))
     service = by.get(("Service", "statepipe-pipeline"))
     if not (co and members and service):
-        return ["the pipeline's coordinator, members or headless Service is missing"]
+        return ["the pipeline's coordinator Job, member Job or headless Service is missing"]
     if service["spec"].get("clusterIP") != "None":
         errors.append("the pipeline's Service is not headless (stable pod names)")
     args = containers(co)[0]["args"]
     n = int(args[args.index("--members") + 1])
-    if members["spec"].get("replicas") != n:
-        errors.append(f"coordinator --members {n}, member replicas {members['spec'].get('replicas')}")
+    ms = members["spec"]
+    if not ms.get("completions") == ms.get("parallelism") == n:
+        errors.append(
+            f"coordinator --members {n}, member completions {ms.get('completions')}, "
+            f"parallelism {ms.get('parallelism')}"
+        )
+    cospec = co["spec"]["template"]["spec"]
+    if cospec.get("subdomain") != service["metadata"]["name"] or not cospec.get("hostname"):
+        errors.append("the coordinator's pod has no hostname under the headless Service")
     port = args[args.index("--coordinator") + 1].rsplit(":", 1)[1]
     margs = containers(members)[0]["args"]
-    want = f"statepipe-pipeline-coordinator-0.{service['metadata']['name']}:{port}"
+    want = f"{cospec.get('hostname')}.{service['metadata']['name']}:{port}"
     if margs[margs.index("--connect") + 1] != want:
         errors.append(f"members connect to {margs[margs.index('--connect') + 1]}, not {want}")
+    if "--resume" not in args or args[args.index("--resume") + 1] != "/checkpoints":
+        errors.append("a restarted coordinator does not --resume /checkpoints")
     for s in (co, members):
         c = containers(s)[0]
         name = s["metadata"]["name"]
+        spec = s["spec"]["template"]["spec"]
+        if spec.get("restartPolicy") not in ("OnFailure", "Never"):
+            errors.append(f"{name}: restartPolicy {spec.get('restartPolicy')} runs a finished run again")
         env = {e["name"]: e for e in c.get("env", [])}
         if not env.get("STATEPIPE_SECRET", {}).get("valueFrom", {}).get("secretKeyRef"):
             errors.append(f"{name}: STATEPIPE_SECRET is not from a secretKeyRef")
-        if s["spec"].get("serviceName") != service["metadata"]["name"]:
-            errors.append(f"{name}: serviceName is not the headless Service")
-        vols = {v["name"]: v for v in s["spec"]["template"]["spec"].get("volumes", [])}
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
         mount = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
         claim = vols.get(mount.get("/checkpoints"), {}).get("persistentVolumeClaim", {})
         if claim.get("claimName") != "statepipe-pipeline-checkpoints":
