@@ -447,7 +447,10 @@ impl NativeEngine {
         })?;
         let mut res = Vec::with_capacity(ids.len());
         let mut interrupted = false;
+        // The first failing state and its traceback; every failing state
+        // with the id it is kept under.
         let mut first_err: Option<(u64, String)> = None;
+        let mut kept: Vec<(u64, u64)> = Vec::new();
         for &id in &ids {
             let kids = out.remove(&StateId(id)).unwrap_or_default();
             let mut v = Vec::with_capacity(kids.len());
@@ -459,6 +462,7 @@ impl NativeEngine {
                         interrupted: i,
                     } => {
                         interrupted |= i;
+                        kept.push((id, c.0));
                         if first_err.is_none() {
                             first_err = Some((id, message));
                         }
@@ -475,7 +479,12 @@ impl NativeEngine {
                 "the model raised evolving state {} at step {step}:\n{tb}",
                 StateId(id)
             );
-            return Err(ModelError::new_err((msg, id, step, tb)));
+            // Every other state of the step was evolved and replaced by
+            // its children: they go with the error (their ids are known
+            // nowhere else), and so does the id each failing state is
+            // kept under.
+            res.retain(|(p, _)| !kept.iter().any(|(f, _)| f == p));
+            return Err(ModelError::new_err((msg, id, step, tb, kept, res)));
         }
         Ok(res)
     }

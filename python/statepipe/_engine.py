@@ -21,9 +21,11 @@ class ModelError(_native.ModelError):
 
     Attributes: ``state`` (the id of the state being evolved), ``step``
     (the engine's ``evolve_many`` count, from 1) and ``worker_traceback``
-    (the traceback as the process that ran the model printed it). The state
-    is kept, unevolved, under the id of its single child, so nothing is
-    lost; the outputs of the other states of the step are not returned.
+    (the traceback as the process that ran the model printed it). Nothing
+    is lost: every state that raised is kept, unevolved, under a new id
+    (``kept``: ``{state: id it is kept under}``), and every other state of
+    the step was evolved (``results``: what ``evolve_many`` would have
+    returned for them, ``{parent: [(child id, output), ...]}``).
     """
 
     @property
@@ -37,6 +39,16 @@ class ModelError(_native.ModelError):
     @property
     def worker_traceback(self) -> str:
         return str(self.args[3])
+
+    @property
+    def kept(self) -> Dict[int, int]:
+        return {int(p): int(c) for p, c in self.args[4]} if len(self.args) > 4 else {}
+
+    @property
+    def results(self) -> Dict[int, List[Tuple[int, Any]]]:
+        if len(self.args) <= 5:
+            return {}
+        return {p: [(c, _loads(o)) for c, o in kids] for p, kids in self.args[5]}
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -126,6 +126,14 @@ def test_model_exception_names_state_step_and_traceback(workers):
         assert "ValueError: no good: 3" in err.worker_traceback
         assert "in evolve" in err.worker_traceback
         assert f"state #{ids[2]:016x} at step 3" in str(err)
+        # Nothing is lost: the failing state under its new id, unevolved,
+        # and the others evolved, with their new ids and outputs.
+        assert list(err.kept) == [ids[2]]
+        assert e.fetch([err.kept[ids[2]]]) == [3]
+        assert sorted(err.results) == sorted([ids[0], ids[1], ids[3]])
+        assert [o for p in (ids[0], ids[1], ids[3]) for _, o in err.results[p]] == [1, 2, 4]
+        children = [c for kids in err.results.values() for c, _ in kids]
+        assert sorted(e.fetch(children)) == [2, 3, 5]
         # The worker was not dropped: the engine goes on.
         ids = e.reset([7])
         assert e.evolve_many({ids[0]: None})[ids[0]][0][1] == 7
