@@ -134,6 +134,9 @@ class Engine:
             raise ValueError(f"placement must be one of {', '.join(_PLACEMENTS)}, not {placement!r}")
         if steps is not None and steps < 0:
             raise ValueError(f"steps must be >= 0, not {steps}")
+        timeout = float(timeout)
+        if not (0 < timeout < 1e9):  # NaN fails too
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout}")
         self.model = model
         self.seed = int(seed)
         self._reset_epoch = 0

@@ -239,6 +239,12 @@ def test_listen_needs_a_secret(monkeypatch):
         statepipe.Engine(Walk(), workers=1, listen="127.0.0.1:1")
 
 
+@pytest.mark.parametrize("timeout", [-1, 0, float("nan"), float("inf")])
+def test_a_timeout_that_is_no_duration_is_refused(timeout):
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        statepipe.Engine(Walk(), workers=2, placement="workers", timeout=timeout)
+
+
 def test_worker_command_without_a_master_says_what_to_give():
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEPIPE_")}
     r = subprocess.run([sys.executable, "-m", "statepipe.worker"], env=env, capture_output=True, text=True, timeout=60)
