@@ -196,3 +196,28 @@ fn a_member_with_a_wrong_secret_exits_non_zero_saying_why() {
     let _ = c.kill();
     let _ = c.wait();
 }
+
+#[test]
+fn a_member_whose_coordinator_stops_exits_non_zero_saying_so() {
+    // The coordinator waits for a second member that never comes; once
+    // the first has joined, the coordinator is stopped (its sockets stay
+    // open, as on a frozen host): the member must not wait on it forever.
+    let (mut c, addr, _rest) = coordinator("counts", "1000", "2", &[]);
+    let mut a = member(&addr, SECRET);
+    let mut err = BufReader::new(a.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("running") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the member ended");
+    }
+    let co = Pid::from_raw(c.id() as i32);
+    kill(co, Signal::SIGSTOP).unwrap();
+    let status = a.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    kill(co, Signal::SIGCONT).unwrap();
+    let _ = c.kill();
+    let _ = c.wait();
+    assert!(!status.success());
+    assert!(rest.contains("silent for 5s"), "{rest}");
+}

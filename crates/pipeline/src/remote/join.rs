@@ -96,16 +96,33 @@ pub(crate) fn admit(
     };
     let _ = s.set_read_timeout(None);
     let Ok(writer) = s.try_clone() else { return };
+    let writer = Arc::new(Mutex::new(writer));
+    let beating = Arc::downgrade(&writer);
     let known = Known {
         addr: addr.clone(),
         data,
-        writer: Arc::new(Mutex::new(writer)),
+        writer,
         last_seen: Instant::now(),
         alive: true,
     };
     if tx.send(Ev::Joined(number, known)).is_err() {
         return;
     }
+    // The coordinator's beat, on a thread of its own so that a slow
+    // commit does not hold it up: a member that hears nothing for
+    // `wire::COORDINATOR_SILENCE` (its coordinator stopped, or its host
+    // cut off) stops its parts. It ends with the connection: once the
+    // driver has let go of the member, or a write fails.
+    let _ = std::thread::Builder::new()
+        .name("coordinator-beat".into())
+        .spawn(move || loop {
+            std::thread::sleep(wire::HEARTBEAT);
+            let Some(w) = beating.upgrade() else { return };
+            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+            if wire::write_msg(&mut *w, &Msg::Heartbeat).is_err() {
+                return;
+            }
+        });
     let mut r = BufReader::new(s);
     loop {
         match wire::read_msg(&mut r, &mut buf) {

@@ -203,11 +203,14 @@ fn serve_control<I: Wire, O: Wire>(
     routes: &Arc<Routes>,
     report: &Reporter,
 ) -> Result<(), RemoteError> {
-    let mut reader = BufReader::new(
-        me.control
-            .try_clone()
-            .map_err(|e| RemoteError::Io(e.to_string()))?,
-    );
+    let control = me
+        .control
+        .try_clone()
+        .map_err(|e| RemoteError::Io(e.to_string()))?;
+    control
+        .set_read_timeout(Some(wire::COORDINATOR_SILENCE))
+        .map_err(|e| RemoteError::Io(e.to_string()))?;
+    let mut reader = BufReader::new(control);
     let mut buf = Vec::new();
     let mut current: Option<Attempt> = None;
     loop {
@@ -217,7 +220,21 @@ fn serve_control<I: Wire, O: Wire>(
                 if let Some(a) = current.take() {
                     a.abort();
                 }
-                return Err(RemoteError::CoordinatorLost(e.to_string()));
+                let why = match &e {
+                    wire::WireError::Io(io)
+                        if matches!(
+                            io.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        format!(
+                            "silent for {:?} (stopped, or its host cut off)",
+                            wire::COORDINATOR_SILENCE
+                        )
+                    }
+                    e => e.to_string(),
+                };
+                return Err(RemoteError::CoordinatorLost(why));
             }
         };
         match msg {

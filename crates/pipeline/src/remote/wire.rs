@@ -28,6 +28,10 @@ use statepipe_sys::auth::Secret;
 
 /// How often a member tells its coordinator it is alive.
 pub(crate) const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long a member hears nothing from its coordinator (which beats
+/// every [`HEARTBEAT`]) before it takes it for lost: stopped, or its host
+/// cut off, where no close would ever come.
+pub(crate) const COORDINATOR_SILENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a connection between the processes of a run may take to
 /// come up (a peer still starting).
