@@ -422,8 +422,9 @@ impl Scheduler {
             }),
         };
         let req = at
-            .and_then(|i| s.in_flight.remove(i))
+            .and_then(|i| s.in_flight.remove(i).map(|r| (i, r)))
             .ok_or_else(|| format!("unrequested {kind:?} frame"))?;
+        let (at, req) = req;
         match (req, kind) {
             (Req::Drop, Kind::Dropped) => {}
             (Req::Setup, Kind::SetupOk) => {
@@ -435,13 +436,22 @@ impl Scheduler {
                     return Err(format!("added {got} states of {n}"));
                 }
             }
-            (Req::Fetch(ids), Kind::Fetched) => {
+            (Req::Fetch(mut ids), Kind::Fetched) => {
+                // The states asked for come in order, in as many frames
+                // as their size takes: the rest stays owed.
                 let got = msg::states(p).map_err(bad)?;
-                if got.len() != ids.len() || got.iter().zip(&ids).any(|(g, i)| g.0 != *i) {
+                if got.is_empty() && !ids.is_empty()
+                    || got.len() > ids.len()
+                    || got.iter().zip(&ids).any(|(g, i)| g.0 != *i)
+                {
                     return Err("fetched other states than asked".into());
                 }
+                let rest = ids.split_off(got.len());
                 self.fetched
                     .extend(got.into_iter().map(|(id, b)| (id, b.to_vec())));
+                if !rest.is_empty() {
+                    self.slots[w].in_flight.insert(at, Req::Fetch(rest));
+                }
             }
             (
                 Req::Evolve {

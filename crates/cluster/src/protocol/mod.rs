@@ -22,11 +22,44 @@ pub(crate) mod msg;
 /// First byte of every frame.
 pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub(crate) const VERSION: u8 = 5;
+pub(crate) const VERSION: u8 = 6;
 /// Bytes in a frame header.
 pub(crate) const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (64 MiB).
 pub(crate) const DEFAULT_MAX_FRAME: u32 = 64 << 20;
+/// The most state bytes one frame of states (`Add`, `Fetched`, `Replica`)
+/// carries: a quarter of the default frame limit; more states take more
+/// frames (a single larger state takes one of its own).
+pub(crate) const STATE_FRAME_BYTES: usize = DEFAULT_MAX_FRAME as usize / 4;
+
+/// `states` as frames of `kind` (each `n × (id, bytes)`), as many as
+/// [`STATE_FRAME_BYTES`] needs (one when there are none), with the count
+/// each holds.
+pub(crate) fn state_frames<'b>(
+    kind: Kind,
+    states: impl IntoIterator<Item = (crate::evolve::StateId, &'b [u8])>,
+) -> Vec<(Vec<u8>, u32)> {
+    let states: Vec<_> = states.into_iter().collect();
+    let mut frames = Vec::new();
+    let mut rest = &states[..];
+    loop {
+        let (mut k, mut bytes) = (0, 0);
+        while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= STATE_FRAME_BYTES) {
+            bytes += rest[k].1.len();
+            k += 1;
+        }
+        let (now, later) = rest.split_at(k);
+        let mut f = Vec::with_capacity(HEADER_LEN + 4 + bytes + 12 * k);
+        let st = begin(&mut f, kind);
+        msg::put_states(&mut f, now.iter().copied());
+        finish(&mut f, st);
+        frames.push((f, k as u32));
+        rest = later;
+        if rest.is_empty() {
+            return frames;
+        }
+    }
+}
 
 macro_rules! kinds {
     ($($(#[$doc:meta])* $name:ident = $val:expr,)*) => {

@@ -408,3 +408,22 @@ fn hundreds_of_workers_connecting_at_once_all_get_queued() {
         .collect();
     assert_eq!(conns.len(), n);
 }
+
+#[test]
+fn states_larger_than_a_frame_are_placed_and_fetched_in_several() {
+    // 70 MiB of states on one worker: more than one frame may carry (64
+    // MiB), so they go as several `Add`s and come back as several
+    // `Fetched`, with every byte.
+    let mut m = cluster(1, None, MasterImpl::EventLoop, Recovery::MasterCopy);
+    let init: Vec<(u64, Vec<u8>)> = (0..70u64).map(|i| (i, vec![i as u8; 1 << 20])).collect();
+    let ids = m.reset_states(init.clone()).unwrap();
+    let held = m.fetch_states(&ids).unwrap();
+    assert_eq!(held.len(), init.len());
+    for (id, want) in ids.iter().zip(&init) {
+        assert!(held[id] == *want, "state {id} came back otherwise");
+    }
+    let out = m
+        .evolve_many(ids.iter().map(|&i| (i, 1)).collect())
+        .unwrap();
+    assert_eq!(out.len(), ids.len());
+}

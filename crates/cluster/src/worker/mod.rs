@@ -159,20 +159,26 @@ impl WorkerCore {
                 }
                 protocol::encode(out, Kind::Added, &n.to_le_bytes());
             }
-            Kind::Remove | Kind::Fetch => {
+            Kind::Remove => {
                 let ids = msg::ids(p).map_err(bad)?;
-                let found = self.take(&ids, kind == Kind::Remove)?;
-                if kind == Kind::Remove {
-                    lock(&self.replicas).keep_given(&found);
-                }
-                let k = if kind == Kind::Remove {
-                    Kind::Removed
-                } else {
-                    Kind::Fetched
-                };
-                let start = protocol::begin(out, k);
+                let found = self.take(&ids, true)?;
+                lock(&self.replicas).keep_given(&found);
+                let start = protocol::begin(out, Kind::Removed);
                 msg::put_states(out, found.iter().map(|(id, b)| (*id, b.as_slice())));
                 protocol::finish(out, start);
+            }
+            Kind::Fetch => {
+                // As many `Fetched` as the states' size takes: the master
+                // reads on until it has every state it asked for.
+                let ids = msg::ids(p).map_err(bad)?;
+                let found = self.take(&ids, false)?;
+                let frames = protocol::state_frames(
+                    Kind::Fetched,
+                    found.iter().map(|(id, b)| (*id, b.as_slice())),
+                );
+                for (f, _) in frames {
+                    out.extend_from_slice(&f);
+                }
             }
             Kind::Give => {
                 let g = msg::give(p).map_err(bad)?;

@@ -25,7 +25,7 @@ use super::conn::{lock, Conn, Store};
 use super::replica::ReplicaStore;
 use crate::auth::Secret;
 use crate::evolve::StateId;
-use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
+use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME, STATE_FRAME_BYTES};
 use crate::wire;
 
 /// How long a victim waits to connect to and authenticate with a thief.
@@ -39,10 +39,6 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(2);
 /// nothing else would end the wait). A live peer's thread reads all the
 /// time, whatever the worker is evolving.
 const PEER_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The most state bytes one `Replica` frame carries (a quarter of the
-/// default frame limit; a larger replica takes several frames).
-const REPLICA_FRAME_BYTES: usize = (DEFAULT_MAX_FRAME as usize) / 4;
 
 /// A victim's connections to thieves, by address.
 pub(crate) struct Peers {
@@ -130,14 +126,14 @@ impl Peers {
 
 /// `states` as the replica of `origin` for `round`: as many `Replica`
 /// frames as their size needs (one when there are none), each holding at
-/// most [`REPLICA_FRAME_BYTES`] of state bytes (or one larger state).
+/// most [`STATE_FRAME_BYTES`] of state bytes (or one larger state).
 pub(crate) fn replica_frames(round: u64, origin: u32, states: &[(StateId, &[u8])]) -> Vec<Vec<u8>> {
     let total = states.len() as u32;
     let mut frames = Vec::new();
     let mut rest = states;
     loop {
         let (mut k, mut bytes) = (0, 0);
-        while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= REPLICA_FRAME_BYTES) {
+        while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= STATE_FRAME_BYTES) {
             bytes += rest[k].1.len();
             k += 1;
         }

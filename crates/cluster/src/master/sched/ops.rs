@@ -83,10 +83,10 @@ impl Scheduler {
                 Placement::First => n,
             };
             if end > start {
-                let mut f = Vec::new();
-                let st = protocol::begin(&mut f, Kind::Add);
-                msg::put_states(&mut f, (start..end).map(|i| (ids[i], states[i].as_slice())));
-                protocol::finish(&mut f, st);
+                let frames = protocol::state_frames(
+                    Kind::Add,
+                    (start..end).map(|i| (ids[i], states[i].as_slice())),
+                );
                 for &id in &ids[start..end] {
                     if self.location.insert(id, w).is_some() {
                         self.collision = Some(id);
@@ -97,7 +97,9 @@ impl Scheduler {
                         self.copies.insert(id, s.clone());
                     }
                 }
-                self.send(w, f, Req::Add((end - start) as u32));
+                for (f, n) in frames {
+                    self.send(w, f, Req::Add(n));
+                }
             }
             start = end;
         }
@@ -174,19 +176,18 @@ impl Scheduler {
         for (k, &w) in live.iter().enumerate() {
             let end = n * (k + 1) / live.len();
             if end > start {
-                let mut f = Vec::new();
-                let st = protocol::begin(&mut f, Kind::Add);
-                msg::put_states(
-                    &mut f,
+                let frames = protocol::state_frames(
+                    Kind::Add,
                     states[start..end].iter().map(|(id, b)| (*id, b.as_slice())),
                 );
-                protocol::finish(&mut f, st);
                 for (id, _) in &states[start..end] {
                     if self.location.insert(*id, w).is_some() {
                         self.collision = Some(*id);
                     }
                 }
-                self.send(w, f, Req::Add((end - start) as u32));
+                for (f, n) in frames {
+                    self.send(w, f, Req::Add(n));
+                }
             }
             start = end;
         }

@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 
 use super::{Req, Scheduler, WorkerId};
 use crate::evolve::StateId;
-use crate::protocol::{self, msg, Kind};
+use crate::protocol::{self, Kind};
 
 impl Scheduler {
     /// The states the books place on `w`, in id order.
@@ -230,14 +230,13 @@ impl Scheduler {
             if chunk.is_empty() {
                 continue;
             }
-            let mut f = Vec::new();
-            let st = protocol::begin(&mut f, Kind::Add);
-            msg::put_states(
-                &mut f,
+            let frames = protocol::state_frames(
+                Kind::Add,
                 chunk.iter().map(|id| (*id, self.copies[id].as_slice())),
             );
-            protocol::finish(&mut f, st);
-            self.send(dest, f, Req::Add(chunk.len() as u32));
+            for (f, n) in frames {
+                self.send(dest, f, Req::Add(n));
+            }
             self.place_again(dest, chunk);
         }
     }

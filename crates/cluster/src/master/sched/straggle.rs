@@ -77,7 +77,7 @@ use std::time::{Duration, Instant};
 
 use super::{Req, Scheduler, WorkerId};
 use crate::evolve::StateId;
-use crate::protocol::{self, msg, Kind};
+use crate::protocol::{self, Kind};
 
 /// A batch running this many times its expected time is started again
 /// (`Recovery::MasterCopy`: the copy runs on an idle worker, so a false
@@ -521,14 +521,13 @@ impl Scheduler {
 
     /// Sends `ids` to `t` from the copies (`Add`).
     fn add_copies_to(&mut self, t: WorkerId, ids: &[StateId]) {
-        let mut f = Vec::new();
-        let st = protocol::begin(&mut f, Kind::Add);
-        msg::put_states(
-            &mut f,
+        let frames = protocol::state_frames(
+            Kind::Add,
             ids.iter().map(|id| (*id, self.copies[id].as_slice())),
         );
-        protocol::finish(&mut f, st);
-        self.send(t, f, Req::Add(ids.len() as u32));
+        for (f, n) in frames {
+            self.send(t, f, Req::Add(n));
+        }
     }
 
     /// `parent` was evolved by `winner` (and booked at `was` before): its
