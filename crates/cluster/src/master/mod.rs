@@ -307,10 +307,39 @@ impl<E: Evolve> Master<E> {
     /// Admits whoever joined the listener since the last step.
     fn admit_joined(&mut self) -> Result<(), Error> {
         let joined = match &self.listener {
-            Some(l) => l.accept_ready()?,
+            Some(l) => match l.accept_ready() {
+                Ok(j) => j,
+                // Out of descriptors, say: the run goes on, and they are
+                // accepted at a later step.
+                Err(Error::Io(e)) => {
+                    tracing::warn!("accepting the workers that joined failed: {e}");
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            },
             None => return Ok(()),
         };
-        self.admit(joined)
+        let first = self.sched.worker_stats().len();
+        match self.admit(joined) {
+            // A newcomer that cannot run the model (another build, a host
+            // its model's `ready` refuses) or that went away while joining
+            // held nothing and owed nothing: the run goes on without it.
+            Err(Error::WorkerLost(l))
+                if l.worker >= first
+                    && l.lost.is_empty()
+                    && l.unfinished.is_empty()
+                    && l.others.iter().all(|o| o.0 >= first) =>
+            {
+                tracing::warn!(
+                    worker = l.worker,
+                    addr = %l.addr,
+                    "a worker that joined was not admitted: {}; going on without it",
+                    l.reason
+                );
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// Counters so far.

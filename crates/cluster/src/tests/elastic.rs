@@ -67,6 +67,39 @@ fn joiners_change_nothing(recovery: Recovery) {
 }
 
 #[test]
+fn a_joiner_that_cannot_run_the_model_is_left_out_and_the_run_goes_on() {
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let _ = worker::spawn_thread(addr, secret.clone(), registry());
+    let joined = l.accept(1, Duration::from_secs(30)).unwrap();
+    let cfg = MasterConfig {
+        seed: 3,
+        ..MasterConfig::default()
+    };
+    let model = Branchy { max: 2 };
+    let mut m = Master::new(&model, joined, cfg).unwrap();
+    m.admit_from(l);
+    let mut local = Local::new(model, 3);
+    let init: Vec<(u64, Vec<u8>)> = (0..20).map(|i| (i, vec![i as u8])).collect();
+    let mut ids = m.reset_states(init.clone()).unwrap();
+    assert_eq!(local.reset_states(init).unwrap(), ids);
+    // A worker of a build without the model joins.
+    let _ = worker::spawn_thread(addr, secret.clone(), crate::Registry::new());
+    for step in 0..8 {
+        let inputs: IdMap<u32> = ids.iter().map(|&i| (i, 1)).collect();
+        let got = m.evolve_many(inputs.clone()).unwrap();
+        assert_eq!(got, local.evolve_many(inputs).unwrap(), "step {step}");
+        ids = got.values().flatten().map(|c| c.0).collect();
+        ids.sort_unstable();
+        if m.stats().workers.len() < 2 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(m.stats().workers.len(), 2, "the joiner never joined");
+}
+
+#[test]
 fn the_threaded_master_refuses_workers_mid_run_with_an_error() {
     let secret = Secret::random();
     let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
