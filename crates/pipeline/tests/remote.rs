@@ -298,3 +298,74 @@ fn a_member_lost_while_the_sink_lags_loses_no_output() {
     assert_eq!(got.len(), want.len(), "outputs delivered");
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_member_lost_while_the_source_is_idle_is_recovered() {
+    // The first attempt's source gives 200 inputs, then nothing (a live
+    // source with nothing to say) until the test ends; a member is lost
+    // meanwhile. The restore must not wait for the idle source: the next
+    // attempt's source gives the rest.
+    let (hold, idle) = std::sync::mpsc::channel::<()>();
+    let idle = Arc::new(Mutex::new(Some(idle)));
+    let got = watchdog(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = Secret::random();
+        let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "idle source").unwrap();
+        let addr = co.local_addr().to_string();
+        let parts = || {
+            Parts::new(|| Pipeline::map("double", |x: i64| x * 2))
+                .then(|| Pipeline::map("next", |x: i64| x + 1))
+        };
+        let cut = Cut::to(addr.clone());
+        let members: Vec<_> = [addr, cut.addr.clone()]
+            .into_iter()
+            .map(|to| {
+                let secret = secret.clone();
+                std::thread::spawn(move || {
+                    let m = Member::join(&to, secret, "127.0.0.1:0")?;
+                    m.run(&parts(), &Config::new().workers(1).pin(false))
+                })
+            })
+            .collect();
+        let outputs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&outputs);
+        let config = RemoteConfig::new()
+            .members(2)
+            .checkpoint_dir(dir.path())
+            .checkpoint_every(std::time::Duration::from_millis(10));
+        let committed = dir.path().join("COORDINATOR");
+        let run = std::thread::spawn(move || {
+            co.run(
+                &parts(),
+                &config,
+                move |from| -> Box<dyn Iterator<Item = i64> + Send> {
+                    match idle.lock().unwrap().take() {
+                        // Blocks once the 200 are out, until the test ends.
+                        Some(idle) => {
+                            Box::new((from as i64..200).chain(std::iter::from_fn(move || {
+                                let _ = idle.recv();
+                                None
+                            })))
+                        }
+                        None => Box::new(from as i64..400),
+                    }
+                },
+                move |seq, x| sink.lock().unwrap().push((seq, x)),
+            )
+        });
+        while !committed.exists() || outputs.lock().unwrap().len() < 200 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        cut.cut();
+        let run = run.join().unwrap().unwrap();
+        assert_eq!(run.restores.len(), 1, "{:?}", run.restores);
+        let mut members = members.into_iter();
+        members.next().unwrap().join().unwrap().unwrap();
+        assert!(members.next().unwrap().join().unwrap().is_err());
+        let out = outputs.lock().unwrap().clone();
+        out
+    });
+    drop(hold);
+    let want: Vec<(u64, i64)> = (0..400).map(|x| (x as u64, x * 2 + 1)).collect();
+    assert_eq!(got, want);
+}

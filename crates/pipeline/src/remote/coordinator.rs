@@ -12,7 +12,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use statepipe_sys::auth::Secret;
 
-use super::ends::{Dedup, Positions};
+use super::ends::{Dedup, Inputs, Positions};
 use super::error::RemoteError;
 use super::join::{admit, Ev, Known};
 use super::metrics::RemoteMetrics;
@@ -187,8 +187,6 @@ impl Coordinator {
         Ok(())
     }
 }
-
-type Inputs<I> = Arc<dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync>;
 
 struct Driver<'a, I, O> {
     co: &'a Coordinator,

@@ -26,6 +26,9 @@ pub(crate) struct Dedup<O> {
 
 pub(crate) type Positions = Arc<Mutex<HashMap<u64, (u64, Instant)>>>;
 
+/// The caller's inputs from a position on.
+pub(crate) type Inputs<I> = Arc<dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync>;
+
 /// The periodic barriers that may be on their way to the sink at once: a
 /// due one waits while this many have not reached it.
 const MAX_UNSEEN: u64 = 2;
@@ -38,7 +41,7 @@ const MAX_UNSEEN: u64 = 2;
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn feed<I: Wire>(
     mut tx: EdgeTx,
-    inputs: &(dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Send + Sync),
+    inputs: Inputs<I>,
     position: u64,
     mut next_id: u64,
     every: Option<Duration>,
@@ -47,8 +50,21 @@ pub(crate) fn feed<I: Wire>(
     seen: &AtomicU64,
 ) -> Result<(), String> {
     // The inputs come through a bounded channel from a thread of their
-    // own, so that when they are slow to come the batch goes at once.
+    // own, so that when they are slow to come the batch goes at once. It
+    // is not waited for: a source with nothing to give (a live one, idle)
+    // would hold up the stop of the attempt, and with it the restore,
+    // until its next input; it ends at its next input, or its end.
     let (items, from) = crossbeam_channel::bounded::<I>(4096);
+    std::thread::Builder::new()
+        .name("coordinator-input".into())
+        .spawn(move || {
+            for x in inputs(position) {
+                if items.send(x).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
     let first = next_id.max(1);
     // Barriers sent before `next` that the output has not passed yet.
     // Relaxed: only the number matters; the output's edge is what
@@ -56,86 +72,80 @@ pub(crate) fn feed<I: Wire>(
     let unseen = |next: u64| {
         (next - first).saturating_sub(seen.load(Ordering::Relaxed).saturating_sub(first - 1))
     };
-    std::thread::scope(|scope| {
-        scope.spawn(move || {
-            for x in inputs(position) {
-                if items.send(x).is_err() {
-                    return;
+    let mut seq = position;
+    let mut due = every.map(|e| Instant::now() + e);
+    let mut n = 0u32;
+    loop {
+        let mut waited = false;
+        let x = match from.try_recv() {
+            Ok(x) => Some(x),
+            Err(crossbeam_channel::TryRecvError::Empty) => {
+                tx.flush().map_err(|e| e.to_string())?;
+                waited = true;
+                match from.recv_timeout(Duration::from_millis(50)) {
+                    Ok(x) => Some(x),
+                    // An idle source: `stop` and the barriers are seen
+                    // all the same.
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
                 }
             }
-        });
-        let mut seq = position;
-        let mut due = every.map(|e| Instant::now() + e);
-        let mut n = 0u32;
-        loop {
-            let mut idle = false;
-            let x = match from.try_recv() {
-                Ok(x) => x,
-                Err(crossbeam_channel::TryRecvError::Empty) => {
-                    tx.flush().map_err(|e| e.to_string())?;
-                    idle = true;
-                    match from.recv() {
-                        Ok(x) => x,
-                        Err(_) => break,
-                    }
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
-            };
-            n = n.wrapping_add(1);
-            // The clock is read every 64 items, after every wait for an
-            // input, and before every wait for credits (a slow pipeline
-            // gets its barriers on time too).
-            if idle || n % 64 == 0 || !tx.has_credit() {
-                if stop.load(Ordering::Relaxed) {
-                    return Err("stopped".to_string());
-                }
-                if let (Some(d), Some(e)) = (due, every) {
-                    // A barrier is committed once the sink has passed it:
-                    // with a slow sink, more in flight would only be
-                    // checkpoint folders waiting on disk.
-                    if Instant::now() >= d && unseen(next_id) < MAX_UNSEEN {
-                        positions
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(next_id, (seq, Instant::now()));
-                        tx.barrier(next_id).map_err(|e| e.to_string())?;
-                        next_id += 1;
-                        due = Some(Instant::now() + e);
-                    }
+            Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+        };
+        n = n.wrapping_add(1);
+        // The clock is read every 64 items, after every wait for an
+        // input, and before every wait for credits (a slow pipeline gets
+        // its barriers on time too).
+        if waited || n % 64 == 0 || !tx.has_credit() {
+            if stop.load(Ordering::Relaxed) {
+                return Err("stopped".to_string());
+            }
+            if let (Some(d), Some(e)) = (due, every) {
+                // A barrier is committed once the sink has passed it: with
+                // a slow sink, more in flight would only be checkpoint
+                // folders waiting on disk.
+                if Instant::now() >= d && unseen(next_id) < MAX_UNSEEN {
+                    positions
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(next_id, (seq, Instant::now()));
+                    tx.barrier(next_id).map_err(|e| e.to_string())?;
+                    next_id += 1;
+                    due = Some(Instant::now() + e);
                 }
             }
+        }
+        if let Some(x) = x {
             tx.send(seq, &x).map_err(|e| e.to_string())?;
             seq += 1;
         }
-        drop(from);
-        if let Some(e) = every {
-            let barrier = |id: u64, tx: &mut EdgeTx| {
-                positions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id, (seq, Instant::now()));
-                tx.barrier(id).map_err(|e| e.to_string())
-            };
-            let last = next_id;
-            barrier(last, &mut tx)?;
-            next_id += 1;
-            let mut due = Instant::now() + e;
-            // Relaxed: only the number matters; the output's edge is what
-            // carries the items.
-            while seen.load(Ordering::Relaxed) < last {
-                if stop.load(Ordering::Relaxed) {
-                    return Err("stopped".to_string());
-                }
-                if Instant::now() >= due && unseen(next_id) < MAX_UNSEEN {
-                    barrier(next_id, &mut tx)?;
-                    next_id += 1;
-                    due = Instant::now() + e;
-                }
-                std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(from);
+    if let Some(e) = every {
+        let barrier = |id: u64, tx: &mut EdgeTx| {
+            positions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, (seq, Instant::now()));
+            tx.barrier(id).map_err(|e| e.to_string())
+        };
+        let last = next_id;
+        barrier(last, &mut tx)?;
+        next_id += 1;
+        let mut due = Instant::now() + e;
+        while seen.load(Ordering::Relaxed) < last {
+            if stop.load(Ordering::Relaxed) {
+                return Err("stopped".to_string());
             }
+            if Instant::now() >= due && unseen(next_id) < MAX_UNSEEN {
+                barrier(next_id, &mut tx)?;
+                next_id += 1;
+                due = Instant::now() + e;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
-        tx.end().map_err(|e| e.to_string())
-    })
+    }
+    tx.end().map_err(|e| e.to_string())
 }
 
 /// Receives the last part's outputs (or merges the last keyed stage's

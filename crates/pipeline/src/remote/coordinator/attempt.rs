@@ -349,7 +349,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                                 .map_err(|e| e.to_string())?;
                             feed(
                                 tx,
-                                &*inputs,
+                                inputs,
                                 position,
                                 restore.map_or(1, |r| r + 1),
                                 every,
