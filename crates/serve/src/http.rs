@@ -59,6 +59,13 @@ impl Route {
 pub enum Parsed {
     /// Not a whole request yet.
     Incomplete,
+    /// A request's headers, its body not all here yet; the client waits
+    /// for `100 Continue` before it sends the body if `expects_continue`
+    /// (RFC 9110, 10.1.1).
+    AwaitingBody {
+        /// The request has `Expect: 100-continue`.
+        expects_continue: bool,
+    },
     /// A request: it used the first `consumed` bytes.
     Request {
         /// Bytes of the buffer it used.
@@ -105,6 +112,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
     };
     let mut content_length: Option<usize> = None;
     let (mut close, mut asked_close) = (version == 0, false);
+    let mut expects_continue = false;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             // Digits only (RFC 9112, 6.3: no sign, no list), and the same
@@ -127,6 +135,9 @@ pub fn parse(buf: &[u8]) -> Parsed {
                 400,
                 "Transfer-Encoding is not supported; send Content-Length",
             ));
+        } else if h.name.eq_ignore_ascii_case("expect") {
+            expects_continue =
+                version == 1 && h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         } else if h.name.eq_ignore_ascii_case("connection") {
             // A list of options (RFC 9110, 7.6.1): `close, TE` closes.
             for option in h.value.split(|&b| b == b',') {
@@ -146,7 +157,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
     }
     let consumed = header_len + content_length;
     if buf.len() < consumed {
-        return Parsed::Incomplete;
+        return Parsed::AwaitingBody { expects_continue };
     }
     let body = &buf[header_len..consumed];
     let head = method == "HEAD";
@@ -412,7 +423,7 @@ mod tests {
 
     fn status_of(bytes: &[u8]) -> Option<u16> {
         match parse(bytes) {
-            Parsed::Incomplete => None,
+            Parsed::Incomplete | Parsed::AwaitingBody { .. } => None,
             Parsed::Request { .. } => Some(0),
             Parsed::Answer { response, .. } | Parsed::Reject(response) => Some(response.status),
         }
@@ -464,6 +475,20 @@ mod tests {
                 "{p:?}"
             );
         }
+        // A body announced with `Expect: 100-continue` is waited for,
+        // saying so.
+        assert_eq!(
+            parse(b"POST /item HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"),
+            Parsed::AwaitingBody {
+                expects_continue: true
+            }
+        );
+        assert_eq!(
+            parse(b"POST /item HTTP/1.1\r\nContent-Length: 2\r\n\r\n{"),
+            Parsed::AwaitingBody {
+                expects_continue: false
+            }
+        );
         // `Connection` is a list of options.
         assert!(matches!(
             parse(b"GET /item/1 HTTP/1.1\r\nConnection: TE, close\r\n\r\n"),
@@ -525,6 +550,7 @@ mod tests {
             }
             match parse(&buf) {
                 Parsed::Incomplete => prop_assert!(buf.len() <= MAX_HEADER_BYTES),
+                Parsed::AwaitingBody { .. } => {}
                 Parsed::Answer { response, consumed } => {
                     prop_assert!((400..500).contains(&response.status));
                     prop_assert!(consumed <= buf.len());

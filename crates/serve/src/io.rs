@@ -139,6 +139,8 @@ struct Conn {
     /// The last read stopped at [`MAX_BUFFERED`]: the socket may hold more,
     /// and no new readiness event will say so.
     capped: bool,
+    /// `100 Continue` went for the request at the front of `inbuf`.
+    continued: bool,
     /// An event said the peer closed its sending half: reads go on to the
     /// end of the stream (no later event will announce the close again).
     read_closed: bool,
@@ -331,6 +333,7 @@ impl<W: WaitStrategy> IoThread<W> {
             generation: *generation,
             inbuf: Vec::new(),
             capped: false,
+            continued: false,
             read_closed: false,
             out: Vec::new(),
             in_flight: None,
@@ -385,6 +388,15 @@ impl<W: WaitStrategy> IoThread<W> {
             conn.since.get_or_insert_with(Instant::now);
             match http::parse(&conn.inbuf[used..]) {
                 Parsed::Incomplete => break,
+                Parsed::AwaitingBody { expects_continue } => {
+                    // Once per request: a client that asked waits for it
+                    // before it sends the body.
+                    if expects_continue && !conn.continued {
+                        conn.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        conn.continued = true;
+                    }
+                    break;
+                }
                 Parsed::Reject(mut response) => {
                     response.close = true;
                     used = conn.inbuf.len();
@@ -430,6 +442,7 @@ impl<W: WaitStrategy> IoThread<W> {
                     }
                 }
             }
+            conn.continued = false;
             if used == conn.inbuf.len() {
                 conn.since = None;
             } else if conn.in_flight.is_none() {

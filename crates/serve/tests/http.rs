@@ -441,6 +441,31 @@ fn pipelined_reads_past_the_read_cap_are_all_answered() {
 }
 
 #[test]
+fn a_client_that_expects_100_continue_gets_it_before_it_sends_the_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    let mut s = connect(addr);
+    let body = br#"{"name":"late","price":2}"#;
+    s.write_all(
+        format!(
+            "POST /item HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    // The interim answer comes before the body is sent, then the final one.
+    let mut interim = [0u8; 25];
+    s.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(body).unwrap();
+    let (status, _, created) = read_response(&mut s);
+    assert_eq!((status, created.as_str()), (201, r#"{"id":1}"#));
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
 fn a_page_of_large_items_stops_at_about_a_mebibyte() {
     let dir = tempfile::tempdir().unwrap();
     let (addr, stop, t) = start(dir.path(), |_| {});

@@ -17,7 +17,7 @@ fuzz_target!(|bytes: &[u8]| {
     let mut buf = bytes;
     loop {
         let used = match parse(buf) {
-            Parsed::Incomplete | Parsed::Reject(_) => break,
+            Parsed::Incomplete | Parsed::AwaitingBody { .. } | Parsed::Reject(_) => break,
             Parsed::Request { consumed, .. } | Parsed::Answer { consumed, .. } => consumed,
         };
         assert!(used > 0 && used <= buf.len(), "{used} of {}", buf.len());
