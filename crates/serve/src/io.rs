@@ -141,6 +141,9 @@ struct Conn {
     capped: bool,
     /// `100 Continue` went for the request at the front of `inbuf`.
     continued: bool,
+    /// The request at the front of `inbuf` has all its headers, and waits
+    /// for its body.
+    awaiting_body: bool,
     /// An event said the peer closed its sending half: reads go on to the
     /// end of the stream (no later event will announce the close again).
     read_closed: bool,
@@ -227,9 +230,12 @@ impl<W: WaitStrategy> IoThread<W> {
                     let Some(conn) = conns[slot].as_mut() else {
                         continue;
                     };
-                    let late = conn
-                        .since
-                        .is_some_and(|s| now.duration_since(s) > self.limits.header_timeout);
+                    // Headers must be whole within the limit; a body, once
+                    // they are, may take as long as its bytes keep coming
+                    // (a slow uploader), but not stall for the limit.
+                    let limit = self.limits.header_timeout;
+                    let late = conn.since.is_some_and(|s| now.duration_since(s) > limit)
+                        && (!conn.awaiting_body || now.duration_since(conn.active) > limit);
                     let idle = conn.in_flight.is_none() && conn.out.is_empty();
                     let idle_too_long = idle
                         && conn.inbuf.is_empty()
@@ -334,6 +340,7 @@ impl<W: WaitStrategy> IoThread<W> {
             inbuf: Vec::new(),
             capped: false,
             continued: false,
+            awaiting_body: false,
             read_closed: false,
             out: Vec::new(),
             in_flight: None,
@@ -380,6 +387,7 @@ impl<W: WaitStrategy> IoThread<W> {
     /// more than that); removes them from `inbuf` at once, at the end.
     fn answer(&mut self, slot: usize, conn: &mut Conn) {
         let mut used = 0;
+        conn.awaiting_body = false;
         while conn.in_flight.is_none()
             && !conn.close_after
             && used < conn.inbuf.len()
@@ -389,6 +397,7 @@ impl<W: WaitStrategy> IoThread<W> {
             match http::parse(&conn.inbuf[used..]) {
                 Parsed::Incomplete => break,
                 Parsed::AwaitingBody { expects_continue } => {
+                    conn.awaiting_body = true;
                     // Once per request: a client that asked waits for it
                     // before it sends the body.
                     if expects_continue && !conn.continued {

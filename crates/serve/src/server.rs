@@ -46,7 +46,9 @@ pub struct Config {
     /// `fdatasync` flushes data alone (no file size to commit); 0: append
     /// to segments that grow instead.
     pub journal_segment_bytes: u64,
-    /// A request's headers must arrive within this, or the connection closes.
+    /// A request's headers must arrive within this, and its body must not
+    /// stall for longer (a body whose bytes keep coming may take longer),
+    /// or the connection closes.
     pub header_timeout: Duration,
     /// A keep-alive connection idle this long (no bytes in, nothing owed)
     /// is closed.

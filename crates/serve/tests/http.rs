@@ -245,6 +245,40 @@ fn the_connection_cap_answers_503_and_slow_headers_are_closed() {
     t.join().unwrap();
 }
 
+#[test]
+fn a_slow_body_that_keeps_coming_is_taken_and_a_stalled_one_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |c| {
+        c.header_timeout = Duration::from_secs(1);
+    });
+    // A body a byte every 100 ms, 2.5 s in all: longer than the limit,
+    // but never silent for it.
+    let body = br#"{"name":"slow","price":1}"#;
+    let mut s = connect(addr);
+    s.write_all(
+        format!(
+            "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    for b in body {
+        thread::sleep(Duration::from_millis(100));
+        s.write_all(&[*b]).unwrap();
+    }
+    let (status, _, created) = read_response(&mut s);
+    assert_eq!((status, created.as_str()), (201, r#"{"id":1}"#));
+    // A body that stops coming is closed once silent for the limit.
+    let mut stalled = connect(addr);
+    stalled
+        .write_all(b"POST /item HTTP/1.1\r\nContent-Length: 20\r\n\r\n{\"na")
+        .unwrap();
+    assert!(closed(&mut stalled), "a stalled body kept its connection");
+    stop.shutdown();
+    t.join().unwrap();
+}
+
 /// `statepipe_serve_connections{io="i"}` for I/O threads `0..n`, from one
 /// `GET /metrics` on `stream`.
 fn connections_per_thread(stream: &mut TcpStream, n: usize) -> Vec<i64> {
