@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -136,6 +136,7 @@ impl Coordinator {
             committed: None,
             restores: Vec::new(),
             positions: Positions::default(),
+            issued: Arc::default(),
         };
         let result = run.drive(parts);
         done.store(true, Ordering::Relaxed);
@@ -204,6 +205,8 @@ struct Driver<'a, I, O> {
     restores: Vec<Restore>,
     /// Each barrier's input position and when it went, by checkpoint.
     positions: Positions,
+    /// The highest barrier number sent, in any attempt.
+    issued: Arc<AtomicU64>,
 }
 
 /// Why an attempt ended early.

@@ -45,7 +45,7 @@ pub(crate) fn feed<I: Wire>(
     position: u64,
     mut next_id: u64,
     every: Option<Duration>,
-    positions: &Mutex<HashMap<u64, (u64, Instant)>>,
+    (positions, issued): (&Positions, &AtomicU64),
     stop: &AtomicBool,
     seen: &AtomicU64,
 ) -> Result<(), String> {
@@ -109,6 +109,7 @@ pub(crate) fn feed<I: Wire>(
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(next_id, (seq, Instant::now()));
+                    issued.fetch_max(next_id, Ordering::Relaxed);
                     tx.barrier(next_id).map_err(|e| e.to_string())?;
                     next_id += 1;
                     due = Some(Instant::now() + e);
@@ -127,6 +128,7 @@ pub(crate) fn feed<I: Wire>(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(id, (seq, Instant::now()));
+            issued.fetch_max(id, Ordering::Relaxed);
             tx.barrier(id).map_err(|e| e.to_string())
         };
         let last = next_id;

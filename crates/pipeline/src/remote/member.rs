@@ -405,6 +405,7 @@ fn run_part(
         cfg = cfg.checkpoint_dir(&dir);
         cfg.keep_older_checkpoints = true;
         cfg.lock_checkpoint_dir = false;
+        cfg.first_checkpoint = Some(a.next_checkpoint);
         if let Some(id) = a.restore {
             let ckpt = Checkpoint::open(crate::checkpoint::folder(&dir, id))
                 .map_err(|e| format!("restoring part {}: {e}", a.part))?;

@@ -118,6 +118,10 @@ pub(crate) struct Assign {
     /// How many edges come in: one, or a keyed stage's copies and its
     /// route log.
     pub(crate) inputs: u32,
+    /// The number of the attempt's first barrier: past every one sent
+    /// before, so that a lost member still finishing a checkpoint never
+    /// writes one of the numbers this attempt's parts write.
+    pub(crate) next_checkpoint: u64,
 }
 
 /// The control messages, and a data connection's hello.
@@ -639,7 +643,7 @@ mod tests {
             for m in [
                 Msg::Hello { epoch, part, slot: part },
                 Msg::Failed { epoch, part, error: s.clone() },
-                Msg::Start { epoch, parts: vec![Assign { part, restore: Some(epoch), outputs: vec![Target { addr: s.clone(), part, slot: 0 }], inputs: 1 }], checkpoints: None, credits: 3 },
+                Msg::Start { epoch, parts: vec![Assign { part, restore: Some(epoch), outputs: vec![Target { addr: s.clone(), part, slot: 0 }], inputs: 1, next_checkpoint: epoch + 1 }], checkpoints: None, credits: 3 },
             ] {
                 let mut out = Vec::new();
                 write_msg(&mut out, &m).unwrap();

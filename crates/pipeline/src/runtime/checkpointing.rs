@@ -199,6 +199,9 @@ pub(crate) fn prepare<I, O>(
                 let _ = std::fs::remove_dir_all(&dir);
             }
         }
+        if let Some(floor) = config.first_checkpoint {
+            prepared.first_id = prepared.first_id.max(floor);
+        }
     }
     Ok(prepared)
 }

@@ -61,6 +61,11 @@ pub struct Config {
     /// pass from member to member: a member declared lost may live on, cut
     /// off, holding it).
     pub(crate) lock_checkpoint_dir: bool,
+    /// The lowest number the next checkpoint may take (a distributed
+    /// pipeline's part: its coordinator numbers barriers across attempts,
+    /// so that a checkpoint a lost member may still be writing never has
+    /// the number of one its successor writes).
+    pub(crate) first_checkpoint: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +101,7 @@ impl Config {
             restore: None,
             keep_older_checkpoints: false,
             lock_checkpoint_dir: true,
+            first_checkpoint: None,
         }
     }
 

@@ -14,6 +14,7 @@ use super::super::edge::EdgeTx;
 use super::super::ends::{feed, receive};
 use super::super::error::RemoteError;
 use super::super::join::Ev;
+use super::super::member::part_dir;
 use super::super::part::{Parts, Wire};
 use super::super::routes::{self};
 use super::super::wire::{self, Assign, EncodedState, Msg, Target, CONNECT_TIMEOUT};
@@ -44,6 +45,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         let place = self.placement(p);
         let restore = self.committed.map(|c| c.id);
         let position = self.committed.map_or(0, |c| c.position);
+        let next_checkpoint = self.next_checkpoint(restore, p);
         let (wiring, sink_inputs) = wiring(parts);
         for (&n, m) in &self.members {
             if !m.alive {
@@ -68,6 +70,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                         })
                         .collect(),
                     inputs: wiring[k].1,
+                    next_checkpoint,
                 })
                 .collect();
             m.send(&Msg::Start {
@@ -82,7 +85,14 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             part: 0,
             slot: 0,
         };
-        let ends = self.start_ends(epoch, p as u32, sink_inputs, first, restore, position)?;
+        let ends = self.start_ends(
+            epoch,
+            p as u32,
+            sink_inputs,
+            first,
+            next_checkpoint,
+            position,
+        )?;
         let mut states: HashMap<u32, Vec<EncodedState>> = HashMap::new();
         let mut checkpointed: HashMap<u64, usize> = HashMap::new();
         // Checkpoints every part has, not yet committed, and the last
@@ -237,6 +247,26 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         cause
     }
 
+    /// The number of the next attempt's first barrier: past the one it
+    /// restores, every barrier sent so far, and every checkpoint on disk
+    /// (a coordinator that resumes does not know what its predecessor
+    /// sent): a lost member may still be writing one of those.
+    fn next_checkpoint(&self, restore: Option<u64>, parts: usize) -> u64 {
+        let on_disk = self.root().map_or(0, |root| {
+            (0..parts as u32)
+                .filter_map(|k| crate::checkpoint::list(&part_dir(root, k)).ok())
+                .flatten()
+                .map(|(id, _)| id)
+                .max()
+                .unwrap_or(0)
+        });
+        restore
+            .unwrap_or(0)
+            .max(self.issued.load(Ordering::Relaxed))
+            .max(on_disk)
+            + 1
+    }
+
     /// Commits the newest of the `durable` checkpoints whose barrier the
     /// sink has `passed`; those older than it are passed over.
     fn commit_passed(
@@ -282,7 +312,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         last: u32,
         inputs: u32,
         first: Target,
-        restore: Option<u64>,
+        next_checkpoint: u64,
         position: u64,
     ) -> Result<Ends, RemoteError> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -335,6 +365,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             );
             let every = self.root().and(every);
             let positions = Arc::clone(&self.positions);
+            let issued = Arc::clone(&self.issued);
             threads.push(
                 std::thread::Builder::new()
                     .name("coordinator-source".into())
@@ -351,9 +382,9 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                                 tx,
                                 inputs,
                                 position,
-                                restore.map_or(1, |r| r + 1),
+                                next_checkpoint,
                                 every,
-                                &positions,
+                                (&positions, &issued),
                                 &stop,
                                 &seen,
                             )
