@@ -113,10 +113,16 @@ fn python_ship_cost(has_cost: bool) -> ShipCost {
     }
 }
 
+/// Set by [`interruptible`] on Ctrl-C, for a wait in `f` that no killed
+/// worker ends (a listener waiting for remote workers).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Runs `f` on another thread with the GIL released, checking for Ctrl-C
 /// every 50 ms; on KeyboardInterrupt kills the spawned workers (which ends
-/// `f`) and raises it.
+/// a wait for them: `LocalCluster::accept` sees them exit), sets
+/// [`INTERRUPTED`] (which ends a wait for remote ones) and raises it.
 fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
     let done = (Mutex::new(false), Condvar::new());
     let done = &done;
     std::thread::scope(|scope| {
@@ -139,6 +145,8 @@ fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyRes
                 break;
             }
             if let Err(e) = py.check_signals() {
+                // Relaxed: a flag the waits poll; nothing else rides on it.
+                INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
                 kill_spawned_workers();
                 let _ = py.detach(|| handle.join());
                 return Err(e);
@@ -334,7 +342,7 @@ impl NativeEngine {
         };
         let master = interruptible(py, || -> Result<_, Error> {
             let l = Listener::bind(&addr, Secret::new(&secret))?;
-            let joined = l.accept(workers, Duration::from_secs_f64(timeout))?;
+            let joined = l.accept_until(workers, Duration::from_secs_f64(timeout), &INTERRUPTED)?;
             Master::new(&m, joined, cfg)
         })?
         .map_err(to_py)?;

@@ -305,6 +305,39 @@ def test_ctrl_c_in_the_caller_stops_the_workers(tmp_path):
         p.kill()
 
 
+CTRL_C_WAITING = textwrap.dedent(
+    """
+    import sys, statepipe
+    class Walk:
+        def evolve(self, x, i, rng):
+            return [(x, x)]
+    print("waiting", flush=True)
+    try:
+        # No worker ever comes; the wait is 600 s.
+        statepipe.Engine(Walk(), workers=2, listen="127.0.0.1:0", secret="s", timeout=600)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    """
+)
+
+
+def test_ctrl_c_while_waiting_for_remote_workers_interrupts_the_wait(tmp_path):
+    script = tmp_path / "waiting.py"
+    script.write_text(CTRL_C_WAITING)
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "waiting"
+        time.sleep(1.0)  # let the wait start (not a timed assertion: any delay works)
+        p.send_signal(signal.SIGINT)
+        # Well within the 600 s wait: the wait itself was ended.
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 3, err
+        assert "interrupted" in out
+    finally:
+        p.kill()
+
+
 class VecWalk:
     """Per state: ``evolve``; vectorised: ``evolve_batch``."""
 

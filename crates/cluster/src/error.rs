@@ -133,6 +133,9 @@ pub enum Error {
     /// A socket operation failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The caller asked the wait to stop (`Listener::accept_until`).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// How the reason of a worker dropped for a `Failed` frame starts (its

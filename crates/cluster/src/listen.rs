@@ -2,6 +2,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
@@ -98,6 +99,35 @@ impl Listener {
     /// [`Error::JoinTimeout`] if fewer than `n` joined within `timeout`;
     /// [`Error::Io`] if the listening socket fails.
     pub fn accept(&self, n: usize, timeout: Duration) -> Result<Vec<Joined>, Error> {
+        self.accept_while(n, timeout, || Ok(()))
+    }
+
+    /// [`Listener::accept`], giving up as soon as `stop` is set (by a
+    /// signal handler, or a caller's Ctrl-C, say), with
+    /// [`Error::Interrupted`].
+    ///
+    /// # Errors
+    /// As [`Listener::accept`]; [`Error::Interrupted`] once `stop` is set.
+    pub fn accept_until(
+        &self,
+        n: usize,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Vec<Joined>, Error> {
+        // Relaxed: a flag polled every 2 ms; nothing else rides on it.
+        self.accept_while(n, timeout, || match stop.load(Ordering::Relaxed) {
+            true => Err(Error::Interrupted),
+            false => Ok(()),
+        })
+    }
+
+    /// [`Listener::accept`], asking `go_on` between tries whether to.
+    pub(crate) fn accept_while(
+        &self,
+        n: usize,
+        timeout: Duration,
+        mut go_on: impl FnMut() -> Result<(), Error>,
+    ) -> Result<Vec<Joined>, Error> {
         let deadline = Instant::now() + timeout;
         let mut joined = Vec::with_capacity(n);
         while joined.len() < n {
@@ -107,6 +137,7 @@ impl Listener {
                     Err(e) => tracing::warn!(%addr, "refusing a peer: {e}"),
                 },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    go_on()?;
                     if Instant::now() >= deadline {
                         return Err(Error::JoinTimeout {
                             joined: joined.len(),

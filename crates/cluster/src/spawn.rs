@@ -149,10 +149,22 @@ impl LocalCluster {
     /// Waits until every worker has joined.
     ///
     /// # Errors
-    /// [`Error::JoinTimeout`] if not all joined within `timeout` (a worker
-    /// that failed to start says why on standard error).
+    /// [`Error::JoinTimeout`] if not all joined within `timeout`;
+    /// [`Error::WorkerFailed`] as soon as a worker exits before it joined
+    /// (one that failed to start says why on standard error).
     pub fn accept(&self, timeout: Duration) -> Result<Vec<Joined>, Error> {
-        self.listener.accept(self.children.len(), timeout)
+        // A worker that exits before it joins (it could not start, or was
+        // killed: a Ctrl-C) never will: no use waiting out the timeout.
+        self.listener
+            .accept_while(self.children.len(), timeout, || {
+                match self.children.iter().find(|c| exited(c.id())) {
+                    Some(c) => Err(Error::WorkerFailed(format!(
+                        "worker process {} exited before it joined (its standard error says why)",
+                        c.id()
+                    ))),
+                    None => Ok(()),
+                }
+            })
     }
 
     /// The workers' process ids.
@@ -170,6 +182,18 @@ impl LocalCluster {
             reg.retain(|&p| p != pid);
         }
     }
+}
+
+/// Whether child `pid` has exited (a zombie, not reaped yet: `Child` still
+/// owns the reaping).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 impl Drop for LocalCluster {

@@ -427,3 +427,19 @@ fn states_larger_than_a_frame_are_placed_and_fetched_in_several() {
         .unwrap();
     assert_eq!(out.len(), ids.len());
 }
+
+#[test]
+fn a_spawned_worker_that_exits_before_joining_ends_the_wait_saying_so() {
+    // `false` exits at once: the wait must not last its 600 s.
+    let c = crate::LocalCluster::spawn(&crate::WorkerCommand::new("false"), 2, &[]).unwrap();
+    let err = c.accept(Duration::from_secs(600)).unwrap_err();
+    assert!(err.to_string().contains("exited before it joined"), "{err}");
+}
+
+#[test]
+fn a_wait_for_workers_ends_when_asked_to() {
+    let l = Listener::bind("127.0.0.1:0", Secret::random()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    let r = l.accept_until(1, Duration::from_secs(600), &stop);
+    assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+}
