@@ -231,16 +231,21 @@ impl Cut {
     }
 }
 
-#[test]
-fn a_member_lost_while_the_sink_lags_loses_no_output() {
-    // The sink takes 5 ms an output, so that the parts run far ahead of it
-    // and checkpoints are durable on every part long before the sink has
-    // the outputs before them. Once one is committed, a member is lost;
-    // every output must still reach the sink once.
-    let got = watchdog(|| {
+type Source = Box<dyn Fn(u64) -> Box<dyn Iterator<Item = i64> + Send> + Send + Sync>;
+
+/// A run of `x * 2 + 1` on two members with checkpoints every 10 ms, the
+/// sink taking `sink_ms` an output; the second member is cut off once a
+/// checkpoint is committed and `ready(outputs so far)` holds. Returns the
+/// sink's outputs (the run must restore once, and end well).
+fn losing_a_member(
+    inputs: Source,
+    sink_ms: u64,
+    ready: impl Fn(usize) -> bool + Send + 'static,
+) -> Vec<(u64, i64)> {
+    watchdog(move || {
         let dir = tempfile::tempdir().unwrap();
         let secret = Secret::random();
-        let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "lagging sink").unwrap();
+        let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "losing a member").unwrap();
         let addr = co.local_addr().to_string();
         let parts = || {
             Parts::new(|| Pipeline::map("double", |x: i64| x * 2))
@@ -265,22 +270,12 @@ fn a_member_lost_while_the_sink_lags_loses_no_output() {
             .checkpoint_every(std::time::Duration::from_millis(10));
         let committed = dir.path().join("COORDINATOR");
         let run = std::thread::spawn(move || {
-            co.run(
-                &parts(),
-                &config,
-                // Inputs over about 40 ms, so that barriers fall among
-                // them.
-                |from| {
-                    (from as i64..400)
-                        .inspect(|_| std::thread::sleep(std::time::Duration::from_micros(100)))
-                },
-                move |seq, x| {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    sink.lock().unwrap().push((seq, x));
-                },
-            )
+            co.run(&parts(), &config, inputs, move |seq, x| {
+                std::thread::sleep(std::time::Duration::from_millis(sink_ms));
+                sink.lock().unwrap().push((seq, x));
+            })
         });
-        while !committed.exists() {
+        while !committed.exists() || !ready(outputs.lock().unwrap().len()) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         cut.cut();
@@ -293,7 +288,23 @@ fn a_member_lost_while_the_sink_lags_loses_no_output() {
         assert!(members.next().unwrap().join().unwrap().is_err());
         let out = outputs.lock().unwrap().clone();
         out
+    })
+}
+
+#[test]
+fn a_member_lost_while_the_sink_lags_loses_no_output() {
+    // The sink takes 5 ms an output, so that the parts run far ahead of it
+    // and checkpoints are durable on every part long before the sink has
+    // the outputs before them. Once one is committed, a member is lost;
+    // every output must still reach the sink once. The inputs come over
+    // about 40 ms, so that barriers fall among them.
+    let inputs: Source = Box::new(|from| {
+        Box::new(
+            (from as i64..400)
+                .inspect(|_| std::thread::sleep(std::time::Duration::from_micros(100))),
+        )
     });
+    let got = losing_a_member(inputs, 5, |_| true);
     let want: Vec<(u64, i64)> = (0..400).map(|x| (x as u64, x * 2 + 1)).collect();
     assert_eq!(got.len(), want.len(), "outputs delivered");
     assert_eq!(got, want);
@@ -306,65 +317,16 @@ fn a_member_lost_while_the_source_is_idle_is_recovered() {
     // meanwhile. The restore must not wait for the idle source: the next
     // attempt's source gives the rest.
     let (hold, idle) = std::sync::mpsc::channel::<()>();
-    let idle = Arc::new(Mutex::new(Some(idle)));
-    let got = watchdog(move || {
-        let dir = tempfile::tempdir().unwrap();
-        let secret = Secret::random();
-        let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "idle source").unwrap();
-        let addr = co.local_addr().to_string();
-        let parts = || {
-            Parts::new(|| Pipeline::map("double", |x: i64| x * 2))
-                .then(|| Pipeline::map("next", |x: i64| x + 1))
-        };
-        let cut = Cut::to(addr.clone());
-        let members: Vec<_> = [addr, cut.addr.clone()]
-            .into_iter()
-            .map(|to| {
-                let secret = secret.clone();
-                std::thread::spawn(move || {
-                    let m = Member::join(&to, secret, "127.0.0.1:0")?;
-                    m.run(&parts(), &Config::new().workers(1).pin(false))
-                })
-            })
-            .collect();
-        let outputs = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&outputs);
-        let config = RemoteConfig::new()
-            .members(2)
-            .checkpoint_dir(dir.path())
-            .checkpoint_every(std::time::Duration::from_millis(10));
-        let committed = dir.path().join("COORDINATOR");
-        let run = std::thread::spawn(move || {
-            co.run(
-                &parts(),
-                &config,
-                move |from| -> Box<dyn Iterator<Item = i64> + Send> {
-                    match idle.lock().unwrap().take() {
-                        // Blocks once the 200 are out, until the test ends.
-                        Some(idle) => {
-                            Box::new((from as i64..200).chain(std::iter::from_fn(move || {
-                                let _ = idle.recv();
-                                None
-                            })))
-                        }
-                        None => Box::new(from as i64..400),
-                    }
-                },
-                move |seq, x| sink.lock().unwrap().push((seq, x)),
-            )
-        });
-        while !committed.exists() || outputs.lock().unwrap().len() < 200 {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        cut.cut();
-        let run = run.join().unwrap().unwrap();
-        assert_eq!(run.restores.len(), 1, "{:?}", run.restores);
-        let mut members = members.into_iter();
-        members.next().unwrap().join().unwrap().unwrap();
-        assert!(members.next().unwrap().join().unwrap().is_err());
-        let out = outputs.lock().unwrap().clone();
-        out
+    let idle = Mutex::new(Some(idle));
+    let inputs: Source = Box::new(move |from| match idle.lock().unwrap().take() {
+        // Blocks once the 200 are out, until the test ends.
+        Some(idle) => Box::new((from as i64..200).chain(std::iter::from_fn(move || {
+            let _ = idle.recv();
+            None
+        }))),
+        None => Box::new(from as i64..400),
     });
+    let got = losing_a_member(inputs, 0, |n| n >= 200);
     drop(hold);
     let want: Vec<(u64, i64)> = (0..400).map(|x| (x as u64, x * 2 + 1)).collect();
     assert_eq!(got, want);

@@ -32,16 +32,14 @@ pub(crate) const DEFAULT_MAX_FRAME: u32 = 64 << 20;
 /// frames (a single larger state takes one of its own).
 pub(crate) const STATE_FRAME_BYTES: usize = DEFAULT_MAX_FRAME as usize / 4;
 
-/// `states` as frames of `kind` (each `n × (id, bytes)`), as many as
-/// [`STATE_FRAME_BYTES`] needs (one when there are none), with the count
-/// each holds.
-pub(crate) fn state_frames<'b>(
-    kind: Kind,
-    states: impl IntoIterator<Item = (crate::evolve::StateId, &'b [u8])>,
-) -> Vec<(Vec<u8>, u32)> {
-    let states: Vec<_> = states.into_iter().collect();
-    let mut frames = Vec::new();
-    let mut rest = &states[..];
+/// `states` cut into runs of at most [`STATE_FRAME_BYTES`] state bytes
+/// each (a larger state is a run of its own), one frame's worth a run;
+/// one empty run when there are none.
+pub(crate) fn state_runs<'s, 'b>(
+    states: &'s [(crate::evolve::StateId, &'b [u8])],
+) -> Vec<&'s [(crate::evolve::StateId, &'b [u8])]> {
+    let mut runs = Vec::new();
+    let mut rest = states;
     loop {
         let (mut k, mut bytes) = (0, 0);
         while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= STATE_FRAME_BYTES) {
@@ -49,16 +47,31 @@ pub(crate) fn state_frames<'b>(
             k += 1;
         }
         let (now, later) = rest.split_at(k);
-        let mut f = Vec::with_capacity(HEADER_LEN + 4 + bytes + 12 * k);
-        let st = begin(&mut f, kind);
-        msg::put_states(&mut f, now.iter().copied());
-        finish(&mut f, st);
-        frames.push((f, k as u32));
+        runs.push(now);
         rest = later;
         if rest.is_empty() {
-            return frames;
+            return runs;
         }
     }
+}
+
+/// `states` as frames of `kind` (each `n × (id, bytes)`), one a run of
+/// [`state_runs`], with the count each holds.
+pub(crate) fn state_frames<'b>(
+    kind: Kind,
+    states: impl IntoIterator<Item = (crate::evolve::StateId, &'b [u8])>,
+) -> Vec<(Vec<u8>, u32)> {
+    let states: Vec<_> = states.into_iter().collect();
+    state_runs(&states)
+        .into_iter()
+        .map(|run| {
+            let mut f = Vec::new();
+            let st = begin(&mut f, kind);
+            msg::put_states(&mut f, run.iter().copied());
+            finish(&mut f, st);
+            (f, run.len() as u32)
+        })
+        .collect()
 }
 
 macro_rules! kinds {

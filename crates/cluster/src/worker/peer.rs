@@ -25,7 +25,7 @@ use super::conn::{lock, Conn, Store};
 use super::replica::ReplicaStore;
 use crate::auth::Secret;
 use crate::evolve::StateId;
-use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME, STATE_FRAME_BYTES};
+use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
 use crate::wire;
 
 /// How long a victim waits to connect to and authenticate with a thief.
@@ -124,33 +124,24 @@ impl Peers {
     }
 }
 
-/// `states` as the replica of `origin` for `round`: as many `Replica`
-/// frames as their size needs (one when there are none), each holding at
-/// most [`STATE_FRAME_BYTES`] of state bytes (or one larger state).
+/// `states` as the replica of `origin` for `round`: one `Replica` frame
+/// a run of [`protocol::state_runs`] (at most [`protocol::STATE_FRAME_BYTES`] of
+/// state bytes, or one larger state).
 pub(crate) fn replica_frames(round: u64, origin: u32, states: &[(StateId, &[u8])]) -> Vec<Vec<u8>> {
     let total = states.len() as u32;
-    let mut frames = Vec::new();
-    let mut rest = states;
-    loop {
-        let (mut k, mut bytes) = (0, 0);
-        while k < rest.len() && (k == 0 || bytes + rest[k].1.len() <= STATE_FRAME_BYTES) {
-            bytes += rest[k].1.len();
-            k += 1;
-        }
-        let (now, later) = rest.split_at(k);
-        let mut f = Vec::with_capacity(bytes + 12 * k + 32);
-        let st = protocol::begin(&mut f, Kind::Replica);
-        msg::put_u64(&mut f, round);
-        msg::put_u32(&mut f, origin);
-        msg::put_u32(&mut f, total);
-        msg::put_states(&mut f, now.iter().copied());
-        protocol::finish(&mut f, st);
-        frames.push(f);
-        rest = later;
-        if rest.is_empty() {
-            return frames;
-        }
-    }
+    protocol::state_runs(states)
+        .into_iter()
+        .map(|run| {
+            let mut f = Vec::new();
+            let st = protocol::begin(&mut f, Kind::Replica);
+            msg::put_u64(&mut f, round);
+            msg::put_u32(&mut f, origin);
+            msg::put_u32(&mut f, total);
+            msg::put_states(&mut f, run.iter().copied());
+            protocol::finish(&mut f, st);
+            f
+        })
+        .collect()
 }
 
 /// A thief's listener: a thread accepting peers, and one per peer storing
