@@ -3,6 +3,7 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
@@ -174,24 +175,94 @@ impl Listener {
     }
 
     fn authenticate(&self, s: &TcpStream) -> io::Result<()> {
-        s.set_nonblocking(false)?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(AUTH_TIMEOUT))?;
-        let nonce: [u8; 32] = rand::random();
-        let mut s2 = s;
-        wire::write_frame(&mut s2, Kind::Challenge, &nonce)?;
-        let mut buf = Vec::new();
-        // A peer may not make us read more than an answer's worth.
-        wire::expect_frame(&mut s2, &mut buf, 64, Kind::Auth)?;
-        let answer =
-            msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        if !self.secret.verify(&nonce, &answer) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "wrong secret",
-            ));
-        }
-        s.set_read_timeout(None)?;
-        Ok(())
+        authenticate(&self.secret, s)
     }
+
+    /// Accepts and authenticates workers from now on, on a thread of its
+    /// own (each handshake on one more, so that a silent peer holds up no
+    /// other), whatever the caller is doing: a worker that joins during a
+    /// long step is challenged at once, and waits, authenticated, for the
+    /// caller to take it ([`Joiners::take`]). Dropping the [`Joiners`]
+    /// stops the thread.
+    pub(crate) fn in_background(self) -> Joiners {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let spawned = std::thread::Builder::new()
+            .name("statepipe-joiners".into())
+            .spawn(move || {
+                // Relaxed: a flag polled every 10 ms; nothing rides on it.
+                while !flag.load(Ordering::Relaxed) {
+                    match self.inner.accept() {
+                        Ok((stream, addr)) => {
+                            let (secret, tx) = (self.secret.clone(), tx.clone());
+                            let _ = std::thread::Builder::new()
+                                .name("statepipe-handshake".into())
+                                .spawn(move || match authenticate(&secret, &stream) {
+                                    Ok(()) => {
+                                        let _ = tx.send(Joined { stream, addr });
+                                    }
+                                    Err(e) => tracing::warn!(%addr, "refusing a peer: {e}"),
+                                });
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        Err(e) => {
+                            // Out of descriptors, say: it may pass.
+                            tracing::warn!("accepting workers: {e}");
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the thread that admits workers mid-run: {e}");
+        }
+        Joiners { rx, stop }
+    }
+}
+
+/// Workers that joined a listener [`Listener::in_background`] accepts on,
+/// authenticated, waiting to be taken.
+#[derive(Debug)]
+pub(crate) struct Joiners {
+    rx: std::sync::mpsc::Receiver<Joined>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Joiners {
+    /// The workers that joined since the last call; waits for none.
+    pub(crate) fn take(&self) -> Vec<Joined> {
+        self.rx.try_iter().collect()
+    }
+}
+
+impl Drop for Joiners {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Challenges the peer on `s` and checks its answer against `secret`,
+/// within [`AUTH_TIMEOUT`] a read.
+fn authenticate(secret: &Secret, s: &TcpStream) -> io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(AUTH_TIMEOUT))?;
+    let nonce: [u8; 32] = rand::random();
+    let mut s2 = s;
+    wire::write_frame(&mut s2, Kind::Challenge, &nonce)?;
+    let mut buf = Vec::new();
+    // A peer may not make us read more than an answer's worth.
+    wire::expect_frame(&mut s2, &mut buf, 64, Kind::Auth)?;
+    let answer = msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    if !secret.verify(&nonce, &answer) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "wrong secret",
+        ));
+    }
+    s.set_read_timeout(None)?;
+    Ok(())
 }

@@ -19,7 +19,7 @@ use crate::auth::Secret;
 use crate::engine::{Engine, Inputs, Outputs};
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
-use crate::listen::{Joined, Listener};
+use crate::listen::{Joined, Joiners, Listener};
 use crate::protocol::DEFAULT_MAX_FRAME;
 use crate::registry::Registry;
 use crate::registry::{decode, encode};
@@ -78,8 +78,9 @@ impl Default for MasterConfig {
 pub struct Master<E: Evolve> {
     /// The model as workers get it, for workers admitted later.
     params: Vec<u8>,
-    /// Where workers that join mid-run connect ([`Master::admit_from`]).
-    listener: Option<Listener>,
+    /// The workers that joined mid-run, accepted and authenticated in the
+    /// background ([`Master::admit_from`]).
+    joiners: Option<Joiners>,
     /// A copy of the model (decoded from what the workers got), for its
     /// cost hints.
     model: E,
@@ -116,7 +117,7 @@ impl<E: Evolve> Master<E> {
         let params = encode(model)?;
         let mut m = Master {
             params: params.clone(),
-            listener: None,
+            joiners: None,
             model: decode(&params)?,
             stats: Stats {
                 workers: vec![Default::default(); addrs.len()],
@@ -301,22 +302,15 @@ impl<E: Evolve> Master<E> {
     /// Keeps `listener` and, at the start of every `evolve_many`, admits
     /// the workers that joined it since (elastic workers).
     pub fn admit_from(&mut self, listener: Listener) {
-        self.listener = Some(listener);
+        // Challenged as they come, also during a long step (a worker gives
+        // up on a connection nobody challenges).
+        self.joiners = Some(listener.in_background());
     }
 
     /// Admits whoever joined the listener since the last step.
     fn admit_joined(&mut self) -> Result<(), Error> {
-        let joined = match &self.listener {
-            Some(l) => match l.accept_ready() {
-                Ok(j) => j,
-                // Out of descriptors, say: the run goes on, and they are
-                // accepted at a later step.
-                Err(Error::Io(e)) => {
-                    tracing::warn!("accepting the workers that joined failed: {e}");
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            },
+        let joined = match &self.joiners {
+            Some(j) => j.take(),
             None => return Ok(()),
         };
         let first = self.sched.worker_stats().len();

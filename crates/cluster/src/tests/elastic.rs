@@ -100,6 +100,47 @@ fn a_joiner_that_cannot_run_the_model_is_left_out_and_the_run_goes_on() {
 }
 
 #[test]
+fn a_worker_joining_during_a_long_step_is_challenged_at_once_and_admitted_after_it() {
+    use super::{Nap, NapInput};
+    let secret = Secret::random();
+    let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let _ = worker::spawn_thread(addr, secret.clone(), registry());
+    let joined = l.accept(1, Duration::from_secs(30)).unwrap();
+    let mut m = Master::new(&Nap, joined, MasterConfig::default()).unwrap();
+    m.admit_from(l);
+    let ids = m.reset_states(vec![1, 2]).unwrap();
+    // A worker that gives up on a connection nobody challenges within
+    // 200 ms, and on joining after 1 s, joins 300 ms into a 2 s step.
+    let joiner = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let opts = worker::WorkerOptions {
+            connect_timeout: Duration::from_secs(1),
+            challenge_timeout: Duration::from_millis(200),
+            ..worker::WorkerOptions::default()
+        };
+        worker::run(&addr.to_string(), &secret, registry(), &opts)
+    });
+    let long = NapInput {
+        cost_us: 1_000_000,
+        children: 1,
+    };
+    let out = m
+        .evolve_many(ids.iter().map(|&i| (i, long)).collect())
+        .unwrap();
+    let ids: Vec<_> = out.values().flatten().map(|c| c.0).collect();
+    let short = NapInput {
+        cost_us: 10,
+        children: 1,
+    };
+    m.evolve_many(ids.iter().map(|&i| (i, short)).collect())
+        .unwrap();
+    assert_eq!(m.stats().workers.len(), 2, "the joiner was not admitted");
+    m.shutdown();
+    assert!(joiner.join().unwrap().is_ok(), "the joiner gave up");
+}
+
+#[test]
 fn the_threaded_master_refuses_workers_mid_run_with_an_error() {
     let secret = Secret::random();
     let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
