@@ -33,6 +33,8 @@ const MAX_BUFFERED: usize = http::MAX_HEADER_BYTES + http::MAX_BODY_BYTES + 4096
 /// before it answers no more of its pipelined requests (about one
 /// largest answer: a page of items).
 const MAX_UNSENT: usize = 1 << 20;
+/// How long a connection the server closed may wait for its peer's close.
+const LINGER: Duration = Duration::from_secs(2);
 /// The most one `recv` reads.
 const READ_CHUNK: usize = 16 * 1024;
 /// How long shutdown waits for in-flight requests.
@@ -141,6 +143,11 @@ struct Conn {
     capped: bool,
     /// `100 Continue` went for the request at the front of `inbuf`.
     continued: bool,
+    /// The server closed its side after its last answer (a refused body,
+    /// `Connection: close`) and reads on, discarding, until the peer
+    /// closes too or [`LINGER`] passes: closing with bytes unread would
+    /// reset the connection, and the peer could lose the answer.
+    lingering: Option<Instant>,
     /// The request at the front of `inbuf` has all its headers, and waits
     /// for its body.
     awaiting_body: bool,
@@ -252,7 +259,11 @@ impl<W: WaitStrategy> IoThread<W> {
                 }
             }
             if let Some(since) = stopping_since {
-                let busy = conns.iter().flatten().count();
+                let busy = conns
+                    .iter()
+                    .flatten()
+                    .filter(|c| c.lingering.is_none())
+                    .count();
                 if busy == 0 || since.elapsed() > DRAIN_LIMIT {
                     break;
                 }
@@ -340,6 +351,7 @@ impl<W: WaitStrategy> IoThread<W> {
             inbuf: Vec::new(),
             capped: false,
             continued: false,
+            lingering: None,
             awaiting_body: false,
             read_closed: false,
             out: Vec::new(),
@@ -360,6 +372,18 @@ impl<W: WaitStrategy> IoThread<W> {
     /// at [`MAX_BUFFERED`] (the socket raises no new event for bytes it
     /// already held).
     fn process(&mut self, slot: usize, conn: &mut Conn, chunk: &mut [u8]) {
+        if conn.lingering.is_some() {
+            // What comes now is discarded, however much.
+            loop {
+                conn.inbuf.clear();
+                fill(conn, chunk);
+                if !conn.capped {
+                    break;
+                }
+            }
+            conn.inbuf.clear();
+            return;
+        }
         loop {
             let before = (conn.inbuf.len(), conn.out.len());
             self.answer(slot, conn);
@@ -512,7 +536,15 @@ impl<W: WaitStrategy> IoThread<W> {
         let close = nothing_pending
             && ((conn.close_after && done_writing)
                 || (conn.peer_closed && (done_writing || conn.close_after)));
-        if close {
+        if close && !conn.peer_closed && conn.lingering.is_none() {
+            // Our answers are out: say so, and wait for the peer's close.
+            let _ = conn.stream.shutdown(std::net::Shutdown::Write);
+            conn.lingering = Some(Instant::now());
+            conn.inbuf.clear();
+            return;
+        }
+        let lingered = conn.lingering.is_some_and(|t| t.elapsed() > LINGER);
+        if close && (conn.peer_closed || conn.lingering.is_none() || lingered) {
             let mut conn = conns[slot].take().expect("checked");
             let _ = self.poll.registry().deregister(&mut conn.stream);
             let _ = conn.stream.shutdown(std::net::Shutdown::Both);

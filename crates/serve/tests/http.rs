@@ -500,6 +500,36 @@ fn a_client_that_expects_100_continue_gets_it_before_it_sends_the_body() {
 }
 
 #[test]
+fn a_refused_body_sent_whole_still_gets_its_answer() {
+    // A client that sends a 4 MiB body without waiting (no Expect): the
+    // server refuses it at its headers and closes, with the body still
+    // coming. Closing with bytes unread resets the connection, which can
+    // destroy the 413 on its way; the server reads the rest away first.
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    for _ in 0..5 {
+        let mut s = connect(addr);
+        let mut w = s.try_clone().unwrap();
+        let writer = thread::spawn(move || {
+            let body = vec![b'x'; 4 << 20];
+            let head = format!(
+                "POST /item HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = w.write_all(head.as_bytes());
+            let _ = w.write_all(&body);
+            let _ = w.shutdown(std::net::Shutdown::Write);
+        });
+        thread::sleep(Duration::from_millis(50));
+        let (status, _, _) = read_response(&mut s);
+        assert_eq!(status, 413);
+        writer.join().unwrap();
+    }
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
 fn a_page_of_large_items_stops_at_about_a_mebibyte() {
     let dir = tempfile::tempdir().unwrap();
     let (addr, stop, t) = start(dir.path(), |_| {});
