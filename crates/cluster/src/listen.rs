@@ -248,8 +248,16 @@ impl Drop for Joiners {
 /// within [`AUTH_TIMEOUT`] a read.
 fn authenticate(secret: &Secret, s: &TcpStream) -> io::Result<()> {
     s.set_nonblocking(false)?;
+    challenge(secret, s, AUTH_TIMEOUT)
+}
+
+/// The accepting side's handshake on `s` (a master's, or a peer
+/// listener's): a random challenge, and the answer checked against
+/// `secret`, each read within `timeout`; `s` is left without a read
+/// timeout.
+pub(crate) fn challenge(secret: &Secret, s: &TcpStream, timeout: Duration) -> io::Result<()> {
     s.set_nodelay(true)?;
-    s.set_read_timeout(Some(AUTH_TIMEOUT))?;
+    s.set_read_timeout(Some(timeout))?;
     let nonce: [u8; 32] = rand::random();
     let mut s2 = s;
     wire::write_frame(&mut s2, Kind::Challenge, &nonce)?;

@@ -214,20 +214,8 @@ fn take_handoffs(
     (store, replicas): &(Store, ReplicaStore),
     conn: &Conn,
 ) -> io::Result<()> {
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(PEER_TIMEOUT))?;
-    let nonce: [u8; 32] = rand::random();
-    wire::write_frame(&mut s, Kind::Challenge, &nonce)?;
+    crate::listen::challenge(secret, &s, PEER_TIMEOUT)?;
     let mut buf = Vec::new();
-    wire::expect_frame(&mut s, &mut buf, 64, Kind::Auth)?;
-    let answer = msg::array32(&buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    if !secret.verify(&nonce, &answer) {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "wrong secret",
-        ));
-    }
-    s.set_read_timeout(None)?;
     let mut out = Vec::new();
     let bad = |e: msg::MsgError| io::Error::new(io::ErrorKind::InvalidData, e);
     while let Some(kind) = wire::read_frame(&mut s, &mut buf, DEFAULT_MAX_FRAME)? {
