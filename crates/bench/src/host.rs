@@ -195,6 +195,241 @@ fn spin_or_yield(spins: u32) -> u32 {
     }
 }
 
+/// How often a [`StallWatch`] sampler wakes.
+pub const STALL_PERIOD: Duration = Duration::from_millis(1);
+/// A sampler waking later than this counts the delay as a stall: well above
+/// a real-time thread's wake-up latency on an idle or busy CPU (a few µs
+/// to tens of µs), well below what a latency target cares about.
+pub const STALL_THRESHOLD: Duration = Duration::from_micros(100);
+
+/// Watches the CPUs for the moments they run nothing of this machine at
+/// all, while a benchmark runs on them: one thread pinned to each CPU, in
+/// `SCHED_FIFO`, sleeps to the next millisecond again and again and notes
+/// every wake-up later than [`STALL_THRESHOLD`]. A real-time thread preempts
+/// whatever runs on its CPU the moment its timer fires, so it is late only
+/// when the CPU itself was taken away (a virtual CPU the hypervisor did
+/// not run, interrupts): time no program on the machine could use, the
+/// floor under every latency measured meanwhile. Its cost to the benchmark
+/// is a few µs per CPU per millisecond.
+///
+/// A stall that ends between two wake-ups is missed, and one that covers a
+/// wake-up counts from that wake-up only, so what it reports are lower
+/// bounds.
+#[derive(Debug)]
+pub struct StallWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    start: Instant,
+    samplers: Vec<thread::JoinHandle<Sampled>>,
+}
+
+/// What one sampler saw.
+#[derive(Debug)]
+struct Sampled {
+    cpu: usize,
+    /// Pinned and real-time: its lateness is the CPU's, not its neighbours'.
+    trusted: bool,
+    /// `(due, woke)` of every late wake-up, from the watch's start.
+    late: Vec<(Duration, Duration)>,
+}
+
+impl StallWatch {
+    /// Starts a sampler on each of `cpus`.
+    pub fn start(cpus: &[usize]) -> StallWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let start = Instant::now();
+        let samplers = cpus
+            .iter()
+            .map(|&cpu| {
+                let stop = stop.clone();
+                thread::Builder::new()
+                    .name(format!("stall-watch-{cpu}"))
+                    .spawn(move || sample(cpu, start, &stop))
+                    .expect("spawning a stall sampler")
+            })
+            .collect();
+        StallWatch {
+            stop,
+            start,
+            samplers,
+        }
+    }
+
+    /// Stops the samplers and says what they saw.
+    pub fn finish(self) -> Stalls {
+        // Relaxed: a flag polled every millisecond; `join` orders the rest.
+        self.stop.store(true, Ordering::Relaxed);
+        let window = self.start.elapsed();
+        let mut stalls = Stalls {
+            window,
+            cpus: Vec::new(),
+            refused: Vec::new(),
+            late: Vec::new(),
+        };
+        for sampler in self.samplers {
+            let s = sampler.join().expect("a stall sampler panicked");
+            if s.trusted {
+                stalls.cpus.push(s.cpu);
+                stalls.late.push(s.late);
+            } else {
+                stalls.refused.push(s.cpu);
+            }
+        }
+        stalls
+    }
+}
+
+fn sample(cpu: usize, start: Instant, stop: &std::sync::atomic::AtomicBool) -> Sampled {
+    let trusted = statepipe_sys::pin::pin_current_thread(cpu)
+        && statepipe_sys::pin::set_current_thread_fifo(1);
+    let mut late = Vec::new();
+    let mut due = Instant::now();
+    // Relaxed: see `finish`.
+    while trusted && !stop.load(Ordering::Relaxed) {
+        due += STALL_PERIOD;
+        let now = Instant::now();
+        if due > now {
+            thread::sleep(due - now);
+        }
+        let woke = Instant::now();
+        if woke.duration_since(due) > STALL_THRESHOLD {
+            late.push((due - start, woke - start));
+        }
+        // After a long stall, the next wake-up is due a period from now,
+        // not at the missed ones.
+        if woke > due + STALL_PERIOD {
+            due = woke;
+        }
+    }
+    Sampled { cpu, trusted, late }
+}
+
+/// What a [`StallWatch`] saw: for each CPU it could watch, the intervals
+/// (from its start) in which that CPU was taken away.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stalls {
+    /// How long the watch ran.
+    pub window: Duration,
+    /// The CPUs watched, in the order of `late`.
+    pub cpus: Vec<usize>,
+    /// The CPUs it could not watch: no pinning, or `SCHED_FIFO` refused
+    /// (it needs root or `CAP_SYS_NICE`).
+    pub refused: Vec<usize>,
+    /// Per watched CPU, its stalls as `(from, to)`.
+    pub late: Vec<Vec<(Duration, Duration)>>,
+}
+
+impl Stalls {
+    /// Whether any CPU was watched.
+    pub fn watched(&self) -> bool {
+        !self.cpus.is_empty()
+    }
+
+    /// The largest share of the window any one CPU was taken away, 0 to 1.
+    pub fn lost(&self) -> f64 {
+        let window = self.window.as_secs_f64();
+        self.late
+            .iter()
+            .map(|l| l.iter().map(|(a, b)| (*b - *a).as_secs_f64()).sum::<f64>())
+            .fold(0.0, f64::max)
+            / window.max(f64::MIN_POSITIVE)
+    }
+
+    /// The longest stall of any CPU.
+    pub fn longest(&self) -> Duration {
+        self.late
+            .iter()
+            .flatten()
+            .map(|(a, b)| *b - *a)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Stalls longer than `over`, all CPUs together.
+    pub fn count_over(&self, over: Duration) -> usize {
+        self.late
+            .iter()
+            .flatten()
+            .filter(|(a, b)| *b - *a > over)
+            .count()
+    }
+
+    /// The share of the window's instants at which some watched CPU stays
+    /// taken away for more than `x` yet: the share of requests arriving at
+    /// random instants that wait more than `x` for the host alone, when a
+    /// request waits for every CPU it passes (generator and server).
+    pub fn share_delayed_over(&self, x: Duration) -> f64 {
+        let mut spans: Vec<(Duration, Duration)> = self
+            .late
+            .iter()
+            .flatten()
+            .filter(|(a, b)| *b - *a > x)
+            .map(|(a, b)| (*a, *b - x))
+            .collect();
+        spans.sort();
+        let mut covered = Duration::ZERO;
+        let mut open: Option<(Duration, Duration)> = None;
+        for (a, b) in spans {
+            open = match open {
+                Some((oa, ob)) if a <= ob => Some((oa, ob.max(b))),
+                Some((oa, ob)) => {
+                    covered += ob - oa;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        if let Some((oa, ob)) = open {
+            covered += ob - oa;
+        }
+        covered.as_secs_f64() / self.window.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+
+    /// The host's floor under a quantile `q` (0.99: the p99) of the
+    /// latency of requests arriving at random instants: the least `x` that
+    /// no more than `1 − q` of the instants wait longer than for the host
+    /// alone. Zero where the stalls cover less than `1 − q` of the window.
+    pub fn floor(&self, q: f64) -> Duration {
+        let share = 1.0 - q;
+        let (mut lo, mut hi) = (Duration::ZERO, self.longest());
+        if self.share_delayed_over(lo) <= share {
+            return Duration::ZERO;
+        }
+        // Bisection to a microsecond: the share only falls as `x` grows.
+        while hi - lo > Duration::from_micros(1) {
+            let mid = lo + (hi - lo) / 2;
+            if self.share_delayed_over(mid) > share {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
+
+    /// One line for a report.
+    pub fn describe(&self) -> String {
+        if !self.watched() {
+            return format!(
+                "host stalls: not watched (a sampler needs pinning and SCHED_FIFO, which needs root or \
+                 CAP_SYS_NICE; refused on CPUs {:?})",
+                self.refused
+            );
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        format!(
+            "host stalls during the run (a SCHED_FIFO sampler every {} ms on CPUs {:?}): at least {:.2} % \
+             of the time taken from a CPU, longest {:.2} ms, {} over 1 ms; the host alone delays 1 % of \
+             arrivals by at least {:.2} ms",
+            ms(STALL_PERIOD),
+            self.cpus,
+            100.0 * self.lost(),
+            ms(self.longest()),
+            self.count_over(Duration::from_millis(1)),
+            ms(self.floor(0.99)),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +445,62 @@ mod tests {
         let host = measure(Duration::from_millis(5));
         assert!(host.cpu_count >= 1);
         assert!(host.describe().contains("ping-pong"));
+    }
+
+    fn ms(x: u64) -> Duration {
+        Duration::from_millis(x)
+    }
+
+    fn stalls(late: Vec<Vec<(u64, u64)>>, window_ms: u64) -> Stalls {
+        Stalls {
+            window: ms(window_ms),
+            cpus: (0..late.len()).collect(),
+            refused: Vec::new(),
+            late: late
+                .into_iter()
+                .map(|l| l.into_iter().map(|(a, b)| (ms(a), ms(b))).collect())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_floor_is_where_the_stalls_cover_the_quantile() {
+        // One 20 ms stall in a second: 2 % of arrivals wait, the p99's
+        // floor is the wait of the arrival 10 ms before its end.
+        let s = stalls(vec![vec![(100, 120)]], 1000);
+        assert_eq!(s.longest(), ms(20));
+        assert!((s.lost() - 0.02).abs() < 1e-9);
+        let floor = s.floor(0.99);
+        assert!(
+            floor.abs_diff(ms(10)) <= Duration::from_micros(1),
+            "{floor:?}"
+        );
+        // Below the quantile's share, no floor.
+        assert_eq!(
+            stalls(vec![vec![(100, 105)]], 1000).floor(0.99),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn stalls_of_two_cpus_at_once_count_once() {
+        let both = stalls(vec![vec![(100, 120)], vec![(100, 120)]], 1000);
+        assert!((both.share_delayed_over(Duration::ZERO) - 0.02).abs() < 1e-9);
+        assert_eq!(both.count_over(ms(1)), 2);
+        // Apart, each delays its own arrivals.
+        let apart = stalls(vec![vec![(100, 120)], vec![(500, 520)]], 1000);
+        assert!((apart.share_delayed_over(Duration::ZERO) - 0.04).abs() < 1e-9);
+        assert!(apart.floor(0.99) > both.floor(0.99));
+    }
+
+    #[test]
+    fn a_watch_finishes_and_says_what_it_watched() {
+        let cpus: Vec<usize> = usable_cpus().iter().map(|c| c.id).collect();
+        let watch = StallWatch::start(&cpus);
+        thread::sleep(ms(20));
+        let seen = watch.finish();
+        assert_eq!(seen.cpus.len() + seen.refused.len(), cpus.len());
+        assert_eq!(seen.late.len(), seen.cpus.len());
+        assert!(seen.describe().starts_with("host stalls"));
     }
 }

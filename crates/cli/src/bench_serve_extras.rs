@@ -273,7 +273,16 @@ pub(crate) fn extras_rows(
         let ring = OVERLOAD_RING;
         let name = generator.name();
         eprintln!("overload: {name} at {rate:.0} POST/s, {conns} connections, ring of {ring}");
-        let (r, held) = extras::overload(
+        // The CPUs the server and the generator run on, watched for the
+        // moments the host takes them away: the floor under the run's
+        // latencies.
+        let watch = statepipe_bench::host::StallWatch::start(
+            &statepipe_bench::host::usable_cpus()
+                .iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>(),
+        );
+        let run = extras::overload(
             &under.options,
             generator,
             &scratch,
@@ -281,7 +290,31 @@ pub(crate) fn extras_rows(
             conns,
             rate,
             options.window,
-        )?;
+        );
+        let stalls = watch.finish();
+        let (r, held) = run?;
+        eprintln!("overload: {}", stalls.describe());
+        notes.push_str(&format!("overload: {}\n", stalls.describe()));
+        if stalls.watched() {
+            rows.extend(one(
+                "overload 2x/host stalls",
+                "%",
+                false,
+                &[100.0 * stalls.lost()],
+            ));
+            rows.extend(one(
+                "overload 2x/host longest stall",
+                "ms",
+                false,
+                &[stalls.longest().as_secs_f64() * 1e3],
+            ));
+            rows.extend(one(
+                "overload 2x/host p99 floor",
+                "ms",
+                false,
+                &[stalls.floor(0.99).as_secs_f64() * 1e3],
+            ));
+        }
         let created = r.count(201);
         rows.extend(one("overload 2x/offered", "req/s", true, &[r.rate]));
         rows.extend(one("overload 2x/sent", "req/s", true, &[r.sent]));

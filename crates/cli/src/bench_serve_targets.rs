@@ -108,6 +108,17 @@ pub fn targets(report: &Report) -> String {
             mark(errors == 0.0),
             mark(lost == 0.0),
         ));
+        if let (Some(share), Some(longest), Some(floor)) = (
+            get("overload 2x/host stalls"),
+            get("overload 2x/host longest stall"),
+            get("overload 2x/host p99 floor"),
+        ) {
+            out.push_str(&format!(
+                "  overload 2x: meanwhile the host took at least {share:.2} % of a CPU's time away (longest {longest:.2} ms), \
+                 which alone puts 1 % of arrivals {floor:.2} ms late or more (lower bounds: a stall \
+                 between two of the sampler's wake-ups is missed)\n"
+            ));
+        }
     }
     out
 }

@@ -14,8 +14,9 @@
 //!   [`workers_from_env`](cpus::workers_from_env) for a count the user set;
 //! - [`pin`] has [`pin_current_thread`](pin::pin_current_thread),
 //!   [`pin_current_thread_for_now`](pin::pin_current_thread_for_now),
-//!   [`set_current_thread_nice`](pin::set_current_thread_nice) and
-//!   [`set_current_thread_batch`](pin::set_current_thread_batch);
+//!   [`set_current_thread_nice`](pin::set_current_thread_nice),
+//!   [`set_current_thread_batch`](pin::set_current_thread_batch) and
+//!   [`set_current_thread_fifo`](pin::set_current_thread_fifo);
 //! - [`auth`] has the [`Secret`](auth::Secret) processes of one run share
 //!   and its challenge-response;
 //! - [`durable`] writes a file atomically and durably, in the caller's
