@@ -74,6 +74,9 @@ pub enum Parsed {
         route: Route,
         /// Whether the connection closes after the response.
         close: bool,
+        /// An HTTP/1.0 request that asked to keep the connection
+        /// (`Connection: keep-alive`), which stays open: its answer says so.
+        keep_alive: bool,
         /// A `HEAD`: answered as the `GET` would be, without the body.
         head: bool,
     },
@@ -151,6 +154,10 @@ pub fn parse(buf: &[u8]) -> Parsed {
         }
     }
     let close = close || asked_close;
+    // An HTTP/1.0 client keeps the connection only when the answer says
+    // `Connection: keep-alive` (RFC 9112, appendix C.2.2); an HTTP/1.1 one
+    // keeps it unless told otherwise.
+    let keep_alive = version == 0 && !close;
     let content_length = content_length.unwrap_or(0);
     if content_length > MAX_BODY_BYTES {
         return Parsed::Reject(Response::error(413, "request body over 1 MiB"));
@@ -166,12 +173,14 @@ pub fn parse(buf: &[u8]) -> Parsed {
             consumed,
             route,
             close,
+            keep_alive,
             head,
         },
         Err(mut response) => {
             // A HEAD's error gets no body either: a client reads none,
             // and would take it for the next answer.
             response.close = close;
+            response.keep_alive = keep_alive;
             response.head = head;
             Parsed::Answer { consumed, response }
         }
@@ -245,6 +254,9 @@ pub struct Response {
     pub retry_after: bool,
     /// Whether the connection closes after it.
     pub close: bool,
+    /// Whether to send `Connection: keep-alive` (to an HTTP/1.0 client
+    /// whose connection stays open; ignored with `close`).
+    pub keep_alive: bool,
     /// The answer to a `HEAD`: the headers only (`Content-Length` still
     /// the body's, as the `GET` would send it).
     pub head: bool,
@@ -260,6 +272,7 @@ impl Response {
             allow: None,
             retry_after: false,
             close: false,
+            keep_alive: false,
             head: false,
         }
     }
@@ -335,6 +348,8 @@ impl Response {
         }
         if self.close {
             out.extend_from_slice(b"Connection: close\r\n");
+        } else if self.keep_alive {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
         if self.status != 204 && !self.head {
@@ -438,6 +453,7 @@ mod tests {
                 consumed: 44,
                 route: Route::Create(b"{}".to_vec()),
                 close: false,
+                keep_alive: false,
                 head: false,
             }
         );
@@ -496,7 +512,20 @@ mod tests {
         ));
         assert!(matches!(
             parse(b"GET /item/1 HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"),
-            Parsed::Request { close: false, .. }
+            Parsed::Request {
+                close: false,
+                keep_alive: true,
+                ..
+            }
+        ));
+        // HTTP/1.1 keeps the connection without saying so.
+        assert!(matches!(
+            parse(b"GET /item/1 HTTP/1.1\r\nConnection: keep-alive\r\n\r\n"),
+            Parsed::Request {
+                close: false,
+                keep_alive: false,
+                ..
+            }
         ));
         assert_eq!(status_of(b"PUT /item HTTP/1.1\r\n\r\n"), Some(405));
         assert_eq!(status_of(b"GET /item?limit=0 HTTP/1.1\r\n\r\n"), Some(400));

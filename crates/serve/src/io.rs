@@ -158,6 +158,10 @@ struct Conn {
     /// The route label of the request on the ring, if one is.
     in_flight: Option<&'static str>,
     close_after: bool,
+    /// Its last request was HTTP/1.0 with `Connection: keep-alive`: its
+    /// answers say the connection stays open, or the client would wait
+    /// for the server to close it.
+    keep_alive_1_0: bool,
     peer_closed: bool,
     /// When the unanswered bytes in `inbuf` started arriving.
     since: Option<Instant>,
@@ -357,6 +361,7 @@ impl<W: WaitStrategy> IoThread<W> {
             out: Vec::new(),
             in_flight: None,
             close_after: false,
+            keep_alive_1_0: false,
             peer_closed: false,
             since: None,
             active: Instant::now(),
@@ -443,10 +448,12 @@ impl<W: WaitStrategy> IoThread<W> {
                     consumed,
                     route,
                     close,
+                    keep_alive,
                     head,
                 } => {
                     used += consumed;
                     conn.close_after |= close;
+                    conn.keep_alive_1_0 = keep_alive;
                     let label = route.label();
                     // Reads are answered here; a `HEAD` gets the same
                     // headers without the body.
@@ -522,6 +529,7 @@ impl<W: WaitStrategy> IoThread<W> {
         if conn.close_after {
             response.close = true;
         }
+        response.keep_alive |= conn.keep_alive_1_0;
         conn.close_after |= response.close;
         conn.active = Instant::now();
         response.write_to(&mut conn.out, self.date.as_str());

@@ -1,6 +1,6 @@
 //! The error paths over real sockets: 400, 404, 405, 413, 431, 429, 503,
 //! the header and idle timeouts, pipelined requests past the read cap and
-//! a half-close, pages held to about a mebibyte, snapshots spaced by the store's growth, restarts that
+//! a half-close, HTTP/1.0 keep-alive, pages held to about a mebibyte, snapshots spaced by the store's growth, restarts that
 //! keep the items, and connections shared out evenly over the I/O threads.
 
 use std::io::{Read, Write};
@@ -616,6 +616,46 @@ fn snapshots_come_further_apart_as_the_store_grows_and_restart_keeps_everything(
     let (st, _, got) = exchange(&mut s, b"GET /item?limit=1000 HTTP/1.1\r\n\r\n");
     assert_eq!(st, 200);
     assert_eq!(got.matches("\"id\":").count(), 100, "{got}");
+    stop.shutdown();
+    t.join().unwrap();
+}
+
+#[test]
+fn an_http_1_0_client_that_asks_keep_alive_is_told_the_connection_stays() {
+    // An HTTP/1.0 client (ApacheBench with -k) keeps its connection only
+    // if the answer says `Connection: keep-alive`; without it, it waits for
+    // the server to close. Writes (answered from the ring) and reads alike.
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop, t) = start(dir.path(), |_| {});
+    let mut s = connect(addr);
+    let body = br#"{"name":"old","price":1}"#;
+    let post = format!(
+        "POST /item HTTP/1.0\r\nConnection: Keep-Alive\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut raw = post.into_bytes();
+    raw.extend_from_slice(body);
+    let (status, head, created) = exchange(&mut s, &raw);
+    assert_eq!((status, created.as_str()), (201, r#"{"id":1}"#));
+    assert!(head.contains("\r\nConnection: keep-alive\r\n"), "{head:?}");
+    for raw in [
+        &b"GET /item/1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"[..],
+        &b"GET /nowhere HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"[..],
+    ] {
+        let (_, head, _) = exchange(&mut s, raw);
+        assert!(head.contains("\r\nConnection: keep-alive\r\n"), "{head:?}");
+    }
+    // Without the option, HTTP/1.0 closes after the answer.
+    let (status, head, _) = exchange(&mut s, b"GET /item/1 HTTP/1.0\r\n\r\n");
+    assert_eq!(status, 200);
+    assert!(head.contains("\r\nConnection: close\r\n"), "{head:?}");
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    // HTTP/1.1 says nothing: it keeps the connection by default.
+    let mut s = connect(addr);
+    let (_, head, _) = exchange(&mut s, b"GET /item/1 HTTP/1.1\r\n\r\n");
+    assert!(!head.contains("Connection:"), "{head:?}");
     stop.shutdown();
     t.join().unwrap();
 }
