@@ -80,7 +80,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Lsn ranges whose batch failed to reach the disk.
     failed: Mutex<Vec<(u64, u64)>>,
-    /// Whether `failed` has ever had an entry (so `apply` skips the lock).
+    /// Whether `failed` may have an entry (so `apply` skips the lock
+    /// while it has none).
     any_failed: AtomicBool,
     /// The lsn the latest snapshot covers; `journal` compacts up to it.
     /// Relaxed: `journal` only needs to see it eventually, and the snapshot
@@ -105,15 +106,34 @@ impl Shared {
         }
     }
 
+    /// Records that the writes at lsns `first..=last` did not reach the disk.
+    fn record_failed(&self, first: u64, last: u64) {
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        failed.push((first, last));
+        // Release: pairs with the Acquire load in `Shared::failed`.
+        self.any_failed.store(true, Ordering::Release);
+    }
+
+    /// Whether the write at `lsn` failed to reach the disk. `apply` asks
+    /// in lsn order, so ranges wholly below `lsn` are never asked about
+    /// again and are dropped: the list holds only failures `apply` has not
+    /// reached (a ring's worth at most), however long the disk stays full.
     fn failed(&self, lsn: u64) -> bool {
-        // Acquire: pairs with the Release store in `Journal::fail`.
-        self.any_failed.load(Ordering::Acquire)
-            && self
-                .failed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .any(|&(a, b)| (a..=b).contains(&lsn))
+        // Acquire: pairs with the Release store in `record_failed`.
+        if !self.any_failed.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        failed.retain(|&(_, last)| last >= lsn);
+        if failed.is_empty() {
+            // Under the lock, as `record_failed`'s store is: a failure
+            // recorded after this sets it again before `apply` can reach
+            // its events (the ring orders them after `journal`'s batch).
+            // Relaxed: the lock orders it with that store, and a
+            // stale `true` only costs the lock.
+            self.any_failed.store(false, Ordering::Relaxed);
+        }
+        failed.iter().any(|&(a, b)| (a..=b).contains(&lsn))
     }
 }
 
@@ -170,13 +190,6 @@ impl Journal {
         }
     }
 
-    fn fail(&mut self, first: u64, last: u64) {
-        let mut failed = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner());
-        failed.push((first, last));
-        // Release: pairs with the Acquire load in `Shared::failed`.
-        self.shared.any_failed.store(true, Ordering::Release);
-    }
-
     fn end_batch(&mut self) {
         self.shared
             .metrics
@@ -200,7 +213,7 @@ impl Journal {
             if let Err(e) = result {
                 tracing::error!(error = %e, "journal write failed; answering this batch's writes 503");
                 let last = self.batch_last;
-                self.fail(first, last);
+                self.shared.record_failed(first, last);
                 if e.broken {
                     tracing::error!(
                         "the journal could not be cut back; every later write gets 503"
@@ -587,5 +600,37 @@ impl EventHandlerMut<Event> for ReplyHandler {
 
     fn on_start(&mut self) {
         pin(self.cpu, self.shared.handler_nice);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn failures_apply_has_passed_are_forgotten() {
+        let shared = Shared::new(Admission::new(1, Duration::from_millis(20)), 0);
+        assert!(!shared.failed(1));
+        // A disk full for a long time: every batch of ten fails, and apply
+        // asks about each write in order.
+        for batch in 0..10_000u64 {
+            let first = batch * 10 + 1;
+            shared.record_failed(first, first + 9);
+            for lsn in first..first + 10 {
+                assert!(shared.failed(lsn), "lsn {lsn}");
+            }
+            assert!(shared.failed.lock().unwrap().len() <= 1);
+        }
+        // Past the last failure, writes are durable again, and the lock is
+        // skipped.
+        assert!(!shared.failed(100_001));
+        assert!(!shared.any_failed.load(Ordering::Relaxed));
+        // A failure ahead of apply is kept until apply reaches it.
+        shared.record_failed(100_010, 100_020);
+        assert!(!shared.failed(100_002));
+        assert!(shared.failed(100_015));
+        assert!(!shared.failed(100_021));
     }
 }
