@@ -169,7 +169,7 @@ pub(crate) fn receive<O: Wire>(
     for slot in 0..inputs {
         let s = routes
             .take(epoch, last, slot, CONNECT_TIMEOUT, stop)
-            .ok_or("the last part did not connect")?;
+            .ok_or_else(|| format!("the last part did not connect{}", routes.refusals()))?;
         if let Ok(c) = s.try_clone() {
             streams.lock().unwrap_or_else(|p| p.into_inner()).push(c);
         }

@@ -428,7 +428,13 @@ fn run_part(
             edges
                 .routes
                 .take(epoch, a.part, slot, CONNECT_TIMEOUT, edges.stop)
-                .ok_or_else(|| format!("part {}: its upstream {slot} did not connect", a.part))?,
+                .ok_or_else(|| {
+                    format!(
+                        "part {}: its upstream {slot} did not connect{}",
+                        a.part,
+                        edges.routes.refusals()
+                    )
+                })?,
         );
     }
     {

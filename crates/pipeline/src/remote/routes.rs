@@ -54,6 +54,20 @@ impl Routes {
         }
     }
 
+    /// What to add to "did not connect": how many connections this
+    /// process refused and why it refused the last (a peer with another
+    /// secret, a stray client), or nothing where it refused none.
+    pub(crate) fn refusals(&self) -> String {
+        let r = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        match &r.1 {
+            Some(last) => format!(
+                " ({} connection(s) to this process's data port refused; the last, from {last})",
+                r.0
+            ),
+            None => String::new(),
+        }
+    }
+
     /// Forgets the connections of attempts before `epoch`.
     pub(crate) fn forget_before(&self, epoch: u64) {
         let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
@@ -176,5 +190,44 @@ pub(crate) fn connect(
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_connection_is_named_where_the_wait_for_it_ends() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let routes = Arc::new(Routes::default());
+        let done = Arc::new(AtomicBool::new(false));
+        let server = {
+            let (routes, done) = (Arc::clone(&routes), Arc::clone(&done));
+            std::thread::spawn(move || serve(listener, Secret::random(), routes, done))
+        };
+        assert_eq!(routes.refusals(), "");
+        // A peer with another secret: refused at the handshake.
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut buf = Vec::new();
+        wire::answer(&mut s, &Secret::random(), &mut buf).unwrap();
+        let stop = AtomicBool::new(false);
+        let mut why = String::new();
+        for _ in 0..100 {
+            assert!(routes
+                .take(1, 0, 0, Duration::from_millis(20), &stop)
+                .is_none());
+            why = routes.refusals();
+            if !why.is_empty() {
+                break;
+            }
+        }
+        assert!(why.contains("1 connection(s)"), "{why}");
+        assert!(why.contains("shared secret"), "{why}");
+        done.store(true, Ordering::Relaxed);
+        // `serve` looks at `done` when a connection arrives.
+        let _ = TcpStream::connect(addr);
+        server.join().unwrap();
     }
 }
