@@ -30,6 +30,10 @@ fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow
 /// measurement): fewer than the run's connections, so the ring can fill.
 const OVERLOAD_RING: usize = 128;
 
+/// How long the host is watched for stalls just before the overload run
+/// and again just after it.
+const STALL_WATCH: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What limits statepipe's capacity in the overload run, so that the
 /// generator can offer twice it: a CPU quota and its period, a cap on
 /// the data disk's write operations; none: the rounds' POST figure.
@@ -274,14 +278,18 @@ pub(crate) fn extras_rows(
         let name = generator.name();
         eprintln!("overload: {name} at {rate:.0} POST/s, {conns} connections, ring of {ring}");
         // The CPUs the server and the generator run on, watched for the
-        // moments the host takes them away: the floor under the run's
-        // latencies.
-        let watch = statepipe_bench::host::StallWatch::start(
-            &statepipe_bench::host::usable_cpus()
-                .iter()
-                .map(|c| c.id)
-                .collect::<Vec<_>>(),
-        );
+        // moments the host takes them away, just before the run and just
+        // after it (not during: see `StallWatch`).
+        let cpus: Vec<usize> = statepipe_bench::host::usable_cpus()
+            .iter()
+            .map(|c| c.id)
+            .collect();
+        let watch = |cpus: &[usize]| {
+            let w = statepipe_bench::host::StallWatch::start(cpus);
+            std::thread::sleep(STALL_WATCH);
+            w.finish()
+        };
+        let before = watch(&cpus);
         let run = extras::overload(
             &under.options,
             generator,
@@ -291,8 +299,8 @@ pub(crate) fn extras_rows(
             rate,
             options.window,
         );
-        let stalls = watch.finish();
         let (r, held) = run?;
+        let stalls = before.then(watch(&cpus));
         eprintln!("overload: {}", stalls.describe());
         notes.push_str(&format!("overload: {}\n", stalls.describe()));
         if stalls.watched() {

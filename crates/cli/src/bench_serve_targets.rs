@@ -114,7 +114,7 @@ pub fn targets(report: &Report) -> String {
             get("overload 2x/host p99 floor"),
         ) {
             out.push_str(&format!(
-                "  overload 2x: meanwhile the host took at least {share:.2} % of a CPU's time away (longest {longest:.2} ms), \
+                "  overload 2x: around the run (2 s before, 2 s after) the host took at least {share:.2} % of a CPU's time away (longest {longest:.2} ms), \
                  which alone puts 1 % of arrivals {floor:.2} ms late or more (lower bounds: a stall \
                  between two of the sampler's wake-ups is missed)\n"
             ));
