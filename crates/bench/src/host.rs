@@ -260,6 +260,13 @@ impl StallWatch {
         }
     }
 
+    /// Watches `cpus` for `window`, then says what it saw.
+    pub fn over(cpus: &[usize], window: Duration) -> Stalls {
+        let watch = StallWatch::start(cpus);
+        thread::sleep(window);
+        watch.finish()
+    }
+
     /// Stops the samplers and says what they saw.
     pub fn finish(self) -> Stalls {
         // Relaxed: a flag polled every millisecond; `join` orders the rest.

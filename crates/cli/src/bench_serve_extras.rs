@@ -32,7 +32,7 @@ const OVERLOAD_RING: usize = 128;
 
 /// How long the host is watched for stalls just before the overload run
 /// and again just after it.
-const STALL_WATCH: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const STALL_WATCH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What limits statepipe's capacity in the overload run, so that the
 /// generator can offer twice it: a CPU quota and its period, a cap on
@@ -284,13 +284,9 @@ pub(crate) fn extras_rows(
             .iter()
             .map(|c| c.id)
             .collect();
-        let watch = |cpus: &[usize]| {
-            let w = statepipe_bench::host::StallWatch::start(cpus);
-            std::thread::sleep(STALL_WATCH);
-            w.finish()
-        };
-        let before = watch(&cpus);
-        let run = extras::overload(
+        let watch = || statepipe_bench::host::StallWatch::over(&cpus, STALL_WATCH);
+        let before = watch();
+        let (r, held) = extras::overload(
             &under.options,
             generator,
             &scratch,
@@ -298,9 +294,8 @@ pub(crate) fn extras_rows(
             conns,
             rate,
             options.window,
-        );
-        let (r, held) = run?;
-        let stalls = before.then(watch(&cpus));
+        )?;
+        let stalls = before.then(watch());
         eprintln!("overload: {}", stalls.describe());
         notes.push_str(&format!("overload: {}\n", stalls.describe()));
         if stalls.watched() {
