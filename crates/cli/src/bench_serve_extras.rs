@@ -30,10 +30,6 @@ fn one(case: &str, unit: &str, higher: bool, values: &[f64]) -> Option<ResultRow
 /// measurement): fewer than the run's connections, so the ring can fill.
 const OVERLOAD_RING: usize = 128;
 
-/// How long the host is watched for stalls just before the overload run
-/// and again just after it.
-pub(crate) const STALL_WATCH: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// What limits statepipe's capacity in the overload run, so that the
 /// generator can offer twice it: a CPU quota and its period, a cap on
 /// the data disk's write operations; none: the rounds' POST figure.
@@ -284,7 +280,7 @@ pub(crate) fn extras_rows(
             .iter()
             .map(|c| c.id)
             .collect();
-        let watch = || statepipe_bench::host::StallWatch::over(&cpus, STALL_WATCH);
+        let watch = || statepipe_bench::host::StallWatch::over(&cpus, extras::STALL_WATCH);
         let before = watch();
         let (r, held) = extras::overload(
             &under.options,

@@ -113,7 +113,7 @@ pub fn targets(report: &Report) -> String {
             get("overload 2x/host longest stall"),
             get("overload 2x/host p99 floor"),
         ) {
-            let watch = crate::bench_serve_extras::STALL_WATCH.as_secs_f64();
+            let watch = statepipe_bench::serve::extras::STALL_WATCH.as_secs_f64();
             out.push_str(&format!(
                 "  overload 2x: around the run ({watch:.0} s before, {watch:.0} s after) the host took at least {share:.2} % of a CPU's time away (longest {longest:.2} ms), \
                  which alone puts 1 % of arrivals {floor:.2} ms late or more (lower bounds: a stall \

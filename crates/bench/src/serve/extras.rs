@@ -175,6 +175,10 @@ pub fn idle_rss(options: &ServeOptions, scratch: &Path) -> Result<(f64, f64), Be
     Ok((before, with))
 }
 
+/// How long the host is watched for stalls ([`crate::host::StallWatch`])
+/// just before the overload run and again just after it.
+pub const STALL_WATCH: Duration = Duration::from_secs(2);
+
 /// statepipe's closed-loop `POST /item` capacity as `options` runs it (in
 /// its cgroups, if it has any) with a ring of `ring` slots (the overload
 /// run's: with a slow disk, the writes in flight per commit bound the
