@@ -69,6 +69,21 @@ pub enum Error {
         /// The deadline it ran past, the last time.
         deadline: Duration,
     },
+    /// A state is larger, serialised, than a cluster places or keeps
+    /// ([`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)); nothing was placed.
+    #[error(
+        "state {id} is {bytes} bytes serialised, more than a cluster can hold in one state \
+         ({limit} bytes): keep its large data out of the state (a file read by path), or split \
+         it over several states"
+    )]
+    StateTooLarge {
+        /// The state (for a reset, the id it would have had).
+        id: StateId,
+        /// Its serialised length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// Fewer workers joined than were waited for.
     #[error(
         "{joined} of {wanted} workers joined within {timeout:?}: are they started, \

@@ -93,6 +93,7 @@ pub use listen::{Joined, Listener};
 pub use local::Local;
 pub use master::{Master, MasterConfig, MasterImpl};
 pub use math::vectorised;
+pub use protocol::MAX_STATE_BYTES;
 pub use registry::Registry;
 pub use restore::Restore;
 pub use rng::{call_rng, Rng, Rngs};

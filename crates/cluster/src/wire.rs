@@ -4,6 +4,9 @@ use std::io::{self, Read, Write};
 
 use crate::protocol::{self, Kind, HEADER_LEN};
 
+/// The most a frame's buffer takes before its bytes arrive.
+const GROW_FROM: usize = 16 << 20;
+
 /// Reads one frame into `buf` (replacing its contents with the payload).
 /// `Ok(None)` on a clean end of stream before the first header byte.
 ///
@@ -29,9 +32,19 @@ pub(crate) fn read_frame(
     let header = protocol::parse_header(&h, max)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
         .expect("a full header was read");
+    // Grown as the bytes arrive (doubling from 16 MiB), so that a header
+    // claiming more than its sender sends costs no more than was sent; a
+    // buffer left large by an earlier frame is given back.
+    let len = header.len as usize;
     buf.clear();
-    buf.resize(header.len as usize, 0);
-    r.read_exact(buf)?;
+    if buf.capacity() > GROW_FROM && len <= GROW_FROM {
+        buf.shrink_to(GROW_FROM);
+    }
+    while buf.len() < len {
+        let at = buf.len();
+        buf.resize(len.min(at.max(GROW_FROM / 2) * 2), 0);
+        r.read_exact(&mut buf[at..])?;
+    }
     Ok(Some(header.kind))
 }
 

@@ -16,8 +16,11 @@ use super::driver::Driver;
 use super::sched::{Io, Scheduler, WorkerId, CHECK_EVERY};
 use crate::protocol::{self, HEADER_LEN};
 
-/// Initial read buffer per connection; grows to the largest frame seen.
+/// Initial read buffer per connection; grows as a longer frame arrives.
 const READ_BUF: usize = 64 << 10;
+/// A read buffer grown past this by a large frame shrinks back once the
+/// frame is handled.
+const SHRINK_OVER: usize = 64 << 20;
 
 struct Conn {
     stream: TcpStream,
@@ -105,13 +108,16 @@ impl EventLoop {
                 return;
             };
             if c.rlen == c.rbuf.len() {
-                // A frame longer than the buffer: grow to hold it whole.
+                // A frame longer than the buffer: grow towards holding it
+                // whole, doubling as its bytes arrive (not to the length its
+                // header claims at once).
                 let need = match protocol::parse_header(&c.rbuf[..c.rlen], self.max_frame) {
                     Ok(Some(h)) => h.frame_len(),
                     _ => c.rbuf.len() * 2,
                 };
                 let cap = self.max_frame as usize + HEADER_LEN;
-                c.rbuf.resize(need.max(c.rbuf.len() * 2).min(cap), 0);
+                c.rbuf
+                    .resize((c.rbuf.len() * 2).min(need.max(c.rlen + 1)).min(cap), 0);
             }
             let res = match c.stream.read(&mut c.rbuf[c.rlen..]) {
                 Ok(0) => Err("connection closed by the worker".to_string()),
@@ -142,6 +148,11 @@ impl EventLoop {
         }
         c.rbuf.copy_within(pos..c.rlen, 0);
         c.rlen -= pos;
+        if c.rbuf.len() > SHRINK_OVER && c.rlen <= READ_BUF {
+            // Left large by a large frame (a large state): given back.
+            c.rbuf.truncate(READ_BUF);
+            c.rbuf.shrink_to_fit();
+        }
         Ok(())
     }
 

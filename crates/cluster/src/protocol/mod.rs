@@ -22,15 +22,35 @@ pub(crate) mod msg;
 /// First byte of every frame.
 pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub(crate) const VERSION: u8 = 6;
+pub(crate) const VERSION: u8 = 7;
 /// Bytes in a frame header.
 pub(crate) const HEADER_LEN: usize = 8;
-/// Default upper bound on one frame's payload (64 MiB).
-pub(crate) const DEFAULT_MAX_FRAME: u32 = 64 << 20;
+/// Default upper bound on one frame's payload (1 GiB). Readers grow their
+/// buffer as a frame's bytes arrive, not from the length its header
+/// claims, so the bound is what one frame may hold, not what each costs.
+pub(crate) const DEFAULT_MAX_FRAME: u32 = 1 << 30;
 /// The most state bytes one frame of states (`Add`, `Fetched`, `Replica`)
-/// carries: a quarter of the default frame limit; more states take more
-/// frames (a single larger state takes one of its own).
-pub(crate) const STATE_FRAME_BYTES: usize = DEFAULT_MAX_FRAME as usize / 4;
+/// carries (16 MiB), and the most parent bytes the master puts in one
+/// `Evolve` batch when it keeps copies: more states take more frames (a
+/// single larger state takes one of its own).
+pub(crate) const STATE_FRAME_BYTES: usize = 16 << 20;
+/// The largest serialised state a cluster places, moves or keeps: the
+/// frame limit less room for one frame's own fields.
+pub const MAX_STATE_BYTES: usize = DEFAULT_MAX_FRAME as usize - 64;
+
+/// The first frame in `out` (whole frames, as `encode` appends them) whose
+/// payload is longer than `max`: its kind and payload length.
+pub(crate) fn oversized(out: &[u8], max: usize) -> Option<(Kind, usize)> {
+    let mut at = 0;
+    while let Some(h) = out.get(at..at + HEADER_LEN) {
+        let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+        if len > max {
+            return Kind::from_u8(h[2]).map(|k| (k, len));
+        }
+        at += HEADER_LEN + len;
+    }
+    None
+}
 
 /// `states` cut into runs of at most [`STATE_FRAME_BYTES`] state bytes
 /// each (a larger state is a run of its own), one frame's worth a run;

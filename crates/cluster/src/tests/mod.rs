@@ -16,6 +16,7 @@ mod failures;
 mod heartbeat;
 mod hung;
 pub(crate) mod kid_ids;
+mod large;
 mod protocol;
 mod resume;
 mod rollback;

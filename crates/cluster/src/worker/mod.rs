@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::auth::Secret;
 use crate::error::Error;
 use crate::evolve::{child_id, StateId};
-use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
+use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME, MAX_STATE_BYTES};
 use crate::registry::{ByteEvolve, Registry};
 use crate::wire;
 use conn::{fail, lock, Conn, Store};
@@ -280,6 +280,32 @@ pub(crate) fn evolve_batch(
     p: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
+    let limits = Limits {
+        state: MAX_STATE_BYTES,
+        frame: DEFAULT_MAX_FRAME as usize,
+    };
+    evolve_batch_within(model, seed, store, p, out, limits)
+}
+
+/// The largest child and the largest answer [`evolve_batch_within`] makes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Bytes of one serialised child.
+    pub(crate) state: usize,
+    /// Bytes of the `Evolved` payload.
+    pub(crate) frame: usize,
+}
+
+/// [`evolve_batch`] with the limits given: a child or an answer over them
+/// fails the batch with a message naming the state.
+pub(crate) fn evolve_batch_within(
+    model: &dyn ByteEvolve,
+    seed: u64,
+    store: &Mutex<HashMap<StateId, Vec<u8>>>,
+    p: &[u8],
+    out: &mut Vec<u8>,
+    limits: Limits,
+) -> Result<(), String> {
     let msg::EvolveReq {
         step,
         copies,
@@ -315,6 +341,8 @@ pub(crate) fn evolve_batch(
             )
         })??;
     let mut born = Vec::new();
+    // The largest child: its parent, its id and its length.
+    let mut largest: Option<(StateId, StateId, usize)> = None;
     for ((parent, _, _), children) in batch.iter().zip(children) {
         let parent = *parent;
         msg::put_u64(out, parent.0);
@@ -326,8 +354,29 @@ pub(crate) fn evolve_batch(
             if copies {
                 msg::put_bytes(out, &child);
             }
+            if largest.map_or(true, |(_, _, n)| child.len() > n) {
+                largest = Some((parent, id, child.len()));
+            }
             born.push((id, child));
         }
+    }
+    if let Some((parent, id, n)) = largest.filter(|&(_, _, n)| n > limits.state) {
+        return Err(format!(
+            "evolving state {parent} made a child ({id}) of {n} bytes serialised, more than a \
+             cluster can hold in one state ({} bytes): keep a state's large data out of it (a \
+             file each step, read by path), or split it over several states",
+            limits.state
+        ));
+    }
+    let payload = out.len() - start - protocol::HEADER_LEN;
+    if payload > limits.frame {
+        let (parent, id, n) = largest.unwrap_or((batch[0].0, batch[0].0, 0));
+        return Err(format!(
+            "the batch from state {} made {payload} bytes of children and outputs, more than \
+             one answer carries ({} bytes; its largest child, {id} of state {parent}, has {n}): \
+             keep a state's large data out of it, or make its outputs smaller",
+            batch[0].0, limits.frame
+        ));
     }
     let mut held = lock(store);
     for (id, child) in born {
@@ -499,6 +548,14 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
                 }
                 if let (None, Some(every)) = (&heartbeat, core.heartbeat) {
                     heartbeat = Some(conn::Heartbeat::start(conn.clone(), every)?);
+                }
+                if let Some((k, n)) = protocol::oversized(&out, DEFAULT_MAX_FRAME as usize) {
+                    let m = format!(
+                        "the answer to a {kind:?} request is a {k:?} frame of {n} bytes, more \
+                         than a frame carries ({DEFAULT_MAX_FRAME} bytes)"
+                    );
+                    fail(&conn, &m);
+                    return Err(Error::WorkerFailed(m));
                 }
                 if conn.send(&out).is_err() {
                     break;

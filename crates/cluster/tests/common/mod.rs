@@ -72,8 +72,63 @@ impl Evolve for Nap {
     }
 }
 
+/// One child the size of its parent, a random byte of it changed: states
+/// that stay large from step to step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Big;
+
+/// Bytes serialised as one byte string (a `Vec<u8>` goes byte by byte,
+/// which takes seconds for a large state in a debug build).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Blob(pub Vec<u8>);
+
+impl Serialize for Blob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Blob {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl serde::de::Visitor<'_> for Bytes {
+            type Value = Blob;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a byte string")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Blob, E> {
+                Ok(Blob(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Blob, E> {
+                Ok(Blob(v))
+            }
+        }
+        d.deserialize_byte_buf(Bytes)
+    }
+}
+
+impl Evolve for Big {
+    const NAME: &'static str = "test-big";
+    type State = Blob;
+    type Input = u32;
+    type Output = u8;
+
+    fn evolve(&self, s: &Blob, _: &u32, rng: &mut Rng) -> Vec<(Blob, u8)> {
+        let mut c = s.0.clone();
+        if !c.is_empty() {
+            let at = rng.random_range(0..c.len());
+            c[at] = rng.random();
+        }
+        let first = c.first().copied().unwrap_or(0);
+        vec![(Blob(c), first)]
+    }
+}
+
 pub(crate) fn registry() -> Registry {
-    Registry::new().with::<Branchy>().with::<Nap>()
+    Registry::new()
+        .with::<Branchy>()
+        .with::<Nap>()
+        .with::<Big>()
 }
 
 /// A config that forces steals: every state starts on worker 0, batches of 1.

@@ -3,7 +3,7 @@
 use super::{Placement, Req, Scheduler, WorkerId};
 use crate::error::Error;
 use crate::evolve::{root_id, StateId};
-use crate::protocol::{self, msg, Kind};
+use crate::protocol::{self, msg, Kind, MAX_STATE_BYTES};
 use crate::snapshot::Snapshot;
 
 impl Scheduler {
@@ -55,6 +55,8 @@ impl Scheduler {
 
     /// Drops every state and places `states` (serialised); returns their ids.
     pub(crate) fn begin_reset(&mut self, states: Vec<Vec<u8>>) -> Result<Vec<StateId>, Error> {
+        let epoch = self.epoch + 1;
+        fits((0u64..).map(|i| root_id(self.seed, epoch, i)).zip(&states))?;
         self.begin_op()?;
         self.transfers.clear();
         let mut held: Vec<Vec<StateId>> = vec![Vec::new(); self.slots.len()];
@@ -161,6 +163,7 @@ impl Scheduler {
         epoch: u64,
         states: Vec<(StateId, Vec<u8>)>,
     ) -> Result<(), Error> {
+        fits(states.iter().map(|(id, s)| (*id, s)))?;
         self.begin_op()?;
         self.transfers.clear();
         self.location.clear();
@@ -302,5 +305,18 @@ impl Scheduler {
             }
         }
         Ok(())
+    }
+}
+
+/// Refuses the first state over [`MAX_STATE_BYTES`]: no frame could carry
+/// it (nor, from a worker, its children).
+fn fits<'s>(states: impl IntoIterator<Item = (StateId, &'s Vec<u8>)>) -> Result<(), Error> {
+    match states.into_iter().find(|(_, s)| s.len() > MAX_STATE_BYTES) {
+        Some((id, s)) => Err(Error::StateTooLarge {
+            id,
+            bytes: s.len(),
+            limit: MAX_STATE_BYTES,
+        }),
+        None => Ok(()),
     }
 }

@@ -39,7 +39,7 @@ use super::{nanos, Batch, Req, Scheduler, WorkerId};
 /// to end. Uniform steps never hold.
 pub(super) const HOLD_BEHIND: f64 = 4.0;
 use crate::evolve::StateId;
-use crate::protocol::{self, msg, Kind};
+use crate::protocol::{self, msg, Kind, STATE_FRAME_BYTES};
 
 /// A load in a dealing heap: ordered by load, then index.
 #[derive(PartialEq)]
@@ -125,6 +125,26 @@ impl Scheduler {
         }
     }
 
+    /// `b`, or fewer where the master keeps copies of the states and the
+    /// last `b` pending on `w` hold more than [`STATE_FRAME_BYTES`] between
+    /// them (at least one): their children come back in one `Evolved`
+    /// frame, likely as large as the parents, and a batch of large states
+    /// would make it larger than a frame may be.
+    fn within_frame(&self, w: WorkerId, b: usize) -> usize {
+        if !self.master_copies() {
+            return b;
+        }
+        let mut bytes = 0;
+        let tail = self.slots[w].pending.iter().rev().take(b);
+        let fit = tail
+            .take_while(|id| {
+                bytes += self.copies.get(id).map_or(0, Vec::len);
+                bytes <= STATE_FRAME_BYTES
+            })
+            .count();
+        fit.max(1)
+    }
+
     /// Sends batches to `w` until its pipeline is full, or steals for it.
     pub(super) fn refill(&mut self, w: WorkerId) {
         if !self.evolving
@@ -142,7 +162,7 @@ impl Scheduler {
                 // all of it; held here, an idle worker can steal it.
                 break;
             }
-            let b = self.batch_size(w);
+            let b = self.within_frame(w, self.batch_size(w));
             let mut ids = self.take_tail(w, b);
             if !self.hung.is_empty() && ids.len() > 1 {
                 // A state that ran past its deadline goes alone, so that a
