@@ -78,35 +78,30 @@ fn evolve_request(ids: &[StateId], copies: bool) -> Vec<u8> {
     p
 }
 
-fn branchy_store(ids: &[StateId]) -> Mutex<HashMap<StateId, Vec<u8>>> {
-    Mutex::new(
-        ids.iter()
-            .map(|&id| (id, encode(&(id.0, vec![3u8; 100])).unwrap()))
-            .collect(),
-    )
-}
-
-#[test]
-fn a_child_over_the_state_limit_fails_its_batch_naming_the_state() {
+/// The error of evolving states 5 and 6 (Branchy, one child each, with
+/// copies) within `limits`.
+fn failed_batch(limits: Limits) -> (String, [StateId; 2]) {
     let model = registry()
         .build(Branchy::NAME, &encode(&Branchy { max: 2 }).unwrap())
         .unwrap();
     let ids = [StateId(5), StateId(6)];
-    let store = branchy_store(&ids);
+    let store = Mutex::new(
+        ids.iter()
+            .map(|&id| (id, encode(&(id.0, vec![3u8; 100])).unwrap()))
+            .collect::<HashMap<_, _>>(),
+    );
     let mut out = Vec::new();
-    let limits = Limits {
+    let p = evolve_request(&ids, true);
+    let err = evolve_batch_within(&*model, 7, &store, &p, &mut out, limits).unwrap_err();
+    (err, ids)
+}
+
+#[test]
+fn a_child_over_the_state_limit_fails_its_batch_naming_the_state() {
+    let (err, ids) = failed_batch(Limits {
         state: 1,
         frame: usize::MAX,
-    };
-    let err = evolve_batch_within(
-        &*model,
-        7,
-        &store,
-        &evolve_request(&ids, true),
-        &mut out,
-        limits,
-    )
-    .unwrap_err();
+    });
     let named = |id: StateId| err.contains(&format!("evolving state {id} made a child"));
     assert!(named(ids[0]) || named(ids[1]), "{err}");
     assert!(
@@ -117,25 +112,10 @@ fn a_child_over_the_state_limit_fails_its_batch_naming_the_state() {
 
 #[test]
 fn an_answer_over_the_frame_limit_fails_its_batch_naming_the_state() {
-    let model = registry()
-        .build(Branchy::NAME, &encode(&Branchy { max: 2 }).unwrap())
-        .unwrap();
-    let ids = [StateId(5), StateId(6)];
-    let store = branchy_store(&ids);
-    let mut out = Vec::new();
-    let limits = Limits {
+    let (err, ids) = failed_batch(Limits {
         state: usize::MAX,
         frame: 16,
-    };
-    let err = evolve_batch_within(
-        &*model,
-        7,
-        &store,
-        &evolve_request(&ids, true),
-        &mut out,
-        limits,
-    )
-    .unwrap_err();
+    });
     assert!(
         err.contains(&format!("the batch from state {}", ids[0])),
         "{err}"
