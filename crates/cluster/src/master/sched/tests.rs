@@ -15,7 +15,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::evolve::{Evolve, StateId};
 use crate::local::Local;
-use crate::protocol::{self, msg, Kind, MAX_STATE_BYTES};
+use crate::protocol::{self, msg, Kind};
 use crate::registry::{decode, encode};
 use crate::tests::{registry, Branchy};
 use crate::worker::WorkerCore;
@@ -280,6 +280,7 @@ fn decoded(raw: super::RawResults) -> Decoded {
 
 mod chaos;
 mod endloss;
+mod limits;
 mod moves;
 mod silence;
 mod soonest;
@@ -485,58 +486,6 @@ fn unknown_states_are_refused_before_anything_is_sent() {
         .unwrap_err();
     assert!(matches!(err, Error::UnknownStates(v) if v == vec![bogus]));
     assert!(c.sched.out.is_empty());
-}
-
-#[test]
-fn a_state_over_the_limit_is_refused_before_anything_is_sent() {
-    let mut c = Cluster::new(2, cfg(Placement::Spread, true, true));
-    let ids = c.reset(2);
-    // Zeroed pages that are never touched: the refusal reads lengths only.
-    let too_large = MAX_STATE_BYTES + 1;
-    let states = vec![encode(&state(0)).unwrap(), vec![0u8; too_large]];
-    let err = c.sched.begin_reset(states).unwrap_err();
-    assert!(
-        matches!(err, Error::StateTooLarge { bytes, limit, .. }
-            if bytes == too_large && limit == MAX_STATE_BYTES),
-        "{err}"
-    );
-    let err = c
-        .sched
-        .begin_restore(1, 9, vec![(StateId(3), vec![0u8; too_large])])
-        .unwrap_err();
-    assert!(
-        matches!(err, Error::StateTooLarge { id: StateId(3), .. }),
-        "{err}"
-    );
-    assert!(c.sched.out.is_empty());
-    // The states placed before are where they were.
-    assert_eq!(c.held().len(), ids.len());
-}
-
-#[test]
-fn with_master_copies_a_batch_carries_at_most_a_frame_of_parent_bytes() {
-    let mut cfg = cfg(Placement::First, false, false);
-    cfg.batch = Batch::Fixed(64);
-    cfg.recovery = Recovery::MasterCopy;
-    let mut c = Cluster::new(1, cfg);
-    // 4 MiB parents: their children come back in the batch's one `Evolved`
-    // frame, so a batch holds three (16 MiB of state bytes, with the
-    // states' own fields), not all twelve.
-    let states: Vec<Vec<u8>> = (0..12u64)
-        .map(|i| encode(&(i, vec![i as u8; 4 << 20])).unwrap())
-        .collect();
-    let ids = c.sched.begin_reset(states).unwrap();
-    c.pump(&mut |_| 0);
-    c.sched.finish().unwrap();
-    c.begin(&ids.iter().map(|&id| (id, 1, 1.0)).collect::<Vec<_>>());
-    c.pump(&mut |_| 0);
-    assert_eq!(c.sched.finish_evolve().unwrap().len(), ids.len());
-    let batches: Vec<usize> = c.log[0]
-        .iter()
-        .filter(|(k, _)| *k == Kind::Evolve)
-        .map(|(_, ids)| ids.len())
-        .collect();
-    assert_eq!(batches, vec![3; 4]);
 }
 
 /// The longest of `loads` for the best assignment of `costs` to `m` workers.
