@@ -13,7 +13,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use super::driver::Driver;
-use super::sched::{Io, Scheduler, WorkerId, CHECK_EVERY};
+use super::sched::{Io, Scheduler, WorkerId, BULK, CHECK_EVERY};
 use crate::protocol::{self, HEADER_LEN};
 
 /// Initial read buffer per connection; grows as a longer frame arrives.
@@ -28,6 +28,8 @@ struct Conn {
     /// (for the hung-worker deadlines).
     io_at: Instant,
     read_at: Instant,
+    /// When bytes of a large frame last moved, either way (`Io::bulk`).
+    bulk_at: Option<Instant>,
     rbuf: Vec<u8>,
     rlen: usize,
     wbuf: Vec<u8>,
@@ -84,6 +86,7 @@ impl EventLoop {
                 stream,
                 io_at: Instant::now(),
                 read_at: Instant::now(),
+                bulk_at: None,
                 rbuf: vec![0; READ_BUF],
                 rlen: 0,
                 wbuf: Vec::with_capacity(READ_BUF),
@@ -125,6 +128,11 @@ impl EventLoop {
                     c.rlen += n;
                     c.io_at = Instant::now();
                     c.read_at = c.io_at;
+                    // Part of a large frame: the one these bytes continue,
+                    // whole now or not.
+                    if n >= BULK || Self::large_at(&c.rbuf[..c.rlen], self.max_frame) {
+                        c.bulk_at = Some(c.io_at);
+                    }
                     Self::dispatch(c, w, sched, self.max_frame)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -136,6 +144,11 @@ impl EventLoop {
                 return;
             }
         }
+    }
+
+    /// Whether the frame that starts `buf` is at least [`BULK`] long.
+    fn large_at(buf: &[u8], max: u32) -> bool {
+        matches!(protocol::parse_header(buf, max), Ok(Some(h)) if h.frame_len() >= BULK)
     }
 
     fn dispatch(c: &mut Conn, w: WorkerId, sched: &mut Scheduler, max: u32) -> Result<(), String> {
@@ -179,10 +192,14 @@ impl EventLoop {
             return;
         };
         while c.wpos < c.wbuf.len() {
+            let left = c.wbuf.len() - c.wpos;
             match c.stream.write(&c.wbuf[c.wpos..]) {
                 Ok(n) => {
                     c.wpos += n;
                     c.io_at = Instant::now();
+                    if left >= BULK {
+                        c.bulk_at = Some(c.io_at);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !c.want_write {
@@ -222,6 +239,7 @@ impl EventLoop {
             self.conns[w].as_ref().map_or(Io::default(), |c| Io {
                 any: Some(c.io_at),
                 read: Some(c.read_at),
+                bulk: c.bulk_at,
             })
         })
     }

@@ -95,7 +95,16 @@ pub(crate) struct Io {
     pub any: Option<Instant>,
     /// From the worker.
     pub read: Option<Instant>,
+    /// Bytes of a large frame (at least [`BULK`]), either way: a request
+    /// on its way to the worker or an answer on its way back, time that
+    /// no evolve's deadline counts (`deadline.rs`).
+    pub bulk: Option<Instant>,
 }
+
+/// A frame at least this long is bulk on the wire (a state, a batch of
+/// children), where heartbeats and small requests are not: a driver
+/// reports when such bytes last moved ([`Io::bulk`]).
+pub(crate) const BULK: usize = 64 << 10;
 
 /// Outcome of an evolve: children and outputs per parent.
 pub(crate) type RawResults = HashMap<StateId, Vec<(StateId, Vec<u8>)>>;

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::driver::Driver;
-use super::sched::{Io, SchedConfig, Scheduler, WorkerId, CHECK_EVERY};
+use super::sched::{Io, SchedConfig, Scheduler, WorkerId, BULK, CHECK_EVERY};
 use crate::protocol::Kind;
 use crate::wire;
 
@@ -42,15 +42,25 @@ struct Shared {
     /// hung-worker deadlines).
     io: Vec<AtomicU64>,
     read: Vec<AtomicU64>,
+    /// When bytes of a large frame last moved, either way (`Io::bulk`);
+    /// 0: never.
+    bulk: Vec<AtomicU64>,
     base: Instant,
 }
 
 impl Shared {
-    fn touch(&self, w: WorkerId, read: bool) {
-        let t = self.base.elapsed().as_nanos() as u64;
+    /// `len`: the bytes the transfer was asked to move (at least
+    /// [`BULK`] only within a large frame: a frame is read and written
+    /// whole, its header apart).
+    fn touch(&self, w: WorkerId, read: bool, len: usize) {
+        // At least 1: 0 is never.
+        let t = (self.base.elapsed().as_nanos() as u64).max(1);
         self.io[w].store(t, Ordering::Relaxed);
         if read {
             self.read[w].store(t, Ordering::Relaxed);
+        }
+        if len >= BULK {
+            self.bulk[w].store(t, Ordering::Relaxed);
         }
     }
 
@@ -62,6 +72,7 @@ impl Shared {
         Io {
             any: at(&self.io),
             read: at(&self.read),
+            bulk: at(&self.bulk).filter(|&t| t > self.base),
         }
     }
 }
@@ -77,7 +88,7 @@ impl<S: std::io::Read> std::io::Read for Tracked<S> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n > 0 {
-            self.shared.touch(self.w, true);
+            self.shared.touch(self.w, true, buf.len());
         }
         Ok(n)
     }
@@ -87,7 +98,7 @@ impl<S: Write> Write for Tracked<S> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         if n > 0 {
-            self.shared.touch(self.w, false);
+            self.shared.touch(self.w, false, buf.len());
         }
         Ok(n)
     }
@@ -177,6 +188,7 @@ impl Threaded {
             cv: Condvar::new(),
             io: (0..n).map(|_| AtomicU64::new(0)).collect(),
             read: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            bulk: (0..n).map(|_| AtomicU64::new(0)).collect(),
             base: Instant::now(),
         });
         let mut threads = Vec::with_capacity(2 * n);

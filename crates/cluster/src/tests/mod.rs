@@ -20,3 +20,4 @@ mod large;
 mod protocol;
 mod resume;
 mod rollback;
+mod slow_link;

@@ -37,7 +37,12 @@
 //! deadline too: `fixed`, or `factor` × the larger of its expected time by
 //! the p99 above and by its expected cost (the measured time per unit of
 //! `Evolve::expected_cost`), at least `floor`; `unmeasured` before
-//! anything was measured. A worker past it is dropped like a silent one
+//! anything was measured. Its clock ([`Scheduler::evolve_started`]) starts
+//! when the batch was sent and the one before it came back, and again
+//! whenever bytes of a large frame (`Io::bulk`: a state on its way, the
+//! children coming back) move on the connection: time on the wire is not
+//! evolve time (the straggler bounds of `straggle.rs` count the same way).
+//! A worker past it is dropped like a silent one
 //! (closing its connection ends the process, and the hung call with it),
 //! its states are recovered elsewhere, and the batch's states are evolved
 //! alone from then on. A state whose evolve runs past its deadline on
@@ -123,14 +128,32 @@ impl Scheduler {
         d.floor.max(Duration::from_nanos(ns.min(1e18) as u64))
     }
 
+    /// When `w`'s batch sent at `sent` started evolving, as far as the
+    /// master can tell: not before the batch before it came back, nor
+    /// while bulk bytes (`bulk`: a large frame either way) were still
+    /// moving on the connection: a request queued behind a large state,
+    /// or the answer on its way back, is on the wire, not in an evolve.
+    pub(super) fn evolve_started(
+        &self,
+        w: WorkerId,
+        sent: Instant,
+        bulk: Option<Instant>,
+    ) -> Instant {
+        let started = sent.max(self.slots[w].last_evolved);
+        bulk.map_or(started, |b| started.max(b))
+    }
+
     /// The batch `w` is evolving, if it had run past its deadline at
     /// `heard` (when the worker last spoke: a worker that beats after the
     /// deadline is alive and still in that evolve, where a stopped one
-    /// would be silent): its states, its step, and the deadline.
+    /// would be silent), counted from when it started
+    /// ([`Scheduler::evolve_started`], with `bulk` from the driver): its
+    /// states, its step, and the deadline.
     fn hung_batch(
         &self,
         w: WorkerId,
         heard: Instant,
+        bulk: Option<Instant>,
         p99: Option<f64>,
     ) -> Option<(Vec<StateId>, u64, Duration)> {
         let s = &self.slots[w];
@@ -144,7 +167,7 @@ impl Scheduler {
             } => Some((ids, *step, *sent, *cost)),
             _ => None,
         })?;
-        let started = sent.max(s.last_evolved);
+        let started = self.evolve_started(w, sent, bulk);
         let deadline = self.evolve_deadline(ids.len(), cost, p99);
         // A heartbeat interval later still: bytes a stopped worker sent
         // before it stopped may be read late by a busy master.
@@ -163,7 +186,9 @@ impl Scheduler {
         };
         self.hung_workers.swap_remove(at);
         let p99 = self.p99();
-        let Some((ids, step, deadline)) = self.hung_batch(w, Instant::now(), p99) else {
+        // Without the driver's bulk time the batch started no later than
+        // `overdue` found, so it is past its deadline still.
+        let Some((ids, step, deadline)) = self.hung_batch(w, Instant::now(), None, p99) else {
             return false;
         };
         if !self.evolving || step != self.step {
@@ -231,6 +256,7 @@ impl Scheduler {
                     self.hung_batch(
                         w,
                         io.read.map_or(s.last_heard, |r| r.max(s.last_heard)),
+                        io.bulk,
                         p99,
                     )
                 {
@@ -311,7 +337,7 @@ impl Scheduler {
         let mut slow = Vec::new();
         let ratio = self.ratio_p90();
         for w in 0..self.slots.len() {
-            if let Some(at) = self.straggles_at(w, p99, ratio) {
+            if let Some(at) = self.straggles_at(w, p99, ratio, io(w).bulk) {
                 if now >= at {
                     slow.push(w);
                 } else {

@@ -141,6 +141,7 @@ impl Scheduler {
         w: WorkerId,
         p99: Option<f64>,
         ratio_p90: Option<f64>,
+        bulk: Option<Instant>,
     ) -> Option<Instant> {
         if !self.master_copies() || !self.evolving || self.failed_at.is_some() {
             return None;
@@ -165,7 +166,7 @@ impl Scheduler {
         let remove_at =
             remove_at.map(|t| t + STRAGGLE_FLOOR.max(Duration::from_nanos(rt.min(1e18) as u64)));
         let evolve_at =
-            self.evolve_straggles_at(w, p99, ratio_p90, STRAGGLE_FACTOR, STRAGGLE_FLOOR);
+            self.evolve_straggles_at(w, p99, ratio_p90, bulk, STRAGGLE_FACTOR, STRAGGLE_FLOOR);
         [remove_at, evolve_at].into_iter().flatten().min()
     }
 
@@ -214,6 +215,7 @@ impl Scheduler {
                 w,
                 p99,
                 ratio_p90,
+                io(w).bulk,
                 BUDDY_STRAGGLE_FACTOR,
                 BUDDY_STRAGGLE_FLOOR,
             );
@@ -261,7 +263,7 @@ impl Scheduler {
                         Req::Evolve { sent, .. } => Some(*sent),
                         _ => None,
                     })
-                    .map_or(t, |sent| sent.max(self.slots[w].last_evolved)),
+                    .map_or(t, |sent| self.evolve_started(w, sent, io(w).bulk)),
             );
             let why = if silent {
                 format!(
@@ -292,6 +294,7 @@ impl Scheduler {
         w: WorkerId,
         p99: Option<f64>,
         ratio_p90: Option<f64>,
+        bulk: Option<Instant>,
         factor: f64,
         floor: Duration,
     ) -> Option<Instant> {
@@ -318,7 +321,7 @@ impl Scheduler {
         };
         let ns = factor * expected;
         let bound = floor.max(Duration::from_nanos(ns.min(1e18) as u64));
-        Some(sent.max(s.last_evolved) + bound)
+        Some(self.evolve_started(w, sent, bulk) + bound)
     }
 
     /// Starts `w`'s work of this step again on the idle workers (see the

@@ -65,6 +65,7 @@ impl Run {
             let others = move |w: usize| Io {
                 read: (w != stopped).then_some(now),
                 any: None,
+                bulk: None,
             };
             let late = self.c.sched.overdue(now, &others).0;
             self.c.collect();

@@ -156,6 +156,37 @@ fn a_stopped_worker_in_buddy_mode_is_dropped_and_its_work_promoted() {
     finish_step(&mut c, &mut local, 2, &ids);
 }
 
+/// A batch counts as evolving only once bulk bytes stop moving on its
+/// worker's connection (a large state on its way there, or its children
+/// on their way back): past the straggler bound since it was sent, but
+/// with a large frame in transit until just before, worker 2 is not a
+/// straggler; a bound after the bytes stopped, it is.
+#[test]
+fn bulk_bytes_in_transit_do_not_count_towards_the_straggler_bound() {
+    let mut c = buddy_cluster(6);
+    let ids = c.reset(18);
+    c.settle();
+    c.begin(&ids.iter().map(|&id| (id, 0u32, 1.0)).collect::<Vec<_>>());
+    pump_but(&mut c, 2);
+    assert!(!c.queues[2].is_empty(), "worker 2 owes evolves");
+    let now = Instant::now() + BUDDY_STRAGGLE_FLOOR + Duration::from_millis(200);
+    let moved = now - Duration::from_millis(10);
+    let bulk = |w: usize| Io {
+        bulk: (w == 2).then_some(moved),
+        ..Io::default()
+    };
+    let late = c.sched.overdue(now, &bulk).0;
+    assert!(late.is_empty(), "{late:?}");
+    let later = moved + BUDDY_STRAGGLE_FLOOR + Duration::from_millis(200);
+    let late = c.sched.overdue(later, &bulk).0;
+    assert_eq!(
+        late.iter().map(|l| l.0).collect::<Vec<_>>(),
+        [2],
+        "{late:?}"
+    );
+    assert!(late[0].1.contains("straggler"), "{}", late[0].1);
+}
+
 /// Two neighbours stop (worker 2 and its first buddy, 3): 2 is not
 /// dropped while the holder of its replicas straggles, 3 is (its buddies
 /// 4 and 5 are well); once 3 is gone, 2's replicas are on 4, and 2 is
@@ -468,6 +499,7 @@ fn bytes_arriving_from_a_buddy_worker_are_not_silence() {
     let reading = |w: usize| Io {
         read: (w == 2).then_some(now - Duration::from_millis(10)),
         any: None,
+        bulk: None,
     };
     assert!(c.sched.overdue(now, &reading).0.is_empty());
     let late = c.sched.overdue(now, &|_| Io::default()).0;
@@ -574,6 +606,7 @@ fn a_worker_stopped_in_a_reset_is_dropped(recovery: Recovery, in_round: bool) {
     let others = |w: usize| Io {
         read: (w != 2).then_some(now),
         any: None,
+        bulk: None,
     };
     let late = c.sched.overdue(now, &others).0;
     assert_eq!(
