@@ -114,8 +114,10 @@ fn python_ship_cost(has_cost: bool) -> ShipCost {
 }
 
 /// Set by [`interruptible`] on Ctrl-C, for a wait in `f` that no killed
-/// worker ends (a listener waiting for remote workers).
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// worker ends: a listener waiting for remote workers, and a master's
+/// operation on them (every master stops on it, `Master::stop_when`).
+static INTERRUPTED: std::sync::LazyLock<Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::LazyLock::new(|| Arc::new(std::sync::atomic::AtomicBool::new(false)));
 
 /// Runs `f` on another thread with the GIL released, checking for Ctrl-C
 /// every 50 ms; on KeyboardInterrupt kills the spawned workers (which ends
@@ -170,7 +172,12 @@ type Evolved = Vec<(u64, Vec<(u64, Py<PyAny>)>)>;
 impl NativeEngine {
     /// An engine over a master and, if this engine spawned them, its
     /// worker processes.
-    fn on_master(master: Master<PyModel>, cluster: Option<LocalCluster>, workers: usize) -> Self {
+    fn on_master(
+        mut master: Master<PyModel>,
+        cluster: Option<LocalCluster>,
+        workers: usize,
+    ) -> Self {
+        master.stop_when(INTERRUPTED.clone());
         NativeEngine {
             inner: Mutex::new(Some(Inner::Cluster {
                 master: Box::new(master),

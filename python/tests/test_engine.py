@@ -338,6 +338,50 @@ def test_ctrl_c_while_waiting_for_remote_workers_interrupts_the_wait(tmp_path):
         p.kill()
 
 
+CTRL_C_REMOTE = textwrap.dedent(
+    """
+    import sys, time, statepipe
+    class Slow:
+        def evolve(self, x, i, rng):
+            time.sleep(600)
+            return [(x, x)]
+    e = statepipe.Engine(Slow(), workers=1, listen=sys.argv[1], secret="s", timeout=60)
+    try:
+        ids = e.reset([0, 1])
+        print("evolving", flush=True)
+        e.evolve_many({i: None for i in ids})
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    """
+)
+
+
+def test_ctrl_c_during_a_step_on_remote_workers_ends_it_and_lets_them_go(tmp_path):
+    addr = f"127.0.0.1:{_free_port()}"
+    script = tmp_path / "remote.py"
+    script.write_text(CTRL_C_REMOTE)
+    w = _worker(addr, "s")
+    p = subprocess.Popen(
+        [sys.executable, str(script), addr], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout.readline().strip() == "evolving", p.stderr.read()
+        time.sleep(1.0)  # let the step start (not a timed assertion: any delay works)
+        p.send_signal(signal.SIGINT)
+        # Well within the worker's 600 s call: the step itself was ended.
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 3, err
+        assert "interrupted" in out
+        # The worker, let go in the middle of its call, exits saying so.
+        _, werr = w.communicate(timeout=120)
+        assert w.returncode != 0
+        assert "master" in werr, werr
+    finally:
+        p.kill()
+        w.kill()
+
+
 class VecWalk:
     """Per state: ``evolve``; vectorised: ``evolve_batch``."""
 

@@ -148,7 +148,8 @@ pub enum Error {
     /// A socket operation failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    /// The caller asked the wait to stop (`Listener::accept_until`).
+    /// The caller asked the wait or the operation to stop
+    /// (`Listener::accept_until`, `Master::stop_when`).
     #[error("interrupted")]
     Interrupted,
 }

@@ -255,7 +255,7 @@ impl Driver for EventLoop {
         let mut waited = Duration::ZERO;
         let mut next_check = start + CHECK_EVERY;
         self.flush_out(sched);
-        while !sched.is_quiet() {
+        while !sched.is_quiet() && !sched.stopped() {
             let now = Instant::now();
             if now >= next_check {
                 let (late, next) = self.overdue(sched, now);

@@ -13,6 +13,8 @@ use crate::snapshot::Snapshot;
 mod threaded;
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
@@ -88,6 +90,9 @@ pub struct Master<E: Evolve> {
     driver: Box<dyn Driver>,
     stats: Stats,
     closed: bool,
+    /// An operation was stopped ([`Master::stop_when`]): the workers are
+    /// gone, and every call fails.
+    interrupted: bool,
 }
 
 impl<E: Evolve> Master<E> {
@@ -127,6 +132,7 @@ impl<E: Evolve> Master<E> {
             sched: Scheduler::new(&addrs, cfg.seed, cfg.sched.clone()),
             driver,
             closed: false,
+            interrupted: false,
         };
         m.sched.begin_setup(E::NAME, &params)?;
         m.driver.run(&mut m.sched);
@@ -172,6 +178,7 @@ impl<E: Evolve> Master<E> {
     /// and a lost worker would make the snapshot incomplete); as a fetch
     /// with `Recovery::Buddy`.
     pub fn snapshot(&mut self) -> Result<Snapshot, Error> {
+        self.go_on()?;
         if let Some(s) = self.sched.snapshot() {
             return Ok(s);
         }
@@ -182,18 +189,53 @@ impl<E: Evolve> Master<E> {
         }
         let ids = self.sched.live_ids();
         self.sched.begin_fetch(&ids)?;
-        self.settle();
+        self.settle()?;
         let states = self.sched.finish_fetch()?;
         Ok(self.sched.snapshot_of(states))
     }
 
     /// Runs the operation begun on the scheduler to its end, then (with
     /// `Recovery::Buddy`) the replication rounds that commit its states.
-    fn settle(&mut self) {
+    ///
+    /// # Errors
+    /// [`Error::Interrupted`] if the stop flag was set meanwhile.
+    fn settle(&mut self) -> Result<(), Error> {
         self.driver.run(&mut self.sched);
+        self.go_on()?;
         while self.sched.begin_replicate() {
             self.driver.run(&mut self.sched);
+            self.go_on()?;
         }
+        Ok(())
+    }
+
+    /// Ends the operation running, and fails every later one, once
+    /// `flag` is set (by a signal handler or another thread: a caller's
+    /// Ctrl-C, say). Within the drivers' check period (100 ms) of the flag
+    /// the call returns [`Error::Interrupted`], however long the evolve
+    /// calls on the workers would still take, and the master gives up on
+    /// its workers where they stand: it sends them nothing more and closes
+    /// their connections, which ends each worker in the middle of whatever
+    /// it was doing (it exits with [`Error::Disconnected`]). The states go
+    /// with them; what survives is the last [`Master::snapshot`] the caller
+    /// kept. Every later call returns [`Error::Interrupted`] too.
+    pub fn stop_when(&mut self, flag: Arc<AtomicBool>) {
+        self.sched.stop = Some(flag);
+    }
+
+    /// `Ok` unless an operation was stopped: then the workers are given up
+    /// (the first time) and the call fails.
+    fn go_on(&mut self) -> Result<(), Error> {
+        if !self.interrupted && !self.sched.stopped() {
+            return Ok(());
+        }
+        if !self.interrupted {
+            self.interrupted = true;
+            self.sched.abort();
+            self.close();
+            tracing::warn!("stopped by the caller; the workers were let go");
+        }
+        Err(Error::Interrupted)
     }
 
     /// Takes over joined workers, loads `model` on each, and places the
@@ -218,7 +260,7 @@ impl<E: Evolve> Master<E> {
         let mut m = Master::new(model, workers, cfg)?;
         m.sched
             .begin_restore(snapshot.step, snapshot.epoch, snapshot.states)?;
-        m.settle();
+        m.settle()?;
         m.sched.finish()?;
         Ok(m)
     }
@@ -245,6 +287,7 @@ impl<E: Evolve> Master<E> {
     /// when workers are lost while the snapshot's states are placed and
     /// recovery cannot help (rolling back again may).
     pub fn rollback(&mut self, to: &Snapshot) -> Result<(), Error> {
+        self.go_on()?;
         if to.seed != self.sched.seed() {
             return Err(Error::Config(format!(
                 "the snapshot was taken with seed {}, the master has seed {}",
@@ -256,7 +299,7 @@ impl<E: Evolve> Master<E> {
         // failed one may have stopped waiting for some answers.
         loop {
             self.sched.begin_clear()?;
-            self.settle();
+            self.settle()?;
             match self.sched.finish() {
                 Err(Error::WorkerLost(_)) => continue,
                 r => r?,
@@ -265,7 +308,7 @@ impl<E: Evolve> Master<E> {
         }
         self.sched
             .begin_restore(to.step, to.epoch, to.states.clone())?;
-        self.settle();
+        self.settle()?;
         self.sched.finish()?;
         self.stats.rollbacks += 1;
         tracing::warn!(
@@ -286,6 +329,7 @@ impl<E: Evolve> Master<E> {
     /// If a socket fails, a worker cannot build the model, or the driver
     /// takes no workers mid-run (the threaded master).
     pub fn admit(&mut self, workers: Vec<Joined>) -> Result<(), Error> {
+        self.go_on()?;
         if workers.is_empty() {
             return Ok(());
         }
@@ -293,7 +337,7 @@ impl<E: Evolve> Master<E> {
         self.driver
             .add(workers.into_iter().map(|j| j.stream).collect())?;
         self.sched.begin_admit(&addrs, E::NAME, &self.params)?;
-        self.settle();
+        self.settle()?;
         self.sched.finish()?;
         tracing::info!(joined = addrs.len(), "workers admitted");
         Ok(())
@@ -365,14 +409,16 @@ impl<E: Evolve> Drop for Master<E> {
 
 impl<E: Evolve> Engine<E> for Master<E> {
     fn reset_states(&mut self, states: Vec<E::State>) -> Result<Vec<StateId>, Error> {
+        self.go_on()?;
         let bytes = states.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
         let ids = self.sched.begin_reset(bytes)?;
-        self.settle();
+        self.settle()?;
         self.sched.finish()?;
         Ok(ids)
     }
 
     fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
+        self.go_on()?;
         self.admit_joined()?;
         let inputs = inputs
             .into_iter()
@@ -381,7 +427,7 @@ impl<E: Evolve> Engine<E> for Master<E> {
         let t0 = Instant::now();
         let b0 = self.driver.busy();
         self.sched.begin_evolve(inputs)?;
-        self.settle();
+        self.settle()?;
         self.stats.evolve_wall += t0.elapsed();
         self.stats.steps += 1;
         if let (Some(b0), Some(b1), Some(acc)) =
@@ -402,8 +448,9 @@ impl<E: Evolve> Engine<E> for Master<E> {
     }
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {
+        self.go_on()?;
         self.sched.begin_fetch(ids)?;
-        self.settle();
+        self.settle()?;
         self.sched
             .finish_fetch()?
             .into_iter()
@@ -412,8 +459,9 @@ impl<E: Evolve> Engine<E> for Master<E> {
     }
 
     fn drop_states(&mut self, ids: &[StateId]) -> Result<(), Error> {
+        self.go_on()?;
         self.sched.begin_drop(ids)?;
-        self.settle();
+        self.settle()?;
         self.sched.finish()
     }
 }

@@ -17,6 +17,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, WorkerLost};
@@ -180,6 +182,8 @@ pub(crate) struct Scheduler {
     hiccups: hiccup::Hiccups,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
+    /// Set by the caller to end the operation (`Master::stop_when`).
+    pub(crate) stop: Option<Arc<AtomicBool>>,
 }
 
 impl Scheduler {
@@ -221,6 +225,7 @@ impl Scheduler {
             recovered_at: Vec::new(),
             hung: HashMap::new(),
             hung_workers: Vec::new(),
+            stop: None,
             hung_fail: None,
             dups: HashMap::new(),
             parked: Vec::new(),

@@ -260,7 +260,7 @@ impl Driver for Threaded {
         let mut next_check = Instant::now() + CHECK_EVERY;
         loop {
             let s = g.sched.as_mut().expect("the scheduler is ours during run");
-            if s.is_quiet() {
+            if s.is_quiet() || s.stopped() {
                 break;
             }
             let now = Instant::now();

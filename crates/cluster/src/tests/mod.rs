@@ -21,3 +21,4 @@ mod protocol;
 mod resume;
 mod rollback;
 mod slow_link;
+mod stop;

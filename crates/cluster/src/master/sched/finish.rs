@@ -1,6 +1,7 @@
 //! The end of an operation: lost workers, giving up, and the outcome.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::deadline::HUNG_TRIES;
@@ -23,6 +24,26 @@ impl Scheduler {
                         .iter()
                         .all(|r| matches!(r, Req::Remove { fenced: true, .. }))
             })
+    }
+
+    /// Whether the caller's stop flag (`Master::stop_when`) is set: the
+    /// drivers then end the operation where it stands.
+    pub(crate) fn stopped(&self) -> bool {
+        // Relaxed: a flag the drivers poll every `CHECK_EVERY`; nothing
+        // else rides on it.
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// Gives up on every worker without a word (an operation stopped
+    /// where it stood): nothing more is sent, so closing the connections
+    /// is all the workers hear (they exit with `Error::Disconnected`).
+    pub(crate) fn abort(&mut self) {
+        self.out.clear();
+        for s in &mut self.slots {
+            s.alive = false;
+        }
     }
 
     /// Marks `w` dead: its states are lost; the operation will fail.
