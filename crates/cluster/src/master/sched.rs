@@ -492,7 +492,7 @@ impl Scheduler {
             }
             (
                 Req::Remove {
-                    ids,
+                    mut ids,
                     thief,
                     step,
                     sent,
@@ -500,14 +500,32 @@ impl Scheduler {
                 },
                 Kind::Removed,
             ) => {
+                // The states asked for come in order, in as many frames as
+                // their size takes: the rest stays owed, and each part
+                // lands on its own.
                 let got = msg::states(p).map_err(bad)?;
-                if got.len() != ids.len() || got.iter().zip(&ids).any(|(g, i)| g.0 != *i) {
+                if got.is_empty() && !ids.is_empty()
+                    || got.len() > ids.len()
+                    || got.iter().zip(&ids).any(|(g, i)| g.0 != *i)
+                {
                     return Err("removed other states than asked".into());
+                }
+                let rest = ids.split_off(got.len());
+                let last = rest.is_empty();
+                if !last {
+                    let rest = Req::Remove {
+                        ids: rest,
+                        thief,
+                        step,
+                        sent,
+                        fenced,
+                    };
+                    self.slots[w].in_flight.insert(at, rest);
                 }
                 if fenced {
                     return Ok(());
                 }
-                self.on_removed(w, ids, thief, step, sent, p);
+                self.on_removed(w, ids, thief, (step, sent), p, last);
             }
             (Req::Give { ticket }, Kind::Given) => {
                 let n = msg::count(p).map_err(bad)?;

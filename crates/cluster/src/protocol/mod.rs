@@ -22,7 +22,7 @@ pub(crate) mod msg;
 /// First byte of every frame.
 pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub(crate) const VERSION: u8 = 7;
+pub(crate) const VERSION: u8 = 8;
 /// Bytes in a frame header.
 pub(crate) const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (1 GiB). Readers grow their

@@ -25,7 +25,9 @@
 //! ```
 //!
 //! `Removed` has exactly `Add`'s layout so that the master forwards a stolen
-//! batch by rewriting the frame kind, never touching the state bytes.
+//! batch by rewriting the frame kind, never touching the state bytes. A
+//! worker answers a `Remove` (as a `Fetch`) with as many `Removed` as
+//! [`super::state_runs`] cuts its states into, each forwarded on its own.
 //!
 //! Decoders borrow from the payload and check every count against the bytes
 //! left before allocating, so a hostile length cannot make them allocate more

@@ -160,12 +160,18 @@ impl WorkerCore {
                 protocol::encode(out, Kind::Added, &n.to_le_bytes());
             }
             Kind::Remove => {
+                // As many `Removed` as the states' size takes (the master
+                // forwards each as an `Add` and waits for the rest).
                 let ids = msg::ids(p).map_err(bad)?;
                 let found = self.take(&ids, true)?;
                 lock(&self.replicas).keep_given(&found);
-                let start = protocol::begin(out, Kind::Removed);
-                msg::put_states(out, found.iter().map(|(id, b)| (*id, b.as_slice())));
-                protocol::finish(out, start);
+                let frames = protocol::state_frames(
+                    Kind::Removed,
+                    found.iter().map(|(id, b)| (*id, b.as_slice())),
+                );
+                for (f, _) in frames {
+                    out.extend_from_slice(&f);
+                }
             }
             Kind::Fetch => {
                 // As many `Fetched` as the states' size takes: the master

@@ -88,14 +88,29 @@ impl Scheduler {
 
     /// States now held by `dest` join its pending ones if their step still runs.
     pub(super) fn landed(&mut self, dest: WorkerId, ids: Vec<StateId>, step: u64, sent: Instant) {
+        self.landed_part(dest, ids, (step, sent), true);
+    }
+
+    /// [`Scheduler::landed`] for part of a move's states (`last`: its
+    /// last part): the move is counted, and releases the step's evolves
+    /// held behind it, once, with its last part.
+    fn landed_part(
+        &mut self,
+        dest: WorkerId,
+        ids: Vec<StateId>,
+        (step, sent): (u64, Instant),
+        last: bool,
+    ) {
         let t = nanos(sent.elapsed());
         self.move_ns = Some(self.move_ns.map_or(t, |o| 0.8 * o + 0.2 * t));
         let s = &mut self.slots[dest];
-        s.stats.transfers += 1;
-        s.stats.transfer_ns += t as u64;
+        if last {
+            s.stats.transfers += 1;
+            s.stats.transfer_ns += t as u64;
+        }
         if self.failed_at.is_none() && self.evolving && step == self.step {
             self.push_pending(dest, ids);
-            if self.holding > 0 {
+            if self.holding > 0 && last {
                 self.holding -= 1;
                 if self.holding == 0 {
                     // The step's moves have landed: everyone starts.
@@ -113,14 +128,17 @@ impl Scheduler {
         }
     }
 
+    /// `victim`'s `Removed` of `ids` (`p`: its payload) for `thief`, a
+    /// move of `step` sent at `sent`; `last`: the move's last part (a
+    /// large move comes in several).
     pub(super) fn on_removed(
         &mut self,
         victim: WorkerId,
         ids: Vec<StateId>,
         thief: WorkerId,
-        step: u64,
-        sent: Instant,
+        (step, sent): (u64, Instant),
         p: &[u8],
+        last: bool,
     ) {
         let ok = |w: WorkerId| self.slots[w].alive && self.slots[w].fenced == 0;
         let dest = if ok(thief) {
@@ -130,8 +148,10 @@ impl Scheduler {
         } else {
             self.usable()[0]
         };
-        let t = &mut self.slots[thief];
-        t.incoming = t.incoming.saturating_sub(1);
+        if last {
+            let t = &mut self.slots[thief];
+            t.incoming = t.incoming.saturating_sub(1);
+        }
         // Forward without decoding the states: `Removed` has `Add`'s layout.
         let mut f = Vec::with_capacity(protocol::HEADER_LEN + p.len());
         protocol::encode(&mut f, Kind::Add, p);
@@ -142,7 +162,7 @@ impl Scheduler {
             self.gave_away(victim, &ids, sent);
         }
         self.send(dest, f, Req::Add(ids.len() as u32));
-        self.landed(dest, ids, step, sent);
+        self.landed_part(dest, ids, (step, sent), last);
         if dest != thief {
             self.refill(thief);
         }
