@@ -6,8 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
 
@@ -15,50 +14,10 @@ use statepipe_serve::{Config, Server, ShutdownHandle};
 
 #[path = "../../../scripts/skip.rs"]
 mod skip;
+#[path = "../../../scripts/tmpfs.rs"]
+mod tmpfs;
 use skip::Lack;
-
-/// A tmpfs mounted on a temporary directory; unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Result<Tmpfs, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| format!("running mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn resize(&self, size: &str) {
-        let ok = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(self.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "remounting the tmpfs with size={size} failed");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
+use tmpfs::Tmpfs;
 
 fn start(data: PathBuf) -> (SocketAddr, ShutdownHandle, thread::JoinHandle<()>) {
     let mut config = Config::new("127.0.0.1:0".parse().unwrap(), data);
