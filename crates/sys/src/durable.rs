@@ -57,18 +57,27 @@ pub fn check_writable(path: &Path) -> io::Result<()> {
 }
 
 /// Writes `bytes` to `path` atomically and durably (a temporary file,
-/// `fsync`, `rename`, `fsync` of the folder). Errors name the file.
+/// `fsync`, `rename`, `fsync` of the folder). Errors name the file; a
+/// write that fails before its rename (a full disk) leaves `path` as it
+/// was and removes its temporary file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let named = |what: &str, p: &Path, e: io::Error| {
         io::Error::new(e.kind(), format!("{what} {}: {e}", p.display()))
     };
     let tmp = temporary(path);
-    {
+    let written = (|| {
         let mut f = File::create(&tmp).map_err(|e| named("creating", &tmp, e))?;
         f.write_all(bytes).map_err(|e| named("writing", &tmp, e))?;
         f.sync_all().map_err(|e| named("syncing", &tmp, e))?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(|e| named("renaming to", path, e))
+    })();
+    if let Err(e) = written {
+        // A write cut short by a full disk would otherwise keep the space
+        // it took, and every later write would find the disk full too.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    std::fs::rename(&tmp, path).map_err(|e| named("renaming to", path, e))?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -348,6 +357,20 @@ mod tests {
         assert_eq!(done.written + done.replaced, 1000);
         assert!(done.written >= 1);
         assert!(!temporary(&path).exists());
+    }
+
+    #[test]
+    fn a_write_that_fails_leaves_the_target_and_no_temporary_file() {
+        // The target is a folder with a file in it: the temporary file is
+        // written whole, and the rename over the folder fails.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("inside"), b"kept").unwrap();
+        let e = write_atomic(&path, b"new").unwrap_err();
+        assert!(e.to_string().contains("renaming to"), "{e}");
+        assert!(!temporary(&path).exists(), "the temporary file stayed");
+        assert_eq!(std::fs::read(path.join("inside")).unwrap(), b"kept");
     }
 
     #[test]
