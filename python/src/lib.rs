@@ -115,7 +115,7 @@ fn python_ship_cost(has_cost: bool) -> ShipCost {
 
 /// Set by [`interruptible`] on Ctrl-C, for a wait in `f` that no killed
 /// worker ends: a listener waiting for remote workers, and a master's
-/// operation on them (every master stops on it, `Master::stop_when`).
+/// operation on them (every master stops on it, `MasterConfig::stop`).
 static INTERRUPTED: std::sync::LazyLock<Arc<std::sync::atomic::AtomicBool>> =
     std::sync::LazyLock::new(|| Arc::new(std::sync::atomic::AtomicBool::new(false)));
 
@@ -173,11 +173,10 @@ impl NativeEngine {
     /// An engine over a master and, if this engine spawned them, its
     /// worker processes.
     fn on_master(
-        mut master: Master<PyModel>,
+        master: Master<PyModel>,
         cluster: Option<LocalCluster>,
         workers: usize,
     ) -> Self {
-        master.stop_when(INTERRUPTED.clone());
         NativeEngine {
             inner: Mutex::new(Some(Inner::Cluster {
                 master: Box::new(master),
@@ -262,6 +261,7 @@ impl NativeEngine {
         let cmd = worker_command(&command)?;
         let cfg = MasterConfig {
             seed,
+            stop: Some(INTERRUPTED.clone()),
             ..MasterConfig::default()
         };
         // Started on this thread: a worker dies with the thread that started
@@ -309,6 +309,7 @@ impl NativeEngine {
         let cfg = AutoConfig {
             master: MasterConfig {
                 seed,
+                stop: Some(INTERRUPTED.clone()),
                 ..MasterConfig::default()
             },
             // One thread: in-process evolves hold the GIL.
@@ -345,6 +346,7 @@ impl NativeEngine {
         let m = model_of(py, model, pickled);
         let cfg = MasterConfig {
             seed,
+            stop: Some(INTERRUPTED.clone()),
             ..MasterConfig::default()
         };
         let master = interruptible(py, || -> Result<_, Error> {

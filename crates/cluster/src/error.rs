@@ -149,7 +149,7 @@ pub enum Error {
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
     /// The caller asked the wait or the operation to stop
-    /// (`Listener::accept_until`, `Master::stop_when`).
+    /// (`Listener::accept_until`, `MasterConfig::stop`).
     #[error("interrupted")]
     Interrupted,
 }

@@ -62,6 +62,18 @@ pub struct MasterConfig {
     /// After a worker is lost, how long to wait for the others' answers
     /// before giving up on them too.
     pub failure_grace: Duration,
+    /// A flag that ends the master's operation once set (by a signal
+    /// handler or another thread: a caller's Ctrl-C, say). Within the
+    /// drivers' check period (100 ms) of the flag the call returns
+    /// [`Error::Interrupted`], however long the evolve calls on the
+    /// workers would still take, and the master gives up on its workers
+    /// where they stand: it sends them nothing more and closes their
+    /// connections, which ends each worker in the middle of whatever it
+    /// was doing (it exits with [`Error::Disconnected`]). The states go
+    /// with them; what survives is the last [`Master::snapshot`] the
+    /// caller kept. Every later call returns [`Error::Interrupted`] too.
+    /// `None`: nothing stops an operation but its end.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl Default for MasterConfig {
@@ -72,6 +84,7 @@ impl Default for MasterConfig {
             seed: 0,
             max_frame: DEFAULT_MAX_FRAME,
             failure_grace: Duration::from_millis(500),
+            stop: None,
         }
     }
 }
@@ -90,7 +103,7 @@ pub struct Master<E: Evolve> {
     driver: Box<dyn Driver>,
     stats: Stats,
     closed: bool,
-    /// An operation was stopped ([`Master::stop_when`]): the workers are
+    /// An operation was stopped ([`MasterConfig::stop`]): the workers are
     /// gone, and every call fails.
     interrupted: bool,
 }
@@ -134,8 +147,10 @@ impl<E: Evolve> Master<E> {
             closed: false,
             interrupted: false,
         };
+        m.sched.stop = cfg.stop;
         m.sched.begin_setup(E::NAME, &params)?;
         m.driver.run(&mut m.sched);
+        m.go_on()?;
         m.sched.finish()?;
         Ok(m)
     }
@@ -207,20 +222,6 @@ impl<E: Evolve> Master<E> {
             self.go_on()?;
         }
         Ok(())
-    }
-
-    /// Ends the operation running, and fails every later one, once
-    /// `flag` is set (by a signal handler or another thread: a caller's
-    /// Ctrl-C, say). Within the drivers' check period (100 ms) of the flag
-    /// the call returns [`Error::Interrupted`], however long the evolve
-    /// calls on the workers would still take, and the master gives up on
-    /// its workers where they stand: it sends them nothing more and closes
-    /// their connections, which ends each worker in the middle of whatever
-    /// it was doing (it exits with [`Error::Disconnected`]). The states go
-    /// with them; what survives is the last [`Master::snapshot`] the caller
-    /// kept. Every later call returns [`Error::Interrupted`] too.
-    pub fn stop_when(&mut self, flag: Arc<AtomicBool>) {
-        self.sched.stop = Some(flag);
     }
 
     /// `Ok` unless an operation was stopped: then the workers are given up

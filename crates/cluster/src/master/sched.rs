@@ -182,7 +182,7 @@ pub(crate) struct Scheduler {
     hiccups: hiccup::Hiccups,
     /// Frames to send, in order, per destination.
     pub out: Vec<(WorkerId, Vec<u8>)>,
-    /// Set by the caller to end the operation (`Master::stop_when`).
+    /// Set by the caller to end the operation (`MasterConfig::stop`).
     pub(crate) stop: Option<Arc<AtomicBool>>,
 }
 

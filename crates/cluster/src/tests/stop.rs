@@ -1,4 +1,4 @@
-//! A caller that stops the master mid-operation (`Master::stop_when`, a
+//! A caller that stops the master mid-operation (`MasterConfig::stop`, a
 //! Ctrl-C): the call returns `Interrupted` at once, though every worker is
 //! still deep in an evolve, and so does every later call.
 
@@ -37,14 +37,14 @@ impl Evolve for Sleepy {
 #[test]
 fn a_stopped_master_returns_interrupted_at_once_and_from_then_on() {
     for imp in [MasterImpl::EventLoop, MasterImpl::Threaded] {
+        let stop = Arc::new(AtomicBool::new(false));
         let cfg = MasterConfig {
             imp,
             seed: 3,
+            stop: Some(stop.clone()),
             ..MasterConfig::default()
         };
         let mut m = threads_with(&Sleepy, 2, Registry::new().with::<Sleepy>(), cfg);
-        let stop = Arc::new(AtomicBool::new(false));
-        m.stop_when(stop.clone());
         let ids = m.reset_states((0..4).collect()).unwrap();
         // A step that runs fine first: the flag is read only when set.
         let got = m

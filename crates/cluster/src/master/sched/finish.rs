@@ -26,7 +26,7 @@ impl Scheduler {
             })
     }
 
-    /// Whether the caller's stop flag (`Master::stop_when`) is set: the
+    /// Whether the caller's stop flag (`MasterConfig::stop`) is set: the
     /// drivers then end the operation where it stands.
     pub(crate) fn stopped(&self) -> bool {
         // Relaxed: a flag the drivers poll every `CHECK_EVERY`; nothing
