@@ -140,6 +140,15 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
     if let Some(id) = run.resumed_from {
         println!("resumed from checkpoint {id}");
     }
+    for s in &run.skipped_checkpoints {
+        println!(
+            "checkpoint {} skipped ({}): {}",
+            s.id,
+            s.part
+                .map_or("its commit".to_string(), |p| format!("part {p}")),
+            s.error
+        );
+    }
     for r in &run.restores {
         println!(
             "restored after {}: {} (stopped within {:.3} s), from {} at input {}",

@@ -59,6 +59,13 @@ pub fn render(m: &RemoteMetrics) -> String {
         "Checkpoints committed by every part",
         checkpoints,
     );
+    let skipped = Counter::<u64>::default();
+    skipped.inc_by(m.skipped_checkpoints());
+    r.register(
+        "skipped_checkpoints",
+        "Checkpoints that could not be written (a part's copy or the commit) and were skipped",
+        skipped,
+    );
     let restores = Counter::<u64>::default();
     restores.inc_by(m.restores());
     r.register(

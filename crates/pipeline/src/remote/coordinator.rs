@@ -18,7 +18,9 @@ use super::join::{admit, Ev, Known};
 use super::metrics::RemoteMetrics;
 use super::part::{Parts, Wire};
 use super::routes::{self, Routes};
-use super::run::{RemoteConfig, RemoteFailure, RemoteRun, Restore};
+use super::run::{
+    RemoteConfig, RemoteFailure, RemoteRun, Restore, SkippedCheckpoint, SKIPPED_KEPT,
+};
 use super::wire::{Msg, WireFailure};
 
 /// The coordinating process of a distributed run.
@@ -135,6 +137,7 @@ impl Coordinator {
             epoch: 0,
             committed: None,
             restores: Vec::new(),
+            skipped: std::collections::VecDeque::new(),
             positions: Positions::default(),
             issued: Arc::default(),
         };
@@ -203,6 +206,8 @@ struct Driver<'a, I, O> {
     epoch: u64,
     committed: Option<Committed>,
     restores: Vec<Restore>,
+    /// The last checkpoints that could not be written.
+    skipped: std::collections::VecDeque<SkippedCheckpoint>,
     /// Each barrier's input position and when it went, by checkpoint.
     positions: Positions,
     /// The highest barrier number sent, in any attempt.
@@ -288,6 +293,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                         states: all,
                         restores: std::mem::take(&mut self.restores),
                         last_checkpoint: self.committed.map(|c| (c.id, c.position)),
+                        skipped_checkpoints: std::mem::take(&mut self.skipped).into(),
                         resumed_from,
                     });
                 }
@@ -414,10 +420,27 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             return Ok(());
         };
         let c = Committed { id, position };
-        commit::write(&root, c, parts)?;
+        if let Err(e) = commit::write(&root, c, parts) {
+            // Every part's copy is durable, but the commit is not: the
+            // one before stays committed, and the run goes on.
+            self.skip(id, None, e.to_string());
+            return Ok(());
+        }
         self.committed = Some(c);
         self.co.metrics.count_checkpoint(at.elapsed());
         Ok(())
+    }
+
+    /// Notes checkpoint `id` as skipped (`part`'s copy, or the commit,
+    /// could not be written): counted, and the last [`SKIPPED_KEPT`] kept
+    /// for the run's report.
+    pub(super) fn skip(&mut self, id: u64, part: Option<u32>, error: String) {
+        self.co.metrics.count_skipped();
+        if self.skipped.len() == SKIPPED_KEPT {
+            self.skipped.pop_front();
+        }
+        self.skipped
+            .push_back(SkippedCheckpoint { id, part, error });
     }
 
     fn read_committed(&self) -> Result<Option<Committed>, RemoteError> {

@@ -21,8 +21,9 @@ pub enum RemoteError {
         /// The parts it ran.
         parts: Vec<u32>,
     },
-    /// A part failed in a way a restore does not cure (a stage panicked,
-    /// a checkpoint could not be written), or kept failing after restores.
+    /// A part failed in a way a restore does not cure (a stage panicked),
+    /// or kept failing after restores. (A checkpoint that cannot be
+    /// written is skipped, not a failure: `RemoteRun::skipped_checkpoints`.)
     PartFailed {
         /// The part.
         part: u32,

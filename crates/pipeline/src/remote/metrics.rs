@@ -22,6 +22,7 @@ struct Inner {
     /// commit.
     last_checkpoint_ns: AtomicU64,
     restores: AtomicU64,
+    skipped: AtomicU64,
 }
 
 impl std::fmt::Debug for RemoteMetrics {
@@ -63,6 +64,10 @@ impl RemoteMetrics {
             .store(took.as_nanos() as u64, Ordering::Relaxed);
     }
 
+    pub(crate) fn count_skipped(&self) {
+        self.inner.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn count_restore(&self) {
         self.inner.restores.fetch_add(1, Ordering::Relaxed);
     }
@@ -87,6 +92,12 @@ impl RemoteMetrics {
     /// its commit, in seconds (the coordinator's).
     pub fn last_checkpoint_seconds(&self) -> f64 {
         self.inner.last_checkpoint_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+
+    /// Checkpoints that could not be written, on some part or in the
+    /// commit, and were skipped (the coordinator's count).
+    pub fn skipped_checkpoints(&self) -> u64 {
+        self.inner.skipped.load(Ordering::Relaxed)
     }
 
     /// Restores from a checkpoint after a loss (the coordinator's count).

@@ -382,12 +382,15 @@ fn receive<A: Wire>(
                     }
                     let report = Arc::clone(report);
                     std::thread::spawn(move || {
+                        // A checkpoint that cannot be written costs only
+                        // itself: the part's states go on.
                         report(match ticket.wait() {
                             Ok(_) => Msg::Checkpointed { epoch, part, id },
-                            Err(e) => Msg::Failed {
+                            Err(e) => Msg::CheckpointFailed {
                                 epoch,
                                 part,
-                                error: format!("checkpoint {id}: {e}"),
+                                id,
+                                error: e.to_string(),
                             },
                         })
                     });

@@ -116,6 +116,23 @@ pub struct Restore {
     pub detected_after: std::time::Duration,
 }
 
+/// How many [`SkippedCheckpoint`]s a [`RemoteRun`] keeps (the last ones).
+pub const SKIPPED_KEPT: usize = 64;
+
+/// A checkpoint that could not be written (a full disk, say): the run
+/// went on from its states, and the last committed checkpoint stayed the
+/// one a restore starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedCheckpoint {
+    /// Its number.
+    pub id: u64,
+    /// The part whose copy could not be written; `None`: every part's was
+    /// durable, and writing the commit (`COORDINATOR`) failed.
+    pub part: Option<u32>,
+    /// The error, as `Display` shows it.
+    pub error: String,
+}
+
 /// What a finished distributed run hands back.
 #[derive(Debug)]
 pub struct RemoteRun {
@@ -129,6 +146,10 @@ pub struct RemoteRun {
     pub restores: Vec<Restore>,
     /// The last committed checkpoint: its number and input position.
     pub last_checkpoint: Option<(u64, u64)>,
+    /// The checkpoints that could not be written, the last
+    /// [`SKIPPED_KEPT`] of them (`RemoteMetrics::skipped_checkpoints`
+    /// counts them all).
+    pub skipped_checkpoints: Vec<SkippedCheckpoint>,
     /// The checkpoint the run resumed from, when it was asked to resume.
     pub resumed_from: Option<u64>,
 }

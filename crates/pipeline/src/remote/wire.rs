@@ -176,6 +176,14 @@ pub(crate) enum Msg {
     /// The sending side of a [`Link`](super::Link), after `AUTH`: the
     /// type name of its items, which the receiving side must share.
     Link { item: String },
+    /// Member → coordinator: a part's checkpoint `id` could not be
+    /// written (a full disk, say); the part goes on from its states.
+    CheckpointFailed {
+        epoch: u64,
+        part: u32,
+        id: u64,
+        error: String,
+    },
 }
 
 /// Writes one frame.

@@ -95,6 +95,8 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         )?;
         let mut states: HashMap<u32, Vec<EncodedState>> = HashMap::new();
         let mut checkpointed: HashMap<u64, usize> = HashMap::new();
+        // Checkpoints a part could not write: never committed.
+        let mut skipped: BTreeSet<u64> = BTreeSet::new();
         // Checkpoints every part has, not yet committed, and the last
         // barrier the sink has passed: a checkpoint is committed once
         // both hold, so that every output before it has been delivered
@@ -128,12 +130,31 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 Some(Ev::Lost(n, why)) if place.contains(&n) => {
                     break Cause::Lost(n, why, parts_on(&place, n));
                 }
-                Some(Ev::Msg(_, Msg::Checkpointed { epoch: e, id, .. })) if e == epoch => {
+                Some(Ev::Msg(_, Msg::Checkpointed { epoch: e, id, .. }))
+                    if e == epoch && !skipped.contains(&id) =>
+                {
                     let c = checkpointed.entry(id).or_insert(0);
                     *c += 1;
                     if *c == p {
                         durable.insert(id);
                         self.commit_passed(&mut durable, passed, p)?;
+                    }
+                }
+                Some(Ev::Msg(
+                    _,
+                    Msg::CheckpointFailed {
+                        epoch: e,
+                        part,
+                        id,
+                        error,
+                    },
+                )) if e == epoch => {
+                    // Only this checkpoint is lost: the parts go on from
+                    // their states, and the last committed one stays the
+                    // one a restore starts from.
+                    checkpointed.remove(&id);
+                    if skipped.insert(id) {
+                        self.skip(id, Some(part), error);
                     }
                 }
                 Some(Ev::Seen(e, id)) if e == epoch => {
