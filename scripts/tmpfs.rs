@@ -1,11 +1,13 @@
 //! A real small disk for the tests of what a full disk does: a tmpfs of a
 //! given size mounted on a temporary directory (root only), resized at
-//! will, unmounted when dropped. Included with `#[path]`, beside
-//! `skip.rs`, by the tests that fill a disk.
+//! will, unmounted when dropped. Included with `#[path]` as `mod tmpfs`,
+//! beside `skip.rs` as `mod skip`, by the tests that fill a disk.
 #![allow(dead_code)]
 
 use std::path::Path;
 use std::process::Command;
+
+use super::skip::{skip, Lack};
 
 /// A tmpfs mounted on a temporary directory; unmounted when dropped.
 pub(crate) struct Tmpfs {
@@ -29,6 +31,19 @@ impl Tmpfs {
             ));
         }
         Ok(Tmpfs { dir })
+    }
+
+    /// [`Tmpfs::mount`], or `None` with the skip recorded, saying why
+    /// (the caller returns).
+    pub(crate) fn mount_or_skip(size: &str) -> Option<Tmpfs> {
+        Tmpfs::mount(size)
+            .map_err(|why| {
+                skip(
+                    Lack::Privilege,
+                    &format!("cannot mount a small tmpfs here ({why}); run as root"),
+                )
+            })
+            .ok()
     }
 
     pub(crate) fn path(&self) -> &Path {

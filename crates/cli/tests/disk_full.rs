@@ -12,7 +12,6 @@ use std::process::Command;
 mod skip;
 #[path = "../../../scripts/tmpfs.rs"]
 mod tmpfs;
-use skip::Lack;
 use tmpfs::Tmpfs;
 
 const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
@@ -34,15 +33,8 @@ fn pf(ckpt: &std::path::Path) -> (bool, String) {
 
 #[test]
 fn a_checkpoint_the_disk_cannot_hold_fails_the_run_and_leaves_no_part_of_itself() {
-    let fs = match Tmpfs::mount("16k") {
-        Ok(fs) => fs,
-        Err(why) => {
-            skip::skip(
-                Lack::Privilege,
-                &format!("cannot mount a small tmpfs here ({why}); run as root"),
-            );
-            return;
-        }
+    let Some(fs) = Tmpfs::mount_or_skip("16k") else {
+        return;
     };
     let ckpt = fs.path().join("run.ckpt");
     // 4,000 particles: a checkpoint of tens of kB, more than the whole

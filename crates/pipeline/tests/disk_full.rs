@@ -13,7 +13,6 @@ use statepipe_pipeline::{Checkpoint, CheckpointError, Config, Pipeline};
 mod skip;
 #[path = "../../../scripts/tmpfs.rs"]
 mod tmpfs;
-use skip::Lack;
 use tmpfs::Tmpfs;
 
 /// A stage whose state keeps every byte it was sent: its checkpoint grows
@@ -31,15 +30,8 @@ fn hoard() -> Pipeline<Vec<u8>, u64> {
 
 #[test]
 fn a_checkpoint_that_does_not_fit_fails_alone_and_the_pipeline_goes_on() {
-    let fs = match Tmpfs::mount("256k") {
-        Ok(fs) => fs,
-        Err(why) => {
-            skip::skip(
-                Lack::Privilege,
-                &format!("cannot mount a small tmpfs here ({why}); run as root"),
-            );
-            return;
-        }
+    let Some(fs) = Tmpfs::mount_or_skip("256k") else {
+        return;
     };
     let config = Config::new()
         .workers(1)

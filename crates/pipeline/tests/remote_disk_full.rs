@@ -21,7 +21,6 @@ use statepipe_sys::auth::Secret;
 mod skip;
 #[path = "../../../scripts/tmpfs.rs"]
 mod tmpfs;
-use skip::Lack;
 use tmpfs::Tmpfs;
 
 /// A first part whose state keeps 1 KiB for every input (its checkpoint
@@ -42,15 +41,8 @@ fn parts() -> Parts<i64, i64> {
 
 #[test]
 fn a_checkpoint_the_shared_disk_cannot_hold_is_skipped_and_the_run_goes_on() {
-    let fs = match Tmpfs::mount("128k") {
-        Ok(fs) => fs,
-        Err(why) => {
-            skip::skip(
-                Lack::Privilege,
-                &format!("cannot mount a small tmpfs here ({why}); run as root"),
-            );
-            return;
-        }
+    let Some(fs) = Tmpfs::mount_or_skip("128k") else {
+        return;
     };
     let root = fs.path().to_path_buf();
     let (run, got) = watchdog(move || {

@@ -16,7 +16,6 @@ use statepipe_serve::{Config, Server, ShutdownHandle};
 mod skip;
 #[path = "../../../scripts/tmpfs.rs"]
 mod tmpfs;
-use skip::Lack;
 use tmpfs::Tmpfs;
 
 fn start(data: PathBuf) -> (SocketAddr, ShutdownHandle, thread::JoinHandle<()>) {
@@ -73,15 +72,8 @@ fn connect(addr: SocketAddr) -> TcpStream {
 
 #[test]
 fn a_full_disk_answers_writes_503_and_reads_keep_working() {
-    let fs = match Tmpfs::mount("1m") {
-        Ok(fs) => fs,
-        Err(why) => {
-            skip::skip(
-                Lack::Privilege,
-                &format!("cannot mount a small tmpfs here ({why}); run as root"),
-            );
-            return;
-        }
+    let Some(fs) = Tmpfs::mount_or_skip("1m") else {
+        return;
     };
     let data = fs.path().join("data");
     let (addr, stop, t) = start(data.clone());
