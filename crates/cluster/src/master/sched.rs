@@ -108,6 +108,15 @@ pub(crate) struct Io {
 /// reports when such bytes last moved ([`Io::bulk`]).
 pub(crate) const BULK: usize = 64 << 10;
 
+/// Whether `got` (a `Fetched` or `Removed` frame's states) is the next
+/// part of an answer owing `asked`: the first of them, in order, at least
+/// one where any are owed.
+fn next_part_of(got: &[(StateId, &[u8])], asked: &[StateId]) -> bool {
+    (!got.is_empty() || asked.is_empty())
+        && got.len() <= asked.len()
+        && got.iter().zip(asked).all(|(g, i)| g.0 == *i)
+}
+
 /// Outcome of an evolve: children and outputs per parent.
 pub(crate) type RawResults = HashMap<StateId, Vec<(StateId, Vec<u8>)>>;
 
@@ -454,10 +463,7 @@ impl Scheduler {
                 // The states asked for come in order, in as many frames
                 // as their size takes: the rest stays owed.
                 let got = msg::states(p).map_err(bad)?;
-                if got.is_empty() && !ids.is_empty()
-                    || got.len() > ids.len()
-                    || got.iter().zip(&ids).any(|(g, i)| g.0 != *i)
-                {
+                if !next_part_of(&got, &ids) {
                     return Err("fetched other states than asked".into());
                 }
                 let rest = ids.split_off(got.len());
@@ -504,10 +510,7 @@ impl Scheduler {
                 // their size takes: the rest stays owed, and each part
                 // lands on its own.
                 let got = msg::states(p).map_err(bad)?;
-                if got.is_empty() && !ids.is_empty()
-                    || got.len() > ids.len()
-                    || got.iter().zip(&ids).any(|(g, i)| g.0 != *i)
-                {
+                if !next_part_of(&got, &ids) {
                     return Err("removed other states than asked".into());
                 }
                 let rest = ids.split_off(got.len());
