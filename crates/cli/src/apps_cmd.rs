@@ -74,6 +74,27 @@ pub struct Graph500Args {
     /// Workers (default: one per CPU this process may use).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Where the edge list is kept for kernel 1 and the validations: in an
+    /// unlinked temporary file (8 bytes a tuple of disk, read back through
+    /// the page cache), regenerated from the seed in every pass (no room
+    /// taken; a generation's time per pass), or in memory (8 bytes a tuple
+    /// of the process's memory, as the reference code keeps it).
+    #[arg(long, value_enum, default_value_t = EdgeStorage::File)]
+    pub edges: EdgeStorage,
+    /// The folder of the edge list's temporary file (default: TMPDIR, else /tmp).
+    #[arg(long)]
+    pub edge_dir: Option<std::path::PathBuf>,
+}
+
+/// Where `statepipe graph500` keeps the edge list.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeStorage {
+    /// An unlinked temporary file.
+    File,
+    /// Made again in every pass.
+    Regenerate,
+    /// In memory.
+    Memory,
 }
 
 /// Runs Graph500 and prints the specification's output block; progress on stderr.
@@ -85,9 +106,21 @@ pub fn run_graph500(args: &Graph500Args) -> anyhow::Result<()> {
         roots: args.roots,
         seed: args.seed,
         workers: args.workers.unwrap_or_else(statepipe_apps::default_workers),
+        storage: match args.edges {
+            EdgeStorage::File => {
+                graph500::Storage::File(args.edge_dir.clone().unwrap_or_else(std::env::temp_dir))
+            }
+            EdgeStorage::Regenerate => graph500::Storage::Regenerate,
+            EdgeStorage::Memory => graph500::Storage::Memory,
+        },
+    };
+    let kept = match &config.storage {
+        graph500::Storage::File(dir) => format!("in a temporary file in {}", dir.display()),
+        graph500::Storage::Regenerate => "regenerated in every pass".into(),
+        graph500::Storage::Memory => "in memory".into(),
     };
     eprintln!(
-        "graph500: scale {}, edgefactor {}, {} workers ({})",
+        "graph500: scale {}, edgefactor {}, {} workers ({}), the edge list {kept}",
         config.scale,
         config.edgefactor,
         config.workers,
@@ -106,5 +139,23 @@ pub fn run_graph500(args: &Graph500Args) -> anyhow::Result<()> {
         ),
     })?;
     print!("{report}");
+    let tuples = (u64::from(config.edgefactor) << config.scale) as f64;
+    let gb =
+        |b: Option<u64>| b.map_or("unmeasured".into(), |b| format!("{:.3} GB", b as f64 / 1e9));
+    let m = &report.memory;
+    eprintln!(
+        "peak RSS by phase: generation {}, kernel 1 {}, searches {}, validations {}",
+        gb(m.generation),
+        gb(m.construction),
+        gb(m.search),
+        gb(m.validation)
+    );
+    if let Some(peak) = m.peak() {
+        eprintln!(
+            "peak RSS {:.3} GB: {:.1} bytes per generated edge",
+            peak as f64 / 1e9,
+            peak as f64 / tuples
+        );
+    }
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Kernel 1: the undirected graph in compressed sparse rows.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
 
+use super::edges::{EdgeList, ScanError, Source};
 use super::par;
-use crate::mem::{huge_filled, huge_vec};
+use crate::mem::{as_atomic, huge_filled, huge_vec, release_spare};
 
 /// An undirected graph: the neighbours of `v` are
 /// `adjacency[offsets[v]..offsets[v + 1]]`, without duplicates and
@@ -15,8 +17,8 @@ use crate::mem::{huge_filled, huge_vec};
 /// Every input tuple `(u, v)` with `u != v` puts `v` among the neighbours
 /// of `u` and `u` among those of `v`; self-loops and repeated tuples add
 /// nothing to the search, so kernel 1 drops them (the specification lets
-/// kernel 1 remove them; the edge list itself is kept for validation and
-/// for counting traversed edges).
+/// kernel 1 remove them; validation and the count of traversed edges read
+/// the edge list itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Csr {
     /// Where each vertex's neighbours start; `vertices() + 1` entries.
@@ -47,155 +49,222 @@ impl Csr {
         self.offsets[v + 1] - self.offsets[v]
     }
 
-    /// Builds the graph of `vertices` vertices from an edge list on
-    /// `workers` pinned threads.
+    /// Builds the graph of `vertices` vertices from an edge list in memory
+    /// on `workers` pinned threads ([`Csr::from_edges`]).
     ///
     /// # Panics
     ///
     /// If a tuple names a vertex at or above `vertices`.
     pub fn build(vertices: usize, edges: &[[u32; 2]], workers: usize) -> Csr {
-        let workers = workers.max(1);
-        let buckets = vertices.div_ceil(BUCKET).max(1);
-        // 1. Degrees: each worker counts the ends of its share of the tuples
-        // in an array of its own (no atomic increments: on x86 each would
-        // stall on its cache miss, where plain increments overlap theirs).
-        let mut counts: Vec<Vec<u32>> = par::on_workers(workers, |w| {
-            let mut degree = huge_filled(vertices, 0u32);
-            for &[u, v] in &edges[par::split(edges.len(), workers, w)] {
-                if u != v {
-                    degree[u as usize] += 1;
-                    degree[v as usize] += 1;
-                }
-            }
-            degree
-        });
-        // 2. Offsets, and where each worker's share of each bucket starts:
-        // a bucket's slots are those of its vertices, filled worker by worker.
-        let mut offsets: Vec<usize> = huge_vec(vertices + 1);
-        // `firsts[b * workers + w]`: the first slot of worker w in bucket b.
-        let mut firsts = Vec::with_capacity(buckets * workers);
-        let mut sum = 0usize;
-        for b in 0..buckets {
-            let range = b * BUCKET..((b + 1) * BUCKET).min(vertices);
-            let mut at = sum;
-            for v in range.clone() {
-                offsets.push(sum);
-                sum += counts.iter().map(|c| c[v] as usize).sum::<usize>();
-            }
-            for c in &counts {
-                firsts.push(at);
-                at += c[range.clone()].iter().map(|&d| d as usize).sum::<usize>();
-            }
+        match build(vertices, Source::Slice(edges), workers) {
+            Ok(g) => g,
+            Err(ScanError::Stopped(never)) => match never {},
+            Err(ScanError::Io { .. }) => unreachable!("a slice is not read from a file"),
         }
-        offsets.push(sum);
-        drop(std::mem::take(&mut counts));
-        // How many bits each vertex's degree takes (tuples counted before
-        // deduplication): lists put the neighbours of higher rank first.
-        let rank: Vec<u8> = (0..vertices)
-            .map(|v| (usize::BITS - (offsets[v + 1] - offsets[v]).leading_zeros()) as u8)
-            .collect();
-        // 3. Each tuple, both ways, into its source's bucket: `(u << 32) | v`.
-        // A worker writes `buckets` sequential streams, not `2 * tuples`
-        // scattered slots.
-        let mut pairs: Vec<AtomicU64> = huge_vec(sum);
-        pairs.extend((0..sum).map(|_| AtomicU64::new(0)));
-        let starts: Vec<Vec<usize>> = (0..workers)
-            .map(|w| firsts.iter().skip(w).step_by(workers).copied().collect())
-            .collect();
-        par::on_each(starts, |w, mut cursor| {
-            let mut put = |from: u32, to: u32| {
-                let b = from as usize / BUCKET;
-                pairs[cursor[b]].store(u64::from(from) << 32 | u64::from(to), Ordering::Relaxed);
-                cursor[b] += 1;
-            };
-            for &[u, v] in &edges[par::split(edges.len(), workers, w)] {
-                if u != v {
-                    put(u, v);
-                    put(v, u);
-                }
-            }
-        });
-        // 4. Bucket by bucket (claimed from a counter), while its slots are
-        // in the cache: place each pair in its source's list, then sort and
-        // deduplicate the lists.
-        let next = AtomicUsize::new(0);
-        let parts: Vec<Vec<Bucket>> = par::on_workers(workers, |_| {
-            let mut done = Vec::new();
-            // Sort keys: `(!rank << 32) | neighbour`.
-            let mut slots: Vec<u64> = Vec::new();
-            let mut cursor: Vec<u32> = Vec::new();
-            loop {
-                let b = next.fetch_add(1, Ordering::Relaxed);
-                if b >= buckets {
-                    return done;
-                }
-                let (lo, hi) = (b * BUCKET, ((b + 1) * BUCKET).min(vertices));
-                let base = offsets[lo];
-                slots.clear();
-                slots.resize(offsets[hi] - base, 0);
-                cursor.clear();
-                cursor.extend((lo..hi).map(|v| (offsets[v] - base) as u32));
-                for pair in &pairs[base..offsets[hi]] {
-                    let pair = pair.load(Ordering::Relaxed);
-                    let c = &mut cursor[(pair >> 32) as usize - lo];
-                    let to = pair as u32;
-                    slots[*c as usize] = u64::from(!rank[to as usize]) << 32 | u64::from(to);
-                    *c += 1;
-                }
-                let mut adj = Vec::with_capacity(slots.len());
-                let mut lens = Vec::with_capacity(hi - lo);
-                for v in lo..hi {
-                    let list = &mut slots[offsets[v] - base..offsets[v + 1] - base];
-                    list.sort_unstable();
-                    let start = adj.len();
-                    for &key in list.iter() {
-                        let x = key as u32;
-                        if adj.len() == start || adj[adj.len() - 1] != x {
-                            adj.push(x);
-                        }
-                    }
-                    lens.push((adj.len() - start) as u32);
-                }
-                done.push((b, adj, lens));
-            }
-        });
-        drop(pairs);
-        let mut parts: Vec<_> = parts.into_iter().flatten().collect();
-        parts.sort_unstable_by_key(|p| p.0);
-        let mut offsets = huge_vec(vertices + 1);
-        offsets.push(0);
-        let total: usize = parts.iter().map(|(_, a, _)| a.len()).sum();
-        let mut adjacency = huge_vec(total);
-        for (_, adj, lens) in parts {
-            for len in lens {
-                offsets.push(offsets[offsets.len() - 1] + len as usize);
-            }
-            adjacency.extend_from_slice(&adj);
-        }
-        let isolated = (0..vertices.div_ceil(64))
-            .map(|w| {
-                (0..64)
-                    .map(|i| w * 64 + i)
-                    .take_while(|&v| v < vertices)
-                    .filter(|&v| offsets[v + 1] == offsets[v])
-                    .fold(0u64, |m, v| m | 1 << (v % 64))
-            })
-            .collect();
-        Csr {
-            offsets,
-            adjacency,
-            isolated,
-        }
+    }
+
+    /// Kernel 1: builds the graph of `vertices` vertices from an edge list
+    /// on `workers` pinned threads, in two passes over the list and with
+    /// nothing of its size held beside the graph:
+    ///
+    /// 1. each worker counts the ends of its share of the tuples (self-loops
+    ///    left out) into a degree array of its own where there are few
+    ///    workers (plain increments overlap their cache misses), else into
+    ///    one shared array of atomic counters; the sums give each list its
+    ///    slots;
+    /// 2. each tuple, both ways, is put in the next free slot of its
+    ///    source's list (a per-vertex atomic cursor);
+    /// 3. each list is sorted (hubs first: by the bit length of the
+    ///    neighbour's degree, descending, then by label) and deduplicated,
+    ///    in parallel; then the lists are moved down over the slots
+    ///    duplicates left, in one sequential pass that also rewrites the
+    ///    offsets, and the pages left over are given back.
+    ///
+    /// The graph is the same whatever the storage of the list and the
+    /// number of workers.
+    ///
+    /// # Errors
+    ///
+    /// Reading the list's file failed.
+    ///
+    /// # Panics
+    ///
+    /// If a tuple names a vertex at or above `vertices`.
+    pub fn from_edges(
+        vertices: usize,
+        edges: &EdgeList,
+        workers: usize,
+    ) -> Result<Csr, ScanError<Infallible>> {
+        build(vertices, edges.source(), workers)
     }
 }
 
-/// One bucket of kernel 1's output: its number, its lists one after
-/// another, and their lengths.
-type Bucket = (usize, Vec<u32>, Vec<u32>);
+/// Workers up to which each counts degrees in an array of its own (4
+/// bytes a vertex each); above it they share atomic counters.
+pub(crate) const PRIVATE_COUNTS_MAX: usize = 4;
 
-/// Consecutive vertices per bucket of kernel 1: a bucket's lists (about
-/// `2 * edgefactor` slots a vertex) fit in the core's cache.
-const BUCKET: usize = 2048;
+/// Vertices whose lists a worker sorts at once in step 3.
+const SORT_CHUNK: usize = 4096;
+
+fn build(vertices: usize, edges: Source<'_>, workers: usize) -> Result<Csr, ScanError<Infallible>> {
+    let workers = workers.max(1);
+    // 1. Degrees (tuples before deduplication, self-loops left out).
+    let mut degree: Vec<u32> = if workers <= PRIVATE_COUNTS_MAX {
+        let counts = edges.scan(
+            workers,
+            |_| huge_filled(vertices, 0u32),
+            |degree, chunk| {
+                for &[u, v] in chunk {
+                    if u != v {
+                        degree[u as usize] += 1;
+                        degree[v as usize] += 1;
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        let mut counts = counts.into_iter();
+        let mut degree = counts.next().unwrap_or_else(|| huge_filled(vertices, 0));
+        for other in counts {
+            for (d, o) in degree.iter_mut().zip(other) {
+                *d += o;
+            }
+        }
+        degree
+    } else {
+        let mut degree = huge_filled(vertices, 0u32);
+        let shared = as_atomic(&mut degree);
+        edges.scan(
+            workers,
+            |_| (),
+            |(), chunk| {
+                for &[u, v] in chunk {
+                    if u != v {
+                        shared[u as usize].fetch_add(1, Ordering::Relaxed);
+                        shared[v as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        degree
+    };
+    // The offsets of the lists before deduplication, and how many bits each
+    // vertex's degree takes (tuples counted before deduplication): lists put
+    // the neighbours of higher rank first.
+    let mut offsets: Vec<usize> = huge_vec(vertices + 1);
+    let mut sum = 0usize;
+    for &d in &degree {
+        offsets.push(sum);
+        sum += d as usize;
+    }
+    offsets.push(sum);
+    let rank: Vec<u8> = degree
+        .iter()
+        .map(|&d| (u32::BITS - d.leading_zeros()) as u8)
+        .collect();
+    // 2. Each tuple, both ways, into the next free slot of its source's list.
+    let mut adjacency: Vec<u32> = huge_filled(sum, 0);
+    degree.fill(0);
+    {
+        let cursor = as_atomic(&mut degree);
+        let slots = as_atomic(&mut adjacency);
+        let offsets = &offsets;
+        let put = |from: u32, to: u32| {
+            let at = offsets[from as usize]
+                + cursor[from as usize].fetch_add(1, Ordering::Relaxed) as usize;
+            slots[at].store(to, Ordering::Relaxed);
+        };
+        edges.scan(
+            workers,
+            |_| (),
+            |(), chunk| {
+                for &[u, v] in chunk {
+                    if u != v {
+                        put(u, v);
+                        put(v, u);
+                    }
+                }
+                Ok(())
+            },
+        )?;
+    }
+    // 3. Sort and deduplicate each list in place, `degree` becoming the
+    // deduplicated lengths. Work items: runs of SORT_CHUNK vertices with
+    // their slots, taken from a shared iterator.
+    {
+        let mut items = Vec::with_capacity(vertices.div_ceil(SORT_CHUNK));
+        let (mut slots, mut lens) = (&mut adjacency[..], &mut degree[..]);
+        let mut lo = 0;
+        while lo < vertices {
+            let hi = (lo + SORT_CHUNK).min(vertices);
+            let (these, rest) = std::mem::take(&mut slots).split_at_mut(offsets[hi] - offsets[lo]);
+            let (these_lens, rest_lens) = std::mem::take(&mut lens).split_at_mut(hi - lo);
+            items.push((lo, these, these_lens));
+            (slots, lens, lo) = (rest, rest_lens, hi);
+        }
+        let items = std::sync::Mutex::new(items.into_iter());
+        let (offsets, rank) = (&offsets, &rank);
+        par::on_workers(workers, |_| {
+            // Sort keys: `(!rank << 32) | neighbour`.
+            let mut keys: Vec<u64> = Vec::new();
+            loop {
+                let item = items
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .next();
+                let Some((lo, slots, lens)) = item else {
+                    return;
+                };
+                let base = offsets[lo];
+                for (i, len) in lens.iter_mut().enumerate() {
+                    let v = lo + i;
+                    let list = &mut slots[offsets[v] - base..offsets[v + 1] - base];
+                    keys.clear();
+                    keys.extend(
+                        list.iter()
+                            .map(|&x| u64::from(!rank[x as usize]) << 32 | u64::from(x)),
+                    );
+                    keys.sort_unstable();
+                    keys.dedup();
+                    for (slot, &key) in list.iter_mut().zip(&keys) {
+                        *slot = key as u32;
+                    }
+                    *len = keys.len() as u32;
+                }
+            }
+        });
+    }
+    drop(rank);
+    // Move the lists down over the slots duplicates left, and rewrite the
+    // offsets (each list moves to or below where it was: in vertex order,
+    // no list is overwritten before it has moved).
+    let mut at = 0;
+    for v in 0..vertices {
+        let (from, len) = (offsets[v], degree[v] as usize);
+        adjacency.copy_within(from..from + len, at);
+        offsets[v] = at;
+        at += len;
+    }
+    offsets[vertices] = at;
+    drop(degree);
+    adjacency.truncate(at);
+    release_spare(&mut adjacency);
+    let isolated = (0..vertices.div_ceil(64))
+        .map(|w| {
+            (0..64)
+                .map(|i| w * 64 + i)
+                .take_while(|&v| v < vertices)
+                .filter(|&v| offsets[v + 1] == offsets[v])
+                .fold(0u64, |m, v| m | 1 << (v % 64))
+        })
+        .collect();
+    Ok(Csr {
+        offsets,
+        adjacency,
+        isolated,
+    })
+}
 
 #[cfg(test)]
 mod tests {

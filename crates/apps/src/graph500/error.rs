@@ -21,6 +21,36 @@ pub enum Graph500Error {
         /// The bytes available.
         available: u64,
     },
+    /// The edge list's folder has less free space than the list takes.
+    #[error(
+        "the edge list takes {needed} bytes ({:.1} GiB) but {} has {available} bytes \
+         ({:.1} GiB) free: free space there, give another folder (--edge-dir, TMPDIR), \
+         or regenerate the list in each pass instead (--edges regenerate)",
+        *needed as f64 / GIB,
+        dir.display(),
+        *available as f64 / GIB
+    )]
+    NoRoomForEdges {
+        /// The folder.
+        dir: std::path::PathBuf,
+        /// The bytes the list takes.
+        needed: u64,
+        /// The bytes free there.
+        available: u64,
+    },
+    /// The edge list's temporary file could not be made, written or read.
+    #[error(
+        "the edge list's temporary file in {} failed: {error} (free space there, give \
+         another folder with --edge-dir or TMPDIR, or regenerate the list in each pass \
+         instead with --edges regenerate)",
+        dir.display()
+    )]
+    EdgeFile {
+        /// The folder of the file.
+        dir: std::path::PathBuf,
+        /// What failed.
+        error: String,
+    },
     /// A BFS tree failed one of the specification's validation checks.
     #[error("BFS from root {root}: {error}")]
     Invalid {

@@ -100,26 +100,71 @@ fn kronecker_edge(scale: u32, seed: u64, index: u64) -> (u64, u64) {
 ///
 /// If `scale` is above 31 (vertex labels are `u32`).
 pub fn generate(scale: u32, edgefactor: u32, seed: u64, workers: usize) -> Vec<[u32; 2]> {
-    assert!(scale <= 31, "scale {scale} above 31");
-    let n = 1u64 << scale;
-    let m = u64::from(edgefactor) << scale;
-    let vertex_perm = Permutation::new(n, seed, 2);
-    let edge_perm = Permutation::new(m, seed, 3);
+    let kronecker = Kronecker::new(scale, edgefactor, seed);
+    let m = kronecker.tuples() as usize;
     let workers = workers.max(1);
     let parts = par::on_workers(workers, |w| {
-        let range = par::split(m as usize, workers, w);
-        range
-            .map(|p| {
-                let (i, j) = kronecker_edge(scale, seed, edge_perm.apply(p as u64));
-                [vertex_perm.apply(i) as u32, vertex_perm.apply(j) as u32]
-            })
-            .collect::<Vec<_>>()
+        let range = par::split(m, workers, w);
+        let mut part = Vec::with_capacity(range.len());
+        kronecker.fill(range.start as u64, range.len(), &mut part);
+        part
     });
-    let mut edges = crate::mem::huge_vec(m as usize);
+    let mut edges = crate::mem::huge_vec(m);
     for part in parts {
         edges.extend(part);
     }
     edges
+}
+
+/// The generator of one edge list: tuple `p` of the list is a function of
+/// `p` alone ([`Kronecker::edge`]), so any part of the list can be made
+/// again, in any order, on any worker.
+#[derive(Debug, Clone)]
+pub struct Kronecker {
+    scale: u32,
+    seed: u64,
+    tuples: u64,
+    vertex_perm: Permutation,
+    edge_perm: Permutation,
+}
+
+impl Kronecker {
+    /// The generator of `edgefactor * 2^scale` tuples over `2^scale`
+    /// vertices for `seed`.
+    ///
+    /// # Panics
+    ///
+    /// If `scale` is above 31 (vertex labels are `u32`).
+    pub fn new(scale: u32, edgefactor: u32, seed: u64) -> Self {
+        assert!(scale <= 31, "scale {scale} above 31");
+        let tuples = u64::from(edgefactor) << scale;
+        Kronecker {
+            scale,
+            seed,
+            tuples,
+            vertex_perm: Permutation::new(1u64 << scale, seed, 2),
+            edge_perm: Permutation::new(tuples, seed, 3),
+        }
+    }
+
+    /// How many tuples the list has.
+    pub fn tuples(&self) -> u64 {
+        self.tuples
+    }
+
+    /// Tuple `p` of the list (`p` below [`tuples`](Self::tuples)).
+    pub fn edge(&self, p: u64) -> [u32; 2] {
+        let (i, j) = kronecker_edge(self.scale, self.seed, self.edge_perm.apply(p));
+        [
+            self.vertex_perm.apply(i) as u32,
+            self.vertex_perm.apply(j) as u32,
+        ]
+    }
+
+    /// Appends the `len` tuples from `first` on to `out`.
+    pub fn fill(&self, first: u64, len: usize, out: &mut Vec<[u32; 2]>) {
+        out.extend((first..first + len as u64).map(|p| self.edge(p)));
+    }
 }
 
 /// A 64-bit FNV-1a hash of an edge list, to compare lists cheaply.

@@ -20,6 +20,7 @@
 
 pub mod bfs;
 pub mod csr;
+pub mod edges;
 mod error;
 pub mod generator;
 mod par;
@@ -29,6 +30,7 @@ pub mod validate;
 use std::fmt;
 use std::time::Instant;
 
+pub use edges::{EdgeList, Storage};
 pub use error::{Graph500Error, ValidationError};
 pub use stats::Stats;
 
@@ -45,6 +47,8 @@ pub struct Config {
     pub seed: u64,
     /// Worker threads.
     pub workers: usize,
+    /// Where the edge list is kept between kernel 1 and the validations.
+    pub storage: Storage,
 }
 
 impl Default for Config {
@@ -56,24 +60,32 @@ impl Default for Config {
             roots: 64,
             seed: 1,
             workers: crate::default_workers(),
+            storage: Storage::default(),
         }
     }
 }
 
 impl Config {
-    /// About how many bytes a run needs at its peak: the edge list, kernel
-    /// 1's bucketed tuples and its two copies of the adjacency, and the
-    /// per-vertex arrays of kernels 1 and 2 and of validation.
+    /// About how many bytes of its own memory a run needs at its peak: the
+    /// graph (4 bytes a tuple each way before deduplication, 8 a vertex of
+    /// offsets), then the larger of kernel 1's per-vertex arrays (degrees,
+    /// one array a worker where they count privately, and ranks) and those
+    /// of a search and its validation (parents, queue, bitmaps, the tree
+    /// handed back with its levels, validation's marks), and the edge list
+    /// where it is kept in memory (else a chunk a worker).
     pub fn bytes_needed(&self) -> u64 {
         let n = 1u64 << self.scale;
         let m = u64::from(self.edgefactor) << self.scale;
-        let edge_list = 8 * m;
-        let adjacency = 8 * (2 * m) + 2 * 4 * (2 * m); // tuples both ways, two copies
         let workers = self.workers.max(1) as u64;
-        let per_vertex = n * (8 + 8 + 1 + 4 * workers) // offsets twice, ranks, degrees
-            + n * (4 + 4 + 1) // parent, queue, bitmaps
-            + n * (4 + 4 + 2); // the tree handed back, validation
-        edge_list + adjacency + per_vertex
+        let graph = 4 * (2 * m) + 8 * (n + 1) + n / 8;
+        let counters = if workers <= csr::PRIVATE_COUNTS_MAX as u64 {
+            workers
+        } else {
+            1
+        };
+        let kernel1 = n * (4 * counters + 1);
+        let search = n * (4 + 4 + 4 + 4 + 2) + 3 * n / 8;
+        self.storage.resident_bytes(m, self.workers) + graph + kernel1.max(search)
     }
 
     /// Checks the parameters, and that the run fits in the memory available.
@@ -103,7 +115,34 @@ impl Config {
                 });
             }
         }
+        if let Storage::File(dir) = &self.storage {
+            let needed = 8 * (u64::from(self.edgefactor) << self.scale);
+            if let Some(available) = disk_available(dir) {
+                if needed > available {
+                    return Err(Graph500Error::NoRoomForEdges {
+                        dir: dir.clone(),
+                        needed,
+                        available,
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+}
+
+/// Bytes free for an unprivileged user in the folder `dir`, where that
+/// can be told.
+pub fn disk_available(dir: &std::path::Path) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+        Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        None
     }
 }
 
@@ -150,6 +189,58 @@ pub struct Report {
     pub construction_seconds: f64,
     /// Every search, in order.
     pub searches: Vec<Search>,
+    /// The peak resident memory of each phase.
+    pub memory: MemoryAccount,
+}
+
+/// The peak resident memory (RSS) of each phase of a run, in bytes, as the
+/// kernel counts it (`VmHWM`, reset at the start of each phase through
+/// `/proc/self/clear_refs`); `None` where it cannot be measured. Pages of
+/// the edge list's file in the page cache are not the process's and do
+/// not count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryAccount {
+    /// Generating the edge list (and writing it to its file).
+    pub generation: Option<u64>,
+    /// Kernel 1.
+    pub construction: Option<u64>,
+    /// The largest of the searches.
+    pub search: Option<u64>,
+    /// The largest of the validations (the tree with its levels, and the
+    /// pass over the edges).
+    pub validation: Option<u64>,
+}
+
+impl MemoryAccount {
+    /// The peak of the whole run.
+    pub fn peak(&self) -> Option<u64> {
+        [
+            self.generation,
+            self.construction,
+            self.search,
+            self.validation,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+    }
+}
+
+/// Measures one phase's peak: resets the high-water mark when made, reads
+/// it when ended.
+struct PhasePeak;
+
+impl PhasePeak {
+    fn start() -> Self {
+        crate::mem::reset_peak_rss();
+        PhasePeak
+    }
+
+    fn end(self, into: &mut Option<u64>) {
+        if let Some(peak) = crate::mem::peak_rss() {
+            *into = Some(into.map_or(peak, |p: u64| p.max(peak)));
+        }
+    }
 }
 
 /// Progress of a run, for the caller to print.
@@ -198,15 +289,34 @@ pub fn run(
 ) -> Result<Report, Graph500Error> {
     config.check()?;
     let n = 1usize << config.scale;
+    let mut memory = MemoryAccount::default();
+    let edges_failed = |error: edges::ScanError<std::convert::Infallible>| match error {
+        edges::ScanError::Io { dir, error } => Graph500Error::EdgeFile {
+            dir,
+            error: error.to_string(),
+        },
+        edges::ScanError::Stopped(never) => match never {},
+    };
+    let phase = PhasePeak::start();
     let started = Instant::now();
-    let edges = generator::generate(config.scale, config.edgefactor, config.seed, config.workers);
+    let edges = EdgeList::generate(
+        config.scale,
+        config.edgefactor,
+        config.seed,
+        config.workers,
+        &config.storage,
+    )
+    .map_err(edges_failed)?;
     let generation_seconds = started.elapsed().as_secs_f64();
+    phase.end(&mut memory.generation);
     progress(Progress::Generated {
         seconds: generation_seconds,
     });
+    let phase = PhasePeak::start();
     let started = Instant::now();
-    let g = csr::Csr::build(n, &edges, config.workers);
+    let g = csr::Csr::from_edges(n, &edges, config.workers).map_err(edges_failed)?;
     let construction_seconds = started.elapsed().as_secs_f64();
+    phase.end(&mut memory.construction);
     progress(Progress::Built {
         seconds: construction_seconds,
     });
@@ -214,17 +324,30 @@ pub fn run(
     let mut searcher = bfs::Searcher::new(&g, config.workers);
     searcher.with_workers(|searcher| {
         for root in sample_roots(&g, config.roots, config.seed) {
+            let phase = PhasePeak::start();
             let started = Instant::now();
             searcher.search(root);
             let seconds = started.elapsed().as_secs_f64();
+            phase.end(&mut memory.search);
+            let phase = PhasePeak::start();
             let tree = searcher.tree();
-            let nedge = validate::validate(&edges, &tree, config.workers)
-                .map_err(|error| Graph500Error::Invalid { root, error })?;
+            let nedge = validate::validate_list(&edges, &tree, config.workers).map_err(
+                |error| match error {
+                    edges::ScanError::Stopped(error) => Graph500Error::Invalid { root, error },
+                    edges::ScanError::Io { dir, error } => Graph500Error::EdgeFile {
+                        dir,
+                        error: error.to_string(),
+                    },
+                },
+            )?;
+            let bottom_up_levels = tree.bottom_up_levels;
+            drop(tree);
+            phase.end(&mut memory.validation);
             let search = Search {
                 root,
                 seconds,
                 nedge,
-                bottom_up_levels: tree.bottom_up_levels,
+                bottom_up_levels,
             };
             progress(Progress::Searched(&search));
             searches.push(search);
@@ -236,6 +359,7 @@ pub fn run(
         generation_seconds,
         construction_seconds,
         searches,
+        memory,
     })
 }
 

@@ -43,23 +43,6 @@ pub(crate) fn pin(cpus: Option<&[usize]>, w: usize) {
     }
 }
 
-/// Runs `f(worker, item)` on one pinned scoped thread per item of `items`
-/// (as [`on_workers`]), and returns the results in order.
-pub(crate) fn on_each<S: Send, T: Send>(items: Vec<S>, f: impl Fn(usize, S) -> T + Sync) -> Vec<T> {
-    let slots: Vec<std::sync::Mutex<Option<S>>> = items
-        .into_iter()
-        .map(|s| std::sync::Mutex::new(Some(s)))
-        .collect();
-    on_workers(slots.len(), |w| {
-        let item = slots[w]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .expect("each item is taken once");
-        f(w, item)
-    })
-}
-
 /// Splits `0..len` into `parts` contiguous ranges of nearly equal size.
 pub(crate) fn split(len: usize, parts: usize, part: usize) -> std::ops::Range<usize> {
     let chunk = len.div_ceil(parts.max(1));

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::bfs::{BfsTree, NONE};
+use super::edges::{EdgeList, ScanError, Source};
 use super::error::ValidationError;
-use super::par;
 
 /// Checks `tree` against the input edge list on `workers` threads and
 /// returns the number of input tuples within the traversed component (the
@@ -29,10 +29,38 @@ pub fn validate(
     tree: &BfsTree,
     workers: usize,
 ) -> Result<u64, ValidationError> {
+    match check(Source::Slice(edges), tree, workers) {
+        Ok(nedge) => Ok(nedge),
+        Err(ScanError::Stopped(error)) => Err(error),
+        Err(ScanError::Io { .. }) => unreachable!("a slice is not read from a file"),
+    }
+}
+
+/// [`validate`] against an [`EdgeList`] wherever it is kept, in one pass
+/// over it.
+///
+/// # Errors
+///
+/// The first failed check found ([`ScanError::Stopped`]), or reading the
+/// list's file failed.
+pub fn validate_list(
+    edges: &EdgeList,
+    tree: &BfsTree,
+    workers: usize,
+) -> Result<u64, ScanError<ValidationError>> {
+    check(edges.source(), tree, workers)
+}
+
+fn check(
+    edges: Source<'_>,
+    tree: &BfsTree,
+    workers: usize,
+) -> Result<u64, ScanError<ValidationError>> {
+    let stop = ScanError::Stopped;
     let (parent, level, root) = (&tree.parent, &tree.level, tree.root);
     let n = parent.len();
     if parent.get(root as usize) != Some(&root) || level.get(root as usize) != Some(&0) {
-        return Err(ValidationError::Root { root });
+        return Err(stop(ValidationError::Root { root }));
     }
     // Check 1: walk up from each vertex, marking vertices known to reach the
     // root; a walk longer than n loops.
@@ -48,17 +76,17 @@ pub fn validate(
         while !reaches[v] {
             let p = parent[v];
             if p as usize >= n {
-                return Err(ValidationError::NotATree {
+                return Err(stop(ValidationError::NotATree {
                     vertex: start as u32,
                     why: format!("meets vertex {v} whose parent {p} is outside the tree"),
-                });
+                }));
             }
             path.push(v);
             if path.len() > n {
-                return Err(ValidationError::NotATree {
+                return Err(stop(ValidationError::NotATree {
                     vertex: start as u32,
                     why: "loops without reaching the root".into(),
-                });
+                }));
             }
             v = p as usize;
         }
@@ -74,63 +102,62 @@ pub fn validate(
         }
         let (lv, lp) = (level[v], level[p as usize]);
         if lp == NONE || lv != lp.wrapping_add(1) {
-            return Err(ValidationError::TreeEdgeLevel {
+            return Err(stop(ValidationError::TreeEdgeLevel {
                 vertex: v as u32,
                 level: lv,
                 parent: p,
                 parent_level: lp,
-            });
+            }));
         }
     }
     // Checks 3 and 4 on every input edge, marking tree edges for check 5.
     let joined: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
-    let workers = workers.max(1);
-    let parts = par::on_workers(workers, |w| -> Result<u64, ValidationError> {
-        let mut nedge = 0;
-        for &[u, v] in &edges[par::split(edges.len(), workers, w)] {
-            let (iu, iv) = (parent[u as usize] != NONE, parent[v as usize] != NONE);
-            match (iu, iv) {
-                (false, false) => {}
-                (true, false) => {
-                    return Err(ValidationError::NotSpanning {
-                        vertex: v,
-                        neighbour: u,
-                    })
-                }
-                (false, true) => {
-                    return Err(ValidationError::NotSpanning {
-                        vertex: u,
-                        neighbour: v,
-                    })
-                }
-                (true, true) => {
-                    let (lu, lv) = (level[u as usize], level[v as usize]);
-                    if lu.abs_diff(lv) > 1 {
-                        return Err(ValidationError::EdgeLevel { u, v, lu, lv });
+    let parts = edges.scan(
+        workers,
+        |_| 0u64,
+        |nedge, chunk| {
+            for &[u, v] in chunk {
+                let (iu, iv) = (parent[u as usize] != NONE, parent[v as usize] != NONE);
+                match (iu, iv) {
+                    (false, false) => {}
+                    (true, false) => {
+                        return Err(ValidationError::NotSpanning {
+                            vertex: v,
+                            neighbour: u,
+                        })
                     }
-                    nedge += 1;
-                    if parent[u as usize] == v {
-                        joined[u as usize].store(true, Ordering::Relaxed);
+                    (false, true) => {
+                        return Err(ValidationError::NotSpanning {
+                            vertex: u,
+                            neighbour: v,
+                        })
                     }
-                    if parent[v as usize] == u {
-                        joined[v as usize].store(true, Ordering::Relaxed);
+                    (true, true) => {
+                        let (lu, lv) = (level[u as usize], level[v as usize]);
+                        if lu.abs_diff(lv) > 1 {
+                            return Err(ValidationError::EdgeLevel { u, v, lu, lv });
+                        }
+                        *nedge += 1;
+                        if parent[u as usize] == v {
+                            joined[u as usize].store(true, Ordering::Relaxed);
+                        }
+                        if parent[v as usize] == u {
+                            joined[v as usize].store(true, Ordering::Relaxed);
+                        }
                     }
                 }
             }
-        }
-        Ok(nedge)
-    });
-    let mut nedge = 0;
-    for part in parts {
-        nedge += part?;
-    }
+            Ok(())
+        },
+    )?;
+    let nedge = parts.into_iter().sum();
     // Check 5 (the workers are joined: their relaxed stores are visible).
     for v in 0..n {
         if parent[v] != NONE && v != root as usize && !joined[v].load(Ordering::Relaxed) {
-            return Err(ValidationError::NoSuchEdge {
+            return Err(stop(ValidationError::NoSuchEdge {
                 vertex: v as u32,
                 parent: parent[v],
-            });
+            }));
         }
     }
     Ok(nedge)
