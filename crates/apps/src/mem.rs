@@ -7,25 +7,6 @@
 //! (`/sys/kernel/mm/transparent_hugepage/enabled` = `madvise`), asking for
 //! them before the memory is first touched gives 2 MiB pages.
 
-/// The peak resident memory of this process (`VmHWM` in
-/// `/proc/self/status`) in bytes, where it can be read.
-pub(crate) fn peak_rss() -> Option<u64> {
-    status_bytes("VmHWM:")
-}
-
-fn status_bytes(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(key))?;
-    let kib: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Resets the peak [`peak_rss`] reads to the resident memory now (writing
-/// `5` to `/proc/self/clear_refs`); false where that is not possible.
-pub(crate) fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
 /// An empty vector with room for `capacity` elements, its memory advised
 /// to use huge pages (a hint: nothing fails where they are unavailable).
 pub(crate) fn huge_vec<T>(capacity: usize) -> Vec<T> {
@@ -130,19 +111,6 @@ mod tests {
         assert!(v.iter().all(|&x| x == 3));
         v.resize(2 << 20, 9);
         assert!(v[1 << 20..].iter().all(|&x| x == 9));
-    }
-
-    #[test]
-    fn the_peak_is_reset_to_what_is_resident() {
-        let (Some(_), true) = (super::peak_rss(), super::reset_peak_rss()) else {
-            return; // not Linux, or no /proc
-        };
-        let big = super::huge_filled(64 << 20, 1u8);
-        let with = super::peak_rss().unwrap();
-        drop(big);
-        assert!(super::reset_peak_rss());
-        let after = super::peak_rss().unwrap();
-        assert!(after + (32 << 20) < with, "{after} after, {with} with");
     }
 
     #[test]

@@ -11,8 +11,22 @@
 //!   outside the timed kernel) and reset in each timed search, and its
 //!   workers stay up through a sample's searches, as rayon's pool does; the
 //!   peers' arrays (the atomic parent array, the bottom-up bitmap) are
-//!   allocated once per contender in the same way and reset, in parallel,
-//!   inside each timed search: setup is charged alike.
+//!   allocated once per sample in the same way and reset, in parallel,
+//!   inside each timed search: setup is charged alike. Beside the TEPS,
+//!   each contender's peak resident memory over its sample (the graph, its
+//!   own arrays and the bench process itself; the peak is reset before the
+//!   sample) and that peak over the generated tuples. The edge list is kept
+//!   in a temporary file, as `statepipe graph500` keeps it, and the
+//!   k-nucleotide input and the random-read array are made only when their
+//!   groups run, so that nothing else of size is resident then.
+//! - `graph500-run/scale{S}`: whole `statepipe graph500` runs (generation,
+//!   kernel 1, the searches and their validations), one child process a
+//!   sample, with the edge list in a file, regenerated, and in memory: the
+//!   seconds start to exit, the harmonic-mean TEPS and median search time
+//!   of its output block, and its peak resident memory (sampled from
+//!   outside every 10 ms) with that over the generated tuples; with
+//!   [`AppsOptions::baseline`], another build's executable beside them
+//!   (an A/B comparison in one interleaved run).
 //! - `knucleotide/{N}`: seconds from the FASTA text to the report, for
 //!   statepipe (all workers, one worker), `std` `HashMap` with one rayon
 //!   task per k, and `hashbrown` + Fx hash with one std thread per k. Every
@@ -32,7 +46,7 @@ use rayon::prelude::*;
 use rustc_hash::FxBuildHasher;
 use statepipe_apps::graph500::bfs::{self, NONE};
 use statepipe_apps::graph500::csr::Csr;
-use statepipe_apps::graph500::{generator, sample_roots, validate};
+use statepipe_apps::graph500::{sample_roots, validate, EdgeList, Storage};
 use statepipe_apps::{fasta, kmer};
 
 use crate::harness::{self, Contender, Group, Metric, SampleDone};
@@ -51,6 +65,17 @@ pub struct AppsOptions {
     pub fasta_n: usize,
     /// Samples per contender.
     pub samples: usize,
+    /// Run only what these comma-separated filters name: a group whose
+    /// name contains one (all its contenders), or a contender whose
+    /// `group imp config` contains one (e.g. `graph500-run/scale24
+    /// statepipe edges=file`).
+    pub filter: Option<String>,
+    /// The `statepipe` executable whose `graph500` command the
+    /// `graph500-run` group runs; without it that group is left out.
+    pub statepipe: Option<std::path::PathBuf>,
+    /// Another build's executable, run in the `graph500-run` group as
+    /// `baseline` (as it was before a change, for an A/B comparison).
+    pub baseline: Option<std::path::PathBuf>,
 }
 
 impl AppsOptions {
@@ -61,6 +86,9 @@ impl AppsOptions {
             roots: if quick { 8 } else { 16 },
             fasta_n: if quick { 2_500_000 } else { 25_000_000 },
             samples,
+            filter: None,
+            statepipe: None,
+            baseline: None,
         }
     }
 }
@@ -77,29 +105,64 @@ pub fn run(
 ) -> Result<Report, BenchError> {
     let workers = statepipe_apps::default_workers();
     let n = 1usize << options.scale;
-    let edges = generator::generate(options.scale, 16, 1, workers);
-    let g = Csr::build(n, &edges, workers);
-    let roots = sample_roots(&g, options.roots, 1);
-    let mut expected = Vec::new();
-    for &root in &roots {
-        let tree = bfs::bfs(&g, root, workers);
-        let nedge = validate::validate(&edges, &tree, workers)
-            .map_err(|e| BenchError::failed("graph500 statepipe", e))?;
-        let reached = tree.parent.iter().filter(|&&p| p != NONE).count();
-        expected.push((root, nedge, reached));
-    }
-    drop(edges);
-    let input = fasta::generate(options.fasta_n);
-    let report_expected =
-        kmer::knucleotide(&input, workers).map_err(|e| BenchError::failed("knucleotide", e))?;
+    let tuples = (16u64 << options.scale) as f64;
+    // A group runs where a filter names it, part of it, or one of its
+    // contenders (`group imp config`); a contender where a filter is part
+    // of its group's name or of its own.
+    let filters: Vec<&str> = options
+        .filter
+        .as_deref()
+        .map_or(Vec::new(), |f| f.split(',').map(str::trim).collect());
+    let wanted = |group: &str| {
+        filters.is_empty()
+            || filters
+                .iter()
+                .any(|f| group.contains(f) || f.starts_with(group))
+    };
+    let bfs_group = format!("graph500/scale{}", options.scale);
+    let run_group = format!("graph500-run/scale{}", options.scale);
+    let kn_group = format!("knucleotide/{}", options.fasta_n);
+    let file = |e| BenchError::failed("graph500 edge list", e);
+    // The graph, and each root's traversed edges and reached vertices, for
+    // the BFS group only.
+    let (g, expected) = if wanted(&bfs_group) {
+        let edges = EdgeList::generate(options.scale, 16, 1, workers, &Storage::temp_file())
+            .map_err(file)?;
+        let g = Csr::from_edges(n, &edges, workers).map_err(file)?;
+        let roots = sample_roots(&g, options.roots, 1);
+        let mut expected = Vec::new();
+        for &root in &roots {
+            let tree = bfs::bfs(&g, root, workers);
+            let nedge = validate::validate_list(&edges, &tree, workers)
+                .map_err(|e| BenchError::failed("graph500 statepipe", e))?;
+            let reached = tree.parent.iter().filter(|&&p| p != NONE).count();
+            expected.push((root, nedge, reached));
+        }
+        (Some(g), expected)
+    } else {
+        (None, Vec::new())
+    };
+    // Made when their groups first run, so that they are not resident
+    // during the Graph500 groups.
+    let input = std::cell::OnceCell::new();
+    let input = || input.get_or_init(|| fasta::generate(options.fasta_n));
+    let report_expected = std::cell::OnceCell::new();
+    let report_expected = || {
+        report_expected
+            .get_or_init(|| kmer::knucleotide(input(), workers).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|e| BenchError::failed("knucleotide", e))
+    };
 
-    // Every contender's arrays are allocated once, as Graph500's reference
-    // code allocates its tree outside the timed kernel, and reset inside
-    // each timed search. statepipe's workers stay up through a sample's
-    // searches, as rayon's pool does through the peers'.
+    // Every contender's arrays are allocated in each sample, outside the
+    // timer, as Graph500's reference code allocates its tree outside the
+    // timed kernel, and reset inside each timed search. statepipe's workers
+    // stay up through a sample's searches, as rayon's pool does through the
+    // peers'.
     let statepipe_bfs = |w: usize| -> Searches<'_> {
-        let mut searcher = bfs::Searcher::new(&g, w);
+        let g = g.as_ref().expect("the graph of the BFS group");
         Box::new(move |roots| {
+            let mut searcher = bfs::Searcher::new(g, w);
             searcher.with_workers(|searches| {
                 roots
                     .iter()
@@ -113,9 +176,9 @@ pub fn run(
         })
     };
     let peer_bfs = |f: fn(&Csr, &RayonArrays, u32)| -> Searches<'_> {
-        let g = &g;
-        let arrays = RayonArrays::new(n);
+        let g = g.as_ref().expect("the graph of the BFS group");
         Box::new(move |roots| {
+            let arrays = RayonArrays::new(n);
             roots
                 .iter()
                 .map(|&root| {
@@ -128,12 +191,12 @@ pub fn run(
         })
     };
     let kn_contender = |imp: &str, config: String, f: fn(&[u8], usize) -> String, w| {
-        let (input, expected) = (&input, &report_expected);
         Contender::new(imp, config, move || {
+            let (input, expected) = (input(), report_expected()?);
             let started = Instant::now();
             let out = f(input, w);
             let seconds = started.elapsed().as_secs_f64();
-            if out != *expected {
+            if out != expected {
                 return Err(BenchError::failed("knucleotide", "a different report"));
             }
             Ok(vec![seconds])
@@ -141,47 +204,111 @@ pub fn run(
     };
     let statepipe_kn: fn(&[u8], usize) -> String =
         |input, w| kmer::knucleotide(input, w).expect("valid input");
-    let memory = vec![1u32; RANDOM_READ_WORDS];
+    let memory = std::cell::OnceCell::new();
     let reads_contender = |threads: usize| {
         let memory = &memory;
         Contender::new("memory", format!("threads={threads}"), move || {
+            let memory = memory.get_or_init(|| vec![1u32; RANDOM_READ_WORDS]);
             Ok(vec![random_reads(memory, threads, RANDOM_READS)])
         })
     };
-    let groups = vec![
-        Group {
-            name: format!("graph500/scale{}", options.scale),
-            metrics: vec![Metric {
-                case: format!("graph500/scale{} hmean", options.scale),
-                unit: "GTEPS".into(),
-                higher_is_better: true,
-            }],
+    let whole_run = |imp: &str, exe: &std::path::Path, edges: Option<&'static str>| {
+        let exe = exe.to_path_buf();
+        let (scale, roots) = (options.scale, options.roots);
+        let config = edges.map_or(String::new(), |e| format!("edges={e}"));
+        Contender::new(imp, config, move || {
+            let run = graph500_command(&exe, scale, roots, edges)?;
+            Ok(vec![
+                run.seconds,
+                run.teps / 1e9,
+                run.median * 1e3,
+                run.peak / 1e9,
+                run.peak / tuples,
+            ])
+        })
+    };
+    let memory_metrics = |case: &str| {
+        [
+            Metric {
+                case: format!("{case} peak RSS"),
+                unit: "GB".into(),
+                higher_is_better: false,
+            },
+            Metric {
+                case: format!("{case} bytes/edge"),
+                unit: "B".into(),
+                higher_is_better: false,
+            },
+        ]
+    };
+    let mut groups = Vec::new();
+    if g.is_some() {
+        let mut metrics = vec![Metric {
+            case: format!("{bfs_group} hmean"),
+            unit: "GTEPS".into(),
+            higher_is_better: true,
+        }];
+        metrics.extend(memory_metrics(&bfs_group));
+        let contender = |imp: &str, config: String, search| {
+            with_peak_rss(tuples, bfs_contender(imp, config, &expected, search))
+        };
+        groups.push(Group {
+            name: bfs_group.clone(),
+            metrics,
             contenders: vec![
-                bfs_contender(
+                contender(
                     "statepipe",
                     format!("workers={workers}"),
-                    &expected,
                     statepipe_bfs(workers),
                 ),
-                bfs_contender("statepipe", "workers=1".into(), &expected, statepipe_bfs(1)),
-                bfs_contender(
-                    "rayon-top-down",
-                    String::new(),
-                    &expected,
-                    peer_bfs(rayon_top_down),
-                ),
-                bfs_contender(
+                contender("statepipe", "workers=1".into(), statepipe_bfs(1)),
+                contender("rayon-top-down", String::new(), peer_bfs(rayon_top_down)),
+                contender(
                     "rayon-dir-opt",
                     String::new(),
-                    &expected,
                     peer_bfs(rayon_direction_optimizing),
                 ),
             ],
-        },
-        Group {
-            name: format!("knucleotide/{}", options.fasta_n),
+        });
+    }
+    if let (true, Some(exe)) = (wanted(&run_group), &options.statepipe) {
+        let mut metrics = vec![
+            Metric {
+                case: format!("{run_group} seconds"),
+                unit: "s".into(),
+                higher_is_better: false,
+            },
+            Metric {
+                case: format!("{run_group} hmean"),
+                unit: "GTEPS".into(),
+                higher_is_better: true,
+            },
+            Metric {
+                case: format!("{run_group} median search"),
+                unit: "ms".into(),
+                higher_is_better: false,
+            },
+        ];
+        metrics.extend(memory_metrics(&run_group));
+        let mut contenders = vec![
+            whole_run("statepipe", exe, Some("file")),
+            whole_run("statepipe", exe, Some("regenerate")),
+            whole_run("statepipe", exe, Some("memory")),
+        ];
+        if let Some(baseline) = &options.baseline {
+            contenders.push(whole_run("baseline", baseline, None));
+        }
+        groups.push(Group {
+            name: run_group.clone(),
+            metrics,
+            contenders,
+        });
+    }
+    if wanted(&kn_group) {
+        groups.push(Group {
+            name: kn_group.clone(),
             metrics: vec![Metric {
-                case: format!("knucleotide/{}", options.fasta_n),
+                case: kn_group.clone(),
                 unit: "s".into(),
                 higher_is_better: false,
             }],
@@ -201,8 +328,10 @@ pub fn run(
                     workers,
                 ),
             ],
-        },
-        Group {
+        });
+    }
+    if wanted("host/random-reads") {
+        groups.push(Group {
             name: "host/random-reads".into(),
             metrics: vec![Metric {
                 case: "host/random-reads 128MiB".into(),
@@ -210,10 +339,141 @@ pub fn run(
                 higher_is_better: true,
             }],
             contenders: vec![reads_contender(workers), reads_contender(1)],
-        },
-    ];
+        });
+    }
+    for group in &mut groups {
+        let name = group.name.clone();
+        group.contenders.retain(|c| {
+            let label = format!("{name} {} {}", c.imp, c.config);
+            filters.is_empty()
+                || filters
+                    .iter()
+                    .any(|f| name.contains(f) || label.trim_end().contains(f))
+        });
+    }
+    groups.retain(|g| !g.contenders.is_empty());
+    if groups.is_empty() {
+        return Err(BenchError::failed(
+            "bench apps",
+            format!(
+                "nothing matches {:?} (groups: {bfs_group}, {run_group}, {kn_group}, \
+                 host/random-reads)",
+                options.filter.as_deref().unwrap_or("")
+            ),
+        ));
+    }
     let rows = harness::run(groups, options.samples, progress)?;
     Ok(Report::new("apps", host, rows))
+}
+
+/// `contender` with two more values per sample: the peak resident memory
+/// of the process over the sample (reset just before it), in GB, and that
+/// over `tuples`.
+fn with_peak_rss(tuples: f64, contender: Contender<'_>) -> Contender<'_> {
+    contender.map_sample(|mut sample| {
+        Box::new(move || {
+            statepipe_sys::rss::reset_peak();
+            let mut values = sample()?;
+            let peak = statepipe_sys::rss::peak().map_or(f64::NAN, |p| p as f64);
+            values.extend([peak / 1e9, peak / tuples]);
+            Ok(values)
+        })
+    })
+}
+
+/// What one whole `graph500` run measured.
+struct RunFigures {
+    /// Seconds from start to exit.
+    seconds: f64,
+    /// The harmonic-mean TEPS of its output block.
+    teps: f64,
+    /// The median search time of its output block, in seconds.
+    median: f64,
+    /// Its peak resident memory, in bytes.
+    peak: f64,
+}
+
+/// One whole `graph500` run of `exe` as a child process (`edges`: its
+/// `--edges` value, `None` for an executable that predates the flag): its
+/// seconds start to exit, the harmonic-mean TEPS of its output block, and
+/// its peak resident memory in bytes, sampled from outside every 10 ms
+/// (`VmRSS` in `/proc/PID/status`; the child's own high-water mark is no
+/// use here, as `statepipe graph500` resets it phase by phase).
+fn graph500_command(
+    exe: &std::path::Path,
+    scale: u32,
+    roots: usize,
+    edges: Option<&str>,
+) -> Result<RunFigures, BenchError> {
+    use std::sync::atomic::AtomicBool;
+    let started = Instant::now();
+    let mut command = std::process::Command::new(exe);
+    command.args([
+        "graph500",
+        "--scale",
+        &scale.to_string(),
+        "--roots",
+        &roots.to_string(),
+    ]);
+    if let Some(edges) = edges {
+        command.args(["--edges", edges]);
+    }
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| BenchError::failed("statepipe graph500", e))?;
+    let status = format!("/proc/{}/status", child.id());
+    let done = AtomicBool::new(false);
+    let (out, peak) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut peak = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let rss = std::fs::read_to_string(&status).ok().and_then(|text| {
+                    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+                    line[6..].split_whitespace().next()?.parse::<u64>().ok()
+                });
+                peak = peak.max(rss.unwrap_or(0) * 1024);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            peak
+        });
+        let out = child.wait_with_output();
+        done.store(true, Ordering::Relaxed);
+        (out, sampler.join().expect("the RSS sampler panicked"))
+    });
+    let out = out.map_err(|e| BenchError::failed("statepipe graph500", e))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if !out.status.success() {
+        return Err(BenchError::failed(
+            "statepipe graph500",
+            format!("{}: {}", out.status, stderr.trim()),
+        ));
+    }
+    let teps = parse_value(&stdout, "bfs  harmonic_mean_TEPS:").ok_or_else(|| {
+        BenchError::failed(
+            "statepipe graph500",
+            format!("no harmonic_mean_TEPS line in its output:\n{stdout}\n{stderr}"),
+        )
+    })?;
+    let median = parse_value(&stdout, "bfs  median_time:").unwrap_or(f64::NAN);
+    Ok(RunFigures {
+        seconds,
+        teps,
+        median,
+        peak: peak as f64,
+    })
+}
+
+/// The number after `key` on its line of `text`.
+fn parse_value(text: &str, key: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Words of the random-read array: 128 MiB.
@@ -340,9 +600,16 @@ fn bfs_contender<'a>(
 /// What the run measures, in one paragraph.
 pub fn describe(options: &AppsOptions) -> String {
     format!(
-        "apps: Graph500 scale {} (edgefactor 16, {} roots, seed 1) and k-nucleotide on fasta {}; \
-         {} samples per contender, interleaved",
-        options.scale, options.roots, options.fasta_n, options.samples
+        "apps: Graph500 scale {} (edgefactor 16, {} roots, seed 1; the BFS kernels on one graph, \
+         and whole runs as child processes) and k-nucleotide on fasta {}; {} samples per \
+         contender, interleaved{}",
+        options.scale,
+        options.roots,
+        options.fasta_n,
+        options.samples,
+        options.filter.as_ref().map_or(String::new(), |f| format!(
+            "; only the groups matching {f:?}"
+        ))
     )
 }
 
@@ -575,6 +842,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_the_output_block() {
+        let block = "SCALE:                          8\nbfs  harmonic_mean_TEPS:        1.5e+09\n";
+        assert_eq!(parse_value(block, "bfs  harmonic_mean_TEPS:"), Some(1.5e9));
+        assert_eq!(parse_value(block, "bfs  mean_time:"), None);
+    }
+
+    #[test]
     fn random_reads_reads() {
         let data = vec![1u32; 1 << 10];
         assert!(random_reads(&data, 2, 1 << 12) > 0.0);
@@ -586,7 +860,7 @@ mod tests {
         let ours = kmer::knucleotide(&input, 2).unwrap();
         assert_eq!(hashmap_rayon(&input, 2), ours);
         assert_eq!(hashbrown_threads(&input, 2), ours);
-        let edges = generator::generate(10, 16, 2, 2);
+        let edges = statepipe_apps::graph500::generator::generate(10, 16, 2, 2);
         let g = Csr::build(1024, &edges, 2);
         for root in sample_roots(&g, 4, 2) {
             let levels = bfs::levels_sequential(&g, root);

@@ -42,6 +42,14 @@ impl<'a> Contender<'a> {
             sample: Box::new(sample),
         }
     }
+
+    /// The same contender with its sampling function wrapped by `wrap`
+    /// (to measure something around each sample).
+    pub(crate) fn map_sample(mut self, wrap: impl FnOnce(SampleFn<'a>) -> SampleFn<'a>) -> Self {
+        let sample = std::mem::replace(&mut self.sample, Box::new(|| Ok(Vec::new())));
+        self.sample = wrap(sample);
+        self
+    }
 }
 
 impl fmt::Debug for Contender<'_> {

@@ -86,6 +86,23 @@ pub struct PythonArgs {
 pub struct AppsArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Run only what the comma-separated FILTERs name: the groups whose
+    /// name contains one (`graph500/`, `graph500-run`, `knucleotide`,
+    /// `host`), or single contenders by `group imp config` (e.g.
+    /// `graph500-run/scale24 statepipe edges=file`).
+    #[arg(long = "case", value_name = "FILTER")]
+    pub case: Option<String>,
+    /// The Graph500 scale (default 20; 16 with --quick).
+    #[arg(long)]
+    pub scale: Option<u32>,
+    /// The Graph500 roots a sample searches from (default 16; 8 with --quick).
+    #[arg(long)]
+    pub roots: Option<usize>,
+    /// Another build of statepipe to run beside this one in the
+    /// `graph500-run` group (as `baseline`): an A/B comparison of whole
+    /// runs, interleaved.
+    #[arg(long, value_name = "EXE")]
+    pub baseline: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -283,7 +300,12 @@ fn run_cluster(a: &ClusterArgs) -> anyhow::Result<()> {
 fn run_apps(args: &AppsArgs) -> anyhow::Result<()> {
     use statepipe_bench::apps;
     let host = measure_host(&args.common);
-    let options = apps::AppsOptions::new(args.common.quick, args.common.samples.into());
+    let mut options = apps::AppsOptions::new(args.common.quick, args.common.samples.into());
+    options.scale = args.scale.unwrap_or(options.scale);
+    options.roots = args.roots.unwrap_or(options.roots);
+    options.filter = args.case.clone();
+    options.baseline = args.baseline.clone();
+    options.statepipe = Some(std::env::current_exe().context("finding this executable")?);
     println!("{}\n", apps::describe(&options));
     let started = Instant::now();
     let report = apps::run(&options, &host, &mut print_progress).context("bench apps failed")?;

@@ -24,7 +24,9 @@
 //!   large write to the disk so that other files' fsyncs do not wait
 //!   behind it;
 //! - [`lock`] keeps a folder to one process at a time
-//!   ([`FolderLock`](lock::FolderLock)).
+//!   ([`FolderLock`](lock::FolderLock));
+//! - [`rss`] reads the process's resident memory and its peak, and resets
+//!   the peak, to account for the memory of each phase of a run.
 //!
 //! It is the bottom of the dependency graph: it depends on no other statepipe
 //! crate, and holds no policy (how many workers to start, where to pin
@@ -45,3 +47,4 @@ pub mod cpus;
 pub mod durable;
 pub mod lock;
 pub mod pin;
+pub mod rss;

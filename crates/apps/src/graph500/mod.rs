@@ -232,12 +232,12 @@ struct PhasePeak;
 
 impl PhasePeak {
     fn start() -> Self {
-        crate::mem::reset_peak_rss();
+        statepipe_sys::rss::reset_peak();
         PhasePeak
     }
 
     fn end(self, into: &mut Option<u64>) {
-        if let Some(peak) = crate::mem::peak_rss() {
+        if let Some(peak) = statepipe_sys::rss::peak() {
             *into = Some(into.map_or(peak, |p: u64| p.max(peak)));
         }
     }
