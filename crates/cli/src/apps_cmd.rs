@@ -115,6 +115,12 @@ pub fn run_graph500(args: &Graph500Args) -> anyhow::Result<()> {
         },
     };
     let kept = match &config.storage {
+        graph500::Storage::File(dir) if config.storage.file_in_memory() => format!(
+            "in a temporary file in {}, a tmpfs: its {:.1} GB are memory (give a folder on \
+             a disk with --edge-dir, or --edges regenerate)",
+            dir.display(),
+            (8u64 * (u64::from(config.edgefactor) << config.scale)) as f64 / 1e9
+        ),
         graph500::Storage::File(dir) => format!("in a temporary file in {}", dir.display()),
         graph500::Storage::Regenerate => "regenerated in every pass".into(),
         graph500::Storage::Memory => "in memory".into(),

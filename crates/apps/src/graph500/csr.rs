@@ -106,6 +106,29 @@ pub(crate) const PRIVATE_COUNTS_MAX: usize = 4;
 /// Vertices whose lists a worker sorts at once in step 3.
 const SORT_CHUNK: usize = 4096;
 
+/// Calls `f(from, to)` for every tuple of the list both ways (self-loops
+/// left out), on `workers` pinned threads.
+fn for_each_end(
+    edges: Source<'_>,
+    workers: usize,
+    f: impl Fn(u32, u32) + Sync,
+) -> Result<(), ScanError<Infallible>> {
+    edges.scan(
+        workers,
+        |_| (),
+        |(), chunk| {
+            for &[u, v] in chunk {
+                if u != v {
+                    f(u, v);
+                    f(v, u);
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(())
+}
+
 fn build(vertices: usize, edges: Source<'_>, workers: usize) -> Result<Csr, ScanError<Infallible>> {
     let workers = workers.max(1);
     // 1. Degrees (tuples before deduplication, self-loops left out).
@@ -134,19 +157,9 @@ fn build(vertices: usize, edges: Source<'_>, workers: usize) -> Result<Csr, Scan
     } else {
         let mut degree = huge_filled(vertices, 0u32);
         let shared = as_atomic(&mut degree);
-        edges.scan(
-            workers,
-            |_| (),
-            |(), chunk| {
-                for &[u, v] in chunk {
-                    if u != v {
-                        shared[u as usize].fetch_add(1, Ordering::Relaxed);
-                        shared[v as usize].fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Ok(())
-            },
-        )?;
+        for_each_end(edges, workers, |from, _| {
+            shared[from as usize].fetch_add(1, Ordering::Relaxed);
+        })?;
         degree
     };
     // The offsets of the lists before deduplication, and how many bits each
@@ -175,19 +188,7 @@ fn build(vertices: usize, edges: Source<'_>, workers: usize) -> Result<Csr, Scan
                 + cursor[from as usize].fetch_add(1, Ordering::Relaxed) as usize;
             slots[at].store(to, Ordering::Relaxed);
         };
-        edges.scan(
-            workers,
-            |_| (),
-            |(), chunk| {
-                for &[u, v] in chunk {
-                    if u != v {
-                        put(u, v);
-                        put(v, u);
-                    }
-                }
-                Ok(())
-            },
-        )?;
+        for_each_end(edges, workers, put)?;
     }
     // 3. Sort and deduplicate each list in place, `degree` becoming the
     // deduplicated lengths. Work items: runs of SORT_CHUNK vertices with

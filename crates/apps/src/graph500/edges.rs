@@ -52,6 +52,17 @@ impl Storage {
             Storage::File(_) | Storage::Regenerate => (8 * CHUNK * workers.max(1)) as u64,
         }
     }
+
+    /// Whether the list's file would live in memory: its folder is on a
+    /// tmpfs (as `/tmp` is on many systems, and an `emptyDir` with
+    /// `medium: Memory` in Kubernetes), whose pages are the machine's
+    /// memory and are not reclaimed as a disk's cached pages are.
+    pub fn file_in_memory(&self) -> bool {
+        match self {
+            Storage::File(dir) => on_tmpfs(dir),
+            _ => false,
+        }
+    }
 }
 
 impl Default for Storage {
@@ -224,33 +235,38 @@ impl Source<'_> {
                 }
                 Source::File(file, dir, _) => {
                     let mut buf = vec![[0u32; 2]; CHUNK.min(range.len())];
-                    let mut at = range.start;
-                    while at < range.end {
-                        let n = CHUNK.min(range.end - at);
+                    in_chunks(range, |at, n| {
                         read_at(file, &mut buf[..n], at).map_err(|error| ScanError::Io {
                             dir: dir.to_path_buf(),
                             error,
                         })?;
-                        f(&mut state, &buf[..n]).map_err(ScanError::Stopped)?;
-                        at += n;
-                    }
+                        f(&mut state, &buf[..n]).map_err(ScanError::Stopped)
+                    })?;
                 }
                 Source::Regenerate(k) => {
                     let mut buf = Vec::with_capacity(CHUNK.min(range.len()));
-                    let mut at = range.start;
-                    while at < range.end {
-                        let n = CHUNK.min(range.end - at);
+                    in_chunks(range, |at, n| {
                         buf.clear();
                         k.fill(at as u64, n, &mut buf);
-                        f(&mut state, &buf).map_err(ScanError::Stopped)?;
-                        at += n;
-                    }
+                        f(&mut state, &buf).map_err(ScanError::Stopped)
+                    })?;
                 }
             }
             Ok(state)
         });
         results.into_iter().collect()
     }
+}
+
+#[cfg(target_os = "linux")]
+fn on_tmpfs(dir: &Path) -> bool {
+    nix::sys::statfs::statfs(dir)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn on_tmpfs(_dir: &Path) -> bool {
+    false
 }
 
 /// Writes the whole list into `file`, each worker its share.
@@ -261,18 +277,29 @@ fn write_all(file: &std::fs::File, kronecker: &Kronecker, workers: usize) -> io:
     par::on_workers(workers, |w| {
         let range = par::split(len, workers, w);
         let mut buf = Vec::with_capacity(CHUNK.min(range.len()));
-        let mut at = range.start;
-        while at < range.end {
-            let n = CHUNK.min(range.end - at);
+        in_chunks(range, |at, n| {
             buf.clear();
             kronecker.fill(at as u64, n, &mut buf);
-            file.write_all_at(bytemuck::cast_slice(&buf), 8 * at as u64)?;
-            at += n;
-        }
-        Ok(())
+            file.write_all_at(bytemuck::cast_slice(&buf), 8 * at as u64)
+        })
     })
     .into_iter()
     .collect()
+}
+
+/// Calls `f(first, len)` for each chunk of at most [`CHUNK`] tuples of
+/// `range`, in order, until one fails.
+fn in_chunks<E>(
+    range: std::ops::Range<usize>,
+    mut f: impl FnMut(usize, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut at = range.start;
+    while at < range.end {
+        let n = CHUNK.min(range.end - at);
+        f(at, n)?;
+        at += n;
+    }
+    Ok(())
 }
 
 /// Reads tuples `at..at + buf.len()` of the file into `buf`.
@@ -346,6 +373,16 @@ mod tests {
             err.to_string().contains("/nonexistent/statepipe-edges"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_file_on_a_tmpfs_is_known_to_be_memory() {
+        if !Path::new("/dev/shm").exists() || !on_tmpfs(Path::new("/dev/shm")) {
+            return; // no tmpfs mounted here to ask about
+        }
+        assert!(Storage::File("/dev/shm".into()).file_in_memory());
+        assert!(!Storage::Regenerate.file_in_memory());
+        assert!(!Storage::Memory.file_in_memory());
     }
 
     #[test]

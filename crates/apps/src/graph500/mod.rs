@@ -72,7 +72,8 @@ impl Config {
     /// one array a worker where they count privately, and ranks) and those
     /// of a search and its validation (parents, queue, bitmaps, the tree
     /// handed back with its levels, validation's marks), and the edge list
-    /// where it is kept in memory (else a chunk a worker).
+    /// where it is kept in memory or in a file on a tmpfs (else a chunk a
+    /// worker).
     pub fn bytes_needed(&self) -> u64 {
         let n = 1u64 << self.scale;
         let m = u64::from(self.edgefactor) << self.scale;
@@ -85,7 +86,12 @@ impl Config {
         };
         let kernel1 = n * (4 * counters + 1);
         let search = n * (4 + 4 + 4 + 4 + 2) + 3 * n / 8;
-        self.storage.resident_bytes(m, self.workers) + graph + kernel1.max(search)
+        let list = if self.storage.file_in_memory() {
+            8 * m
+        } else {
+            self.storage.resident_bytes(m, self.workers)
+        };
+        list + graph + kernel1.max(search)
     }
 
     /// Checks the parameters, and that the run fits in the memory available.
