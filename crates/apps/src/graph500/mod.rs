@@ -68,8 +68,8 @@ impl Default for Config {
 impl Config {
     /// About how many bytes of its own memory a run needs at its peak: the
     /// graph (4 bytes a tuple each way before deduplication, 8 a vertex of
-    /// offsets), then the larger of kernel 1's per-vertex arrays (degrees,
-    /// one array a worker where they count privately, and ranks) and those
+    /// offsets), then the larger of kernel 1's per-vertex arrays (degrees
+    /// and ranks) and those
     /// of a search and its validation (parents, queue, bitmaps, the tree
     /// handed back with its levels, validation's marks), and the edge list
     /// where it is kept in memory or in a file on a tmpfs (else a chunk a
@@ -77,14 +77,8 @@ impl Config {
     pub fn bytes_needed(&self) -> u64 {
         let n = 1u64 << self.scale;
         let m = u64::from(self.edgefactor) << self.scale;
-        let workers = self.workers.max(1) as u64;
         let graph = 4 * (2 * m) + 8 * (n + 1) + n / 8;
-        let counters = if workers <= csr::PRIVATE_COUNTS_MAX as u64 {
-            workers
-        } else {
-            1
-        };
-        let kernel1 = n * (4 * counters + 1);
+        let kernel1 = n * (4 + 1);
         let search = n * (4 + 4 + 4 + 4 + 2) + 3 * n / 8;
         let list = if self.storage.file_in_memory() {
             8 * m
