@@ -126,9 +126,10 @@ fn for_each_end(
 fn build(vertices: usize, edges: Source<'_>, workers: usize) -> Result<Csr, ScanError<Infallible>> {
     let workers = workers.max(1);
     // 1. Degrees (tuples before deduplication, self-loops left out), in
-    // one array of atomic counters: per-worker arrays of plain counters
-    // cost 4 bytes a vertex a worker and were no faster (2 workers, scale
-    // 22: 3.6-4.9 s against 3.8-4.1 s for the whole of kernel 1).
+    // one array of atomic counters. Per-worker arrays of plain counters
+    // cost 4 bytes a vertex a worker, and kernel 1 with them measured
+    // within the noise of this (2 workers, scale 22: 3.6-4.9 s against
+    // 3.8-4.1 s in process, 4.5-5.4 s against 4.8-5.5 s as whole runs).
     let mut degree = huge_filled(vertices, 0u32);
     {
         let shared = as_atomic(&mut degree);
