@@ -27,6 +27,14 @@ if [ -n "$variant" ]; then
 fi
 rm -rf "$kit"
 mkdir -p "$kit/bin" "$kit/lib" "$kit/serve-peers"
+# GAPBS's bfs, the Graph500 peer of run.sh's apps part, where GAPBS_SRC
+# names a checkout of its repository (https://github.com/sbeamer/gapbs;
+# not part of this one): built there with its own Makefile.
+if [ -n "${GAPBS_SRC:-}" ]; then
+  echo "kit: building GAPBS's bfs in $GAPBS_SRC"
+  make -C "$GAPBS_SRC" bfs
+  cp "$GAPBS_SRC/bfs" "$kit/bin/gapbs-bfs"
+fi
 cp target/release/statepipe "$kit/bin/"
 [ -z "$variant" ] || cp target/keep-awake/release/statepipe "$kit/bin/statepipe-keep-awake"
 cp bench/serve-peers/target/release/serve-peer "$kit/serve-peers/"
@@ -45,4 +53,4 @@ git rev-parse HEAD > "$kit/commit.txt"
 git status --short > "$kit/status.txt"
 ldd --version | sed -n 1p > "$kit/glibc.txt"  # sed reads it all: no SIGPIPE under pipefail
 du -sh "$kit"
-echo "kit: ready; carry .device-kit and run: bash bench/device/run.sh [pf] [cluster] [serve] [ring]"
+echo "kit: ready; carry .device-kit and run: bash bench/device/run.sh [pf] [cluster] [serve] [ring] [apps]"

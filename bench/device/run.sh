@@ -9,6 +9,9 @@
 #   cluster  statepipe bench cluster --faults --chaos (200 workers)
 #   serve    statepipe bench serve at k = 1, 4 and 8 server CPUs
 #   ring     statepipe bench ring
+#   apps     statepipe bench apps --case graph500/ at scales 20 to 26 (the
+#            BFS against the rayon peers, with peak RSS), and GAPBS's bfs
+#            at each scale where the kit has it (GAPBS_SRC for kit.sh)
 # Run from the repository root.
 set -uo pipefail
 kit=$PWD/.device-kit
@@ -89,7 +92,18 @@ for p in "$@"; do
       part ring
       "$sp" bench ring --json "$out/ring.json" > "$out/ring.txt" 2> "$out/ring.stderr"
       tail -40 "$out/ring.txt" ;;
-    *) echo "unknown part $p (pf, cluster, serve, ring)" >&2; exit 2 ;;
+    apps)
+      part apps
+      for scale in 20 22 24 26; do
+        "$sp" bench apps --case graph500/ --scale "$scale" --roots 16 --samples 3 \
+          --json "$out/apps-scale$scale.json" > "$out/apps-scale$scale.txt" 2> "$out/apps-scale$scale.stderr"
+        grep -E '^graph500/' "$out/apps-scale$scale.txt"
+        if [ -x "$kit/bin/gapbs-bfs" ]; then
+          OMP_NUM_THREADS=$(nproc) "$kit/bin/gapbs-bfs" -g "$scale" -k 16 -n 16 > "$out/gapbs-scale$scale.txt" 2>&1
+          echo "gapbs scale $scale: $(grep -E 'Average Time' "$out/gapbs-scale$scale.txt")"
+        fi
+      done ;;
+    *) echo "unknown part $p (pf, cluster, serve, ring, apps)" >&2; exit 2 ;;
   esac
 done
 part finished
