@@ -70,3 +70,49 @@ fn graph500_prints_the_output_block_and_refuses_huge_scales() {
         "{stderr}"
     );
 }
+
+#[test]
+fn graph500_gives_the_same_searches_wherever_the_edge_list_is_kept() {
+    let nedges = |edges: &str| {
+        let out = statepipe(
+            &[
+                "graph500", "--scale", "10", "--roots", "4", "--edges", edges,
+            ],
+            b"",
+        );
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("bytes per generated edge"), "{stderr}");
+        stdout
+            .lines()
+            .filter(|l| l.contains("nedge"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let file = nedges("file");
+    assert_eq!(file.len(), 7, "{file:?}");
+    assert_eq!(nedges("regenerate"), file);
+    assert_eq!(nedges("memory"), file);
+}
+
+#[test]
+fn graph500_without_a_folder_for_its_edge_list_says_what_to_do() {
+    let out = statepipe(
+        &[
+            "graph500",
+            "--scale",
+            "10",
+            "--edge-dir",
+            "/nonexistent/statepipe-edges",
+        ],
+        b"",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("/nonexistent/statepipe-edges"), "{stderr}");
+    assert!(stderr.contains("--edges regenerate"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
