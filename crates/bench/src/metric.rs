@@ -14,6 +14,15 @@ pub struct Metric {
 }
 
 impl Metric {
+    /// A metric of `case` in `unit`.
+    pub fn new(case: impl Into<String>, unit: &str, higher_is_better: bool) -> Metric {
+        Metric {
+            case: case.into(),
+            unit: unit.into(),
+            higher_is_better,
+        }
+    }
+
     /// A throughput in millions of events per second.
     pub fn throughput(case: impl Into<String>) -> Metric {
         Metric {

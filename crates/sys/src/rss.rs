@@ -25,6 +25,13 @@ pub fn now() -> Option<u64> {
     status_bytes("VmRSS:")
 }
 
+/// The resident memory now of the process `pid`, in bytes (to watch a
+/// child from outside); `None` once it has ended, or without `/proc`.
+pub fn of_process(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_kib(&status, "VmRSS:")
+}
+
 /// Lowers the mark [`peak`] reads to the resident memory now; false where
 /// that is not possible (no `/proc`, an old kernel).
 pub fn reset_peak() -> bool {
@@ -52,6 +59,18 @@ mod tests {
         assert_eq!(parse_kib(status, "VmHWM:"), Some(2 << 20));
         assert_eq!(parse_kib(status, "VmRSS:"), Some(1 << 20));
         assert_eq!(parse_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn reads_this_process_from_outside_as_from_inside() {
+        let Some(inside) = now() else {
+            return; // no /proc here
+        };
+        let outside = of_process(std::process::id()).unwrap();
+        assert!(
+            outside.abs_diff(inside) < 16 << 20,
+            "{outside} against {inside}"
+        );
     }
 
     #[test]

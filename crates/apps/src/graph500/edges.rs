@@ -75,14 +75,17 @@ impl Default for Storage {
 /// A Graph500 edge list, kept as its [`Storage`] says.
 #[derive(Debug)]
 pub struct EdgeList {
-    tuples: u64,
     store: Store,
 }
 
 #[derive(Debug)]
 enum Store {
     Memory(Vec<[u32; 2]>),
-    File { file: std::fs::File, dir: PathBuf },
+    File {
+        file: std::fs::File,
+        dir: PathBuf,
+        tuples: u64,
+    },
     Regenerate(Kronecker),
 }
 
@@ -109,14 +112,6 @@ pub(crate) enum Source<'a> {
 }
 
 impl EdgeList {
-    /// The list of `tuples` held in memory.
-    pub fn in_memory(tuples: Vec<[u32; 2]>) -> Self {
-        EdgeList {
-            tuples: tuples.len() as u64,
-            store: Store::Memory(tuples),
-        }
-    }
-
     /// Generates the Graph500 edge list of `edgefactor * 2^scale` tuples
     /// for `seed` on `workers` pinned threads and keeps it in `storage`.
     /// The tuples are those of [`generate`](super::generator::generate),
@@ -155,34 +150,27 @@ impl EdgeList {
                 Store::File {
                     file,
                     dir: dir.clone(),
+                    tuples,
                 }
             }
         };
-        Ok(EdgeList { tuples, store })
+        Ok(EdgeList { store })
     }
 
     /// How many tuples the list has.
     pub fn len(&self) -> u64 {
-        self.tuples
+        self.source().len()
     }
 
     /// Whether the list has no tuple.
     pub fn is_empty(&self) -> bool {
-        self.tuples == 0
-    }
-
-    /// The tuples, where the list is in memory.
-    pub fn as_slice(&self) -> Option<&[[u32; 2]]> {
-        match &self.store {
-            Store::Memory(v) => Some(v),
-            _ => None,
-        }
+        self.len() == 0
     }
 
     pub(crate) fn source(&self) -> Source<'_> {
         match &self.store {
             Store::Memory(v) => Source::Slice(v),
-            Store::File { file, dir } => Source::File(file, dir, self.tuples),
+            Store::File { file, dir, tuples } => Source::File(file, dir, *tuples),
             Store::Regenerate(k) => Source::Regenerate(k),
         }
     }

@@ -38,12 +38,8 @@
 //!   memory lets a memory-bound kernel scale ([`scaling`] sets the BFS's
 //!   and k-nucleotide's workers-over-one ratios beside it).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use rayon::prelude::*;
-use rustc_hash::FxBuildHasher;
 use statepipe_apps::graph500::bfs::{self, NONE};
 use statepipe_apps::graph500::csr::Csr;
 use statepipe_apps::graph500::{sample_roots, validate, EdgeList, Storage};
@@ -53,6 +49,14 @@ use crate::harness::{self, Contender, Group, Metric, SampleDone};
 use crate::host::Host;
 use crate::report::Report;
 use crate::BenchError;
+
+mod peers;
+mod whole_run;
+
+use peers::{
+    hashbrown_threads, hashmap_rayon, rayon_direction_optimizing, rayon_top_down, RayonArrays,
+};
+use whole_run::graph500_command;
 
 /// What `statepipe bench apps` runs.
 #[derive(Debug, Clone)]
@@ -229,25 +233,13 @@ pub fn run(
     };
     let memory_metrics = |case: &str| {
         [
-            Metric {
-                case: format!("{case} peak RSS"),
-                unit: "GB".into(),
-                higher_is_better: false,
-            },
-            Metric {
-                case: format!("{case} bytes/edge"),
-                unit: "B".into(),
-                higher_is_better: false,
-            },
+            Metric::new(format!("{case} peak RSS"), "GB", false),
+            Metric::new(format!("{case} bytes/edge"), "B", false),
         ]
     };
     let mut groups = Vec::new();
     if g.is_some() {
-        let mut metrics = vec![Metric {
-            case: format!("{bfs_group} hmean"),
-            unit: "GTEPS".into(),
-            higher_is_better: true,
-        }];
+        let mut metrics = vec![Metric::new(format!("{bfs_group} hmean"), "GTEPS", true)];
         metrics.extend(memory_metrics(&bfs_group));
         let contender = |imp: &str, config: String, search| {
             with_peak_rss(tuples, bfs_contender(imp, config, &expected, search))
@@ -273,21 +265,9 @@ pub fn run(
     }
     if let (true, Some(exe)) = (wanted(&run_group), &options.statepipe) {
         let mut metrics = vec![
-            Metric {
-                case: format!("{run_group} seconds"),
-                unit: "s".into(),
-                higher_is_better: false,
-            },
-            Metric {
-                case: format!("{run_group} hmean"),
-                unit: "GTEPS".into(),
-                higher_is_better: true,
-            },
-            Metric {
-                case: format!("{run_group} median search"),
-                unit: "ms".into(),
-                higher_is_better: false,
-            },
+            Metric::new(format!("{run_group} seconds"), "s", false),
+            Metric::new(format!("{run_group} hmean"), "GTEPS", true),
+            Metric::new(format!("{run_group} median search"), "ms", false),
         ];
         metrics.extend(memory_metrics(&run_group));
         let mut contenders = vec![
@@ -307,11 +287,7 @@ pub fn run(
     if wanted(&kn_group) {
         groups.push(Group {
             name: kn_group.clone(),
-            metrics: vec![Metric {
-                case: kn_group.clone(),
-                unit: "s".into(),
-                higher_is_better: false,
-            }],
+            metrics: vec![Metric::new(kn_group.clone(), "s", false)],
             contenders: vec![
                 kn_contender(
                     "statepipe",
@@ -333,11 +309,7 @@ pub fn run(
     if wanted("host/random-reads") {
         groups.push(Group {
             name: "host/random-reads".into(),
-            metrics: vec![Metric {
-                case: "host/random-reads 128MiB".into(),
-                unit: "G reads/s".into(),
-                higher_is_better: true,
-            }],
+            metrics: vec![Metric::new("host/random-reads 128MiB", "G reads/s", true)],
             contenders: vec![reads_contender(workers), reads_contender(1)],
         });
     }
@@ -379,101 +351,6 @@ fn with_peak_rss(tuples: f64, contender: Contender<'_>) -> Contender<'_> {
             Ok(values)
         })
     })
-}
-
-/// What one whole `graph500` run measured.
-struct RunFigures {
-    /// Seconds from start to exit.
-    seconds: f64,
-    /// The harmonic-mean TEPS of its output block.
-    teps: f64,
-    /// The median search time of its output block, in seconds.
-    median: f64,
-    /// Its peak resident memory, in bytes.
-    peak: f64,
-}
-
-/// One whole `graph500` run of `exe` as a child process (`edges`: its
-/// `--edges` value, `None` for an executable that predates the flag): its
-/// seconds start to exit, the harmonic-mean TEPS of its output block, and
-/// its peak resident memory in bytes, sampled from outside every 10 ms
-/// (`VmRSS` in `/proc/PID/status`; the child's own high-water mark is no
-/// use here, as `statepipe graph500` resets it phase by phase).
-fn graph500_command(
-    exe: &std::path::Path,
-    scale: u32,
-    roots: usize,
-    edges: Option<&str>,
-) -> Result<RunFigures, BenchError> {
-    use std::sync::atomic::AtomicBool;
-    let started = Instant::now();
-    let mut command = std::process::Command::new(exe);
-    command.args([
-        "graph500",
-        "--scale",
-        &scale.to_string(),
-        "--roots",
-        &roots.to_string(),
-    ]);
-    if let Some(edges) = edges {
-        command.args(["--edges", edges]);
-    }
-    let child = command
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| BenchError::failed("statepipe graph500", e))?;
-    let status = format!("/proc/{}/status", child.id());
-    let done = AtomicBool::new(false);
-    let (out, peak) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let mut peak = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let rss = std::fs::read_to_string(&status).ok().and_then(|text| {
-                    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
-                    line[6..].split_whitespace().next()?.parse::<u64>().ok()
-                });
-                peak = peak.max(rss.unwrap_or(0) * 1024);
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            peak
-        });
-        let out = child.wait_with_output();
-        done.store(true, Ordering::Relaxed);
-        (out, sampler.join().expect("the RSS sampler panicked"))
-    });
-    let out = out.map_err(|e| BenchError::failed("statepipe graph500", e))?;
-    let seconds = started.elapsed().as_secs_f64();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    if !out.status.success() {
-        return Err(BenchError::failed(
-            "statepipe graph500",
-            format!("{}: {}", out.status, stderr.trim()),
-        ));
-    }
-    let teps = parse_value(&stdout, "bfs  harmonic_mean_TEPS:").ok_or_else(|| {
-        BenchError::failed(
-            "statepipe graph500",
-            format!("no harmonic_mean_TEPS line in its output:\n{stdout}\n{stderr}"),
-        )
-    })?;
-    let median = parse_value(&stdout, "bfs  median_time:").unwrap_or(f64::NAN);
-    Ok(RunFigures {
-        seconds,
-        teps,
-        median,
-        peak: peak as f64,
-    })
-}
-
-/// The number after `key` on its line of `text`.
-fn parse_value(text: &str, key: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Words of the random-read array: 128 MiB.
@@ -613,267 +490,13 @@ pub fn describe(options: &AppsOptions) -> String {
     )
 }
 
-/// A rayon BFS's arrays: allocated once per contender, outside the timer,
-/// and reset by each search (as statepipe's [`bfs::Searcher`] is).
-struct RayonArrays {
-    /// Each vertex's parent, [`NONE`] until claimed.
-    parent: Vec<AtomicU32>,
-    /// The frontier of a bottom-up level, one bit per vertex.
-    bitmap: Vec<AtomicU64>,
-}
-
-impl RayonArrays {
-    fn new(n: usize) -> Self {
-        RayonArrays {
-            parent: (0..n).map(|_| AtomicU32::new(NONE)).collect(),
-            bitmap: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    /// Clears the parents (in parallel) and plants `root`.
-    fn reset(&self, root: u32) {
-        self.parent
-            .par_iter()
-            .for_each(|p| p.store(NONE, Ordering::Relaxed));
-        self.parent[root as usize].store(root, Ordering::Relaxed);
-    }
-
-    /// Vertices the last search reached.
-    fn reached(&self) -> usize {
-        self.parent
-            .iter()
-            .filter(|p| p.load(Ordering::Relaxed) != NONE)
-            .count()
-    }
-
-    #[cfg(test)]
-    fn parents(&self) -> Vec<u32> {
-        self.parent
-            .iter()
-            .map(|p| p.load(Ordering::Relaxed))
-            .collect()
-    }
-}
-
-/// One top-down level: claim every unvisited neighbour of the frontier.
-fn rayon_step(g: &Csr, parent: &[AtomicU32], frontier: &[u32]) -> Vec<u32> {
-    frontier
-        .par_iter()
-        .flat_map_iter(|&u| {
-            g.neighbours(u).iter().filter_map(move |&v| {
-                parent[v as usize]
-                    .compare_exchange(NONE, u, Ordering::Relaxed, Ordering::Relaxed)
-                    .ok()
-                    .map(|_| v)
-            })
-        })
-        .collect()
-}
-
-/// A level-synchronous top-down BFS with rayon.
-fn rayon_top_down(g: &Csr, arrays: &RayonArrays, root: u32) {
-    arrays.reset(root);
-    let parent = &arrays.parent;
-    let mut frontier = vec![root];
-    while !frontier.is_empty() {
-        frontier = rayon_step(g, parent, &frontier);
-    }
-}
-
-/// A direction-optimizing BFS with rayon (Beamer's heuristic, α = 15, β = 18).
-fn rayon_direction_optimizing(g: &Csr, arrays: &RayonArrays, root: u32) {
-    let n = g.vertices();
-    arrays.reset(root);
-    let (parent, bitmap) = (&arrays.parent, &arrays.bitmap);
-    let mut frontier = vec![root];
-    let mut unexplored = g.adjacency.len() as u64;
-    let mut previous_edges = 0;
-    let mut bottom_up = false;
-    while !frontier.is_empty() {
-        let m_f: u64 = frontier.par_iter().map(|&v| g.degree(v) as u64).sum();
-        unexplored = unexplored.saturating_sub(m_f);
-        bottom_up = if bottom_up {
-            frontier.len() >= n / bfs::BETA
-        } else {
-            m_f > previous_edges && m_f > unexplored / bfs::ALPHA
-        };
-        previous_edges = m_f;
-        frontier = if bottom_up {
-            bitmap
-                .par_iter()
-                .for_each(|w| w.store(0, Ordering::Relaxed));
-            frontier.par_iter().for_each(|&v| {
-                bitmap[v as usize / 64].fetch_or(1 << (v % 64), Ordering::Relaxed);
-            });
-            (0..n as u32)
-                .into_par_iter()
-                .filter(|&v| parent[v as usize].load(Ordering::Relaxed) == NONE)
-                .filter_map(|v| {
-                    let u = g.neighbours(v).iter().copied().find(|&u| {
-                        bitmap[u as usize / 64].load(Ordering::Relaxed) & (1 << (u % 64)) != 0
-                    })?;
-                    parent[v as usize].store(u, Ordering::Relaxed);
-                    Some(v)
-                })
-                .collect()
-        } else {
-            rayon_step(g, parent, &frontier)
-        };
-    }
-}
-
-/// k-nucleotide with `std` `HashMap`s, one rayon task per k.
-fn hashmap_rayon(input: &[u8], _workers: usize) -> String {
-    let codes = kmer::three_codes(input).expect("valid input");
-    let tables: Vec<HashMap<u64, u64>> = kmer::REPORT_K
-        .par_iter()
-        .map(|&k| {
-            let mut m = HashMap::new();
-            let mask = (1u64 << (2 * k)) - 1;
-            let mut code = 0u64;
-            for (i, &c) in codes.iter().enumerate() {
-                code = ((code << 2) | u64::from(c)) & mask;
-                if i + 1 >= k {
-                    *m.entry(code).or_insert(0) += 1;
-                }
-            }
-            m
-        })
-        .collect();
-    print_report(
-        codes.len(),
-        |k, code| {
-            let i = kmer::REPORT_K
-                .iter()
-                .position(|&x| x == k)
-                .expect("a report k");
-            tables[i].get(&code).copied().unwrap_or(0)
-        },
-        |k| {
-            let i = kmer::REPORT_K
-                .iter()
-                .position(|&x| x == k)
-                .expect("a report k");
-            tables[i].iter().map(|(&c, &n)| (c, n)).collect()
-        },
-    )
-}
-
-/// k-nucleotide with `hashbrown` and the Fx hash, one std thread per k.
-fn hashbrown_threads(input: &[u8], _workers: usize) -> String {
-    let codes = kmer::three_codes(input).expect("valid input");
-    let codes = &codes;
-    let tables: Vec<hashbrown::HashMap<u64, u64, FxBuildHasher>> = std::thread::scope(|s| {
-        let handles: Vec<_> = kmer::REPORT_K
-            .iter()
-            .map(|&k| {
-                s.spawn(move || {
-                    let mut m = hashbrown::HashMap::with_hasher(FxBuildHasher);
-                    let mask = (1u64 << (2 * k)) - 1;
-                    let mut code = 0u64;
-                    for (i, &c) in codes.iter().enumerate() {
-                        code = ((code << 2) | u64::from(c)) & mask;
-                        if i + 1 >= k {
-                            *m.entry(code).or_insert(0) += 1;
-                        }
-                    }
-                    m
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a counting thread"))
-            .collect()
-    });
-    print_report(
-        codes.len(),
-        |k, code| {
-            let i = kmer::REPORT_K
-                .iter()
-                .position(|&x| x == k)
-                .expect("a report k");
-            tables[i].get(&code).copied().unwrap_or(0)
-        },
-        |k| {
-            let i = kmer::REPORT_K
-                .iter()
-                .position(|&x| x == k)
-                .expect("a report k");
-            tables[i].iter().map(|(&c, &n)| (c, n)).collect()
-        },
-    )
-}
-
-/// The k-nucleotide report from any table, in the same format as [`kmer::report`].
-fn print_report(
-    len: usize,
-    count: impl Fn(usize, u64) -> u64,
-    entries: impl Fn(usize) -> Vec<(u64, u64)>,
-) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    for k in [1, 2] {
-        let total = (len + 1 - k) as f64;
-        let mut e = entries(k);
-        e.sort_by(|a, b| {
-            b.1.cmp(&a.1)
-                .then(kmer::decode(a.0, k).cmp(&kmer::decode(b.0, k)))
-        });
-        for (code, n) in e {
-            let _ = writeln!(
-                out,
-                "{} {:.3}",
-                kmer::decode(code, k),
-                100.0 * n as f64 / total
-            );
-        }
-        out.push('\n');
-    }
-    for s in kmer::REPORT_KMERS {
-        let code = kmer::encode(s).expect("a valid k-mer");
-        let _ = writeln!(out, "{}\t{s}", count(s.len(), code));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_output_block() {
-        let block = "SCALE:                          8\nbfs  harmonic_mean_TEPS:        1.5e+09\n";
-        assert_eq!(parse_value(block, "bfs  harmonic_mean_TEPS:"), Some(1.5e9));
-        assert_eq!(parse_value(block, "bfs  mean_time:"), None);
-    }
-
-    #[test]
     fn random_reads_reads() {
         let data = vec![1u32; 1 << 10];
         assert!(random_reads(&data, 2, 1 << 12) > 0.0);
-    }
-
-    #[test]
-    fn peers_agree_with_statepipe() {
-        let input = fasta::generate(2_000);
-        let ours = kmer::knucleotide(&input, 2).unwrap();
-        assert_eq!(hashmap_rayon(&input, 2), ours);
-        assert_eq!(hashbrown_threads(&input, 2), ours);
-        let edges = statepipe_apps::graph500::generator::generate(10, 16, 2, 2);
-        let g = Csr::build(1024, &edges, 2);
-        for root in sample_roots(&g, 4, 2) {
-            let levels = bfs::levels_sequential(&g, root);
-            let arrays = RayonArrays::new(1024);
-            for f in [rayon_top_down, rayon_direction_optimizing] {
-                // Twice: the second search reuses the first's arrays.
-                f(&g, &arrays, sample_roots(&g, 1, 3)[0]);
-                f(&g, &arrays, root);
-                let parent = arrays.parents();
-                let reached: Vec<bool> = parent.iter().map(|&p| p != NONE).collect();
-                let expected: Vec<bool> = levels.iter().map(|&l| l != NONE).collect();
-                assert_eq!(reached, expected);
-            }
-        }
     }
 }
