@@ -6,7 +6,7 @@
 //!   statepipe's tree) for statepipe (all workers, and one worker), a rayon
 //!   top-down BFS and a rayon direction-optimizing BFS (Beamer's α = 15,
 //!   β = 18, as statepipe). A peer must reach as many vertices as statepipe.
-//!   statepipe's search arrays are allocated once per contender (a
+//!   statepipe's search arrays are allocated once per sample (a
 //!   [`bfs::Searcher`], as Graph500's reference code allocates its tree
 //!   outside the timed kernel) and reset in each timed search, and its
 //!   workers stay up through a sample's searches, as rayon's pool does; the

@@ -12,7 +12,7 @@ use statepipe_apps::graph500::bfs::{self, NONE};
 use statepipe_apps::graph500::csr::Csr;
 use statepipe_apps::kmer;
 
-/// A rayon BFS's arrays: allocated once per contender, outside the timer,
+/// A rayon BFS's arrays: allocated once per sample, outside the timer,
 /// and reset by each search (as statepipe's [`bfs::Searcher`] is).
 pub(super) struct RayonArrays {
     /// Each vertex's parent, [`NONE`] until claimed.
