@@ -2,9 +2,9 @@
 //! above.
 //!
 //! - No library (`sys`, `ring`, `pipeline`, `cluster`, `models`), nor the
-//!   workload and service crates the binary calls (`apps`, `serve`), depends
-//!   on a command-line, progress-bar, signal, logging-setup or benchmark
-//!   crate.
+//!   workload, service and dashboard crates the binary calls (`apps`,
+//!   `serve`, `dashboard`), depends on a command-line, progress-bar,
+//!   signal, logging-setup or benchmark crate.
 //! - None of them has an import cycle between its modules. A module is a file
 //!   or an inline `mod`; module A depends on B when A names an item of B, in
 //!   a `use` or in a path (`crate::`, `super::`, `self::`, or a child
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
-const LIBRARIES: [&str; 7] = [
-    "sys", "ring", "pipeline", "cluster", "models", "apps", "serve",
+const LIBRARIES: [&str; 8] = [
+    "sys", "ring", "pipeline", "cluster", "models", "apps", "serve", "dashboard",
 ];
 
 const FORBIDDEN: [&str; 7] = [
