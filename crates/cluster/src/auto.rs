@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::engine::{Children, Engine, Inputs, Outputs};
 use crate::error::Error;
@@ -22,6 +22,7 @@ use crate::local::Local;
 use crate::master::{Master, MasterConfig};
 use crate::registry::encode;
 use crate::snapshot::Snapshot;
+use crate::telemetry::Telemetry;
 use crate::threads::threads_for_first;
 
 /// What [`Auto`] assumes about shipping states to workers: the figures a
@@ -168,6 +169,8 @@ pub struct Auto<E: Evolve, S> {
     place: Place<E>,
     start: Option<S>,
     decision: Option<Decision>,
+    /// Steps evolved in this process (the master counts its own).
+    here_steps: u64,
 }
 
 impl<E, S> Auto<E, S>
@@ -185,6 +188,7 @@ where
             place: Place::Here(local),
             start: Some(start),
             decision: None,
+            here_steps: 0,
         }
     }
 
@@ -208,7 +212,23 @@ where
             place: Place::Here(local),
             start: Some(start),
             decision: None,
+            here_steps: 0,
         })
+    }
+
+    /// When a step evolved in this process starts, if telemetry records it
+    /// (a master records its own).
+    fn here_started(&self) -> Option<Instant> {
+        let here = matches!(self.place, Place::Here(_));
+        (here && self.cfg.master.telemetry.is_some()).then(Instant::now)
+    }
+
+    /// Records a step evolved in this process, started at `t0`.
+    fn here_done(&mut self, t0: Option<Instant>) {
+        if let (Some(t0), Some(t)) = (t0, &self.cfg.master.telemetry) {
+            self.here_steps += 1;
+            t.step_done(self.here_steps, t0.elapsed().as_secs_f64());
+        }
     }
 
     /// The run as it stands (see [`Master::snapshot`]).
@@ -356,7 +376,9 @@ where
     }
 
     fn evolve_many(&mut self, inputs: Inputs<E>) -> Result<Outputs<E>, Error> {
+        let t0 = self.here_started();
         let out = self.engine().evolve_many(inputs)?;
+        self.here_done(t0);
         if self.decision.is_none() && !out.is_empty() {
             let d = self.decide(out.len(), out.values().flatten().map(|(_, o)| o));
             self.follow(d)?;
@@ -373,7 +395,9 @@ where
     where
         E::Input: Clone,
     {
+        let t0 = self.here_started();
         self.engine().evolve_batch(parents, inputs, out)?;
+        self.here_done(t0);
         if self.decision.is_none() && !parents.is_empty() {
             let d = self.decide(parents.len(), out.iter().map(|(_, o)| o));
             self.follow(d)?;
@@ -386,6 +410,10 @@ where
             Place::Here(l) => l.threads(),
             _ => 1,
         }
+    }
+
+    fn telemetry(&self) -> Option<Telemetry> {
+        self.cfg.master.telemetry.clone()
     }
 
     fn fetch_states(&mut self, ids: &[StateId]) -> Result<HashMap<StateId, E::State>, Error> {

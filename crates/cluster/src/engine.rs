@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use crate::error::Error;
 use crate::evolve::{Evolve, IdHash, IdMap, StateId};
+use crate::telemetry::Telemetry;
 
 /// Each parent to evolve with its input: what [`Engine::evolve_many`]
 /// takes. Collect `(StateId, input)` pairs into it.
@@ -239,6 +240,15 @@ pub trait Engine<E: Evolve> {
     /// many for its own work between steps. The default is 1.
     fn threads(&self) -> usize {
         1
+    }
+
+    /// Where this engine shows its run as it goes, if anywhere: a driver
+    /// adds its own series there (the particle filter its likelihood and
+    /// effective sample size). A [`Master`](crate::Master) gives its
+    /// [`MasterConfig::telemetry`](crate::MasterConfig::telemetry); the
+    /// default is `None`.
+    fn telemetry(&self) -> Option<Telemetry> {
+        None
     }
 }
 

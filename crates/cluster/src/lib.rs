@@ -12,6 +12,9 @@
 //!   launcher) or [`worker::run`] serves a master. A master admits workers
 //!   through a [`Listener`] once they prove the shared [`Secret`].
 //! - [`pf`] runs a bootstrap particle filter on any engine.
+//! - A [`Telemetry`] given to the master ([`MasterConfig::telemetry`])
+//!   shows the run while it goes: steps, workers, losses, the filter's
+//!   likelihood, as a [`TelemetrySnapshot`] any thread reads.
 //!
 //! A program that is its own master and workers:
 //!
@@ -74,6 +77,7 @@ mod rng;
 mod snapshot;
 mod spawn;
 mod stats;
+mod telemetry;
 mod threads;
 mod wire;
 pub mod worker;
@@ -100,6 +104,10 @@ pub use rng::{call_rng, Rng, Rngs};
 pub use snapshot::Snapshot;
 pub use spawn::{kill_spawned_workers, LocalCluster, WorkerCommand};
 pub use stats::{Stats, WorkerStats};
+pub use telemetry::{
+    Telemetry, TelemetryEvent, TelemetryEventKind, TelemetryLane, TelemetryLaneKind, TelemetryPf,
+    TelemetrySnapshot, TelemetryTotals, TelemetryWorker,
+};
 
 /// How the master schedules: batches, placement, stealing, deadlines
 /// (the fields of [`MasterConfig::sched`]).

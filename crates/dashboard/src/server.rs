@@ -105,7 +105,9 @@ pub struct Dashboard {
 
 impl std::fmt::Debug for Dashboard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dashboard").field("addr", &self.addr).finish()
+        f.debug_struct("Dashboard")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -138,10 +140,12 @@ impl Dashboard {
             addr: addr.to_owned(),
             source,
         })?;
-        let local = listener.local_addr().map_err(|source| DashboardError::Bind {
-            addr: addr.to_owned(),
-            source,
-        })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| DashboardError::Bind {
+                addr: addr.to_owned(),
+                source,
+            })?;
         let shared = Arc::new(Shared {
             source,
             options,
@@ -458,7 +462,7 @@ fn serve_connection(mut conn: TcpStream, shared: &Shared) {
         "/metrics" => respond(
             &mut conn,
             "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
             &[("cache-control", "no-store")],
             metrics(shared).as_bytes(),
             head_only,
@@ -495,7 +499,10 @@ fn login(conn: &mut TcpStream, token: &str, query: &str) {
         .find(|(k, _)| *k == "token")
         .map(|(_, v)| percent_decode(v));
     if given.as_deref().is_some_and(|g| same(g, token)) {
-        let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", cookie_value(token));
+        let cookie = format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            cookie_value(token)
+        );
         let _ = respond(
             conn,
             "303 See Other",
@@ -548,16 +555,14 @@ fn percent_decode(s: &str) -> String {
     while i < b.len() {
         let hex = |c: u8| (c as char).to_digit(16);
         match b[i] {
-            b'%' if i + 2 < b.len() => {
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' => out.push(b' '),
             c => out.push(c),
         }

@@ -89,7 +89,7 @@ fn every_path_answers_as_documented() {
     assert!(v["data"]["n"].as_u64().is_some());
     let (status, head, body) = get(a, "/metrics", "");
     assert_eq!(status, 200);
-    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(head.contains("application/openmetrics-text"), "{head}");
     assert!(body.contains("test_total 7"));
     assert_eq!(get(a, "/nothing", "").0, 404);
     assert_eq!(get(a, "/api/snapshot?x=1", "").0, 200, "a query is ignored");
@@ -145,7 +145,12 @@ fn a_token_guards_every_path_and_is_never_shown() {
     }
     assert_eq!(get(a, "/metrics", "authorization: Bearer wrong\r\n").0, 401);
     assert_eq!(
-        get(a, "/metrics", &format!("authorization: Bearer {secret}\r\n")).0,
+        get(
+            a,
+            "/metrics",
+            &format!("authorization: Bearer {secret}\r\n")
+        )
+        .0,
         200
     );
     assert_eq!(get(a, "/login?token=wrong", "").0, 401);
@@ -263,8 +268,8 @@ fn a_bad_address_says_what_to_do() {
     let e = Dashboard::start("not an address", source.clone(), Options::default()).unwrap_err();
     assert!(e.to_string().contains("HOST:PORT"), "{e}");
     let taken = start(Options::default(), 0);
-    let e = Dashboard::start(&taken.local_addr().to_string(), source, Options::default())
-        .unwrap_err();
+    let e =
+        Dashboard::start(&taken.local_addr().to_string(), source, Options::default()).unwrap_err();
     assert!(e.to_string().contains("another port"), "{e}");
 }
 

@@ -26,6 +26,7 @@ use crate::protocol::DEFAULT_MAX_FRAME;
 use crate::registry::Registry;
 use crate::registry::{decode, encode};
 use crate::stats::Stats;
+use crate::telemetry::Telemetry;
 use driver::Driver;
 use sched::{SchedConfig, Scheduler};
 
@@ -74,6 +75,15 @@ pub struct MasterConfig {
     /// caller kept. Every later call returns [`Error::Interrupted`] too.
     /// `None`: nothing stops an operation but its end.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Where the master shows the run as it goes (a dashboard reads it
+    /// from another thread): steps and their times, each answered batch
+    /// and move, the workers' counters, joins, losses, recoveries,
+    /// promotions, straggler re-runs, rollbacks and the end. The particle
+    /// filter adds its likelihood and effective sample size
+    /// ([`Engine::telemetry`]). It costs a short lock per batch, move,
+    /// step and event, and one pass over the states' places per
+    /// operation; results do not change. `None`: nothing is recorded.
+    pub telemetry: Option<Telemetry>,
 }
 
 impl Default for MasterConfig {
@@ -85,6 +95,7 @@ impl Default for MasterConfig {
             max_frame: DEFAULT_MAX_FRAME,
             failure_grace: Duration::from_millis(500),
             stop: None,
+            telemetry: None,
         }
     }
 }
@@ -148,6 +159,9 @@ impl<E: Evolve> Master<E> {
             interrupted: false,
         };
         m.sched.stop = cfg.stop;
+        if let Some(t) = cfg.telemetry {
+            m.sched.set_telemetry(t);
+        }
         m.sched.begin_setup(E::NAME, &params)?;
         m.driver.run(&mut m.sched);
         m.go_on()?;
@@ -221,6 +235,7 @@ impl<E: Evolve> Master<E> {
             self.driver.run(&mut self.sched);
             self.go_on()?;
         }
+        self.sched.publish_telemetry();
         Ok(())
     }
 
@@ -312,6 +327,9 @@ impl<E: Evolve> Master<E> {
         self.settle()?;
         self.sched.finish()?;
         self.stats.rollbacks += 1;
+        if let Some(t) = self.sched.telemetry() {
+            t.rolled_back(to.step, to.states.len());
+        }
         tracing::warn!(
             step = to.step,
             states = to.states.len(),
@@ -398,6 +416,9 @@ impl<E: Evolve> Master<E> {
         if !self.closed {
             self.closed = true;
             self.driver.close(&mut self.sched);
+            if let Some(t) = self.sched.telemetry() {
+                t.finish();
+            }
         }
     }
 }
@@ -437,6 +458,9 @@ impl<E: Evolve> Engine<E> for Master<E> {
             *acc += b1 - b0;
         }
         let raw = self.sched.finish_evolve()?;
+        if let Some(t) = self.sched.telemetry() {
+            t.step_done(self.sched.step(), t0.elapsed().as_secs_f64());
+        }
         raw.into_iter()
             .map(|(p, kids)| {
                 let kids = kids
@@ -464,5 +488,9 @@ impl<E: Evolve> Engine<E> for Master<E> {
         self.sched.begin_drop(ids)?;
         self.settle()?;
         self.sched.finish()
+    }
+
+    fn telemetry(&self) -> Option<Telemetry> {
+        self.sched.telemetry().cloned()
     }
 }

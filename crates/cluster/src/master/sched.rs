@@ -25,6 +25,7 @@ use crate::error::{Error, WorkerLost};
 use crate::evolve::StateId;
 use crate::protocol::{self, msg, Kind};
 use crate::stats::WorkerStats;
+use crate::telemetry::Telemetry;
 
 mod buddy;
 pub(crate) mod config;
@@ -193,6 +194,9 @@ pub(crate) struct Scheduler {
     pub out: Vec<(WorkerId, Vec<u8>)>,
     /// Set by the caller to end the operation (`MasterConfig::stop`).
     pub(crate) stop: Option<Arc<AtomicBool>>,
+    /// Where the run shows itself as it goes (`MasterConfig::telemetry`):
+    /// written per answered batch, move, loss and step, never per state.
+    tel: Option<Telemetry>,
 }
 
 impl Scheduler {
@@ -235,12 +239,49 @@ impl Scheduler {
             hung: HashMap::new(),
             hung_workers: Vec::new(),
             stop: None,
+            tel: None,
             hung_fail: None,
             dups: HashMap::new(),
             parked: Vec::new(),
             hiccups: hiccup::Hiccups::default(),
             out: Vec::new(),
         }
+    }
+
+    /// Hands the books `t` to write into; the workers so far join it.
+    pub(crate) fn set_telemetry(&mut self, t: Telemetry) {
+        for (w, s) in self.slots.iter().enumerate() {
+            t.joined(w, s.addr);
+        }
+        self.tel = Some(t);
+    }
+
+    /// The telemetry written into, if any.
+    pub(crate) fn telemetry(&self) -> Option<&Telemetry> {
+        self.tel.as_ref()
+    }
+
+    /// At the end of an operation: every worker's counters, and the states
+    /// each holds (one pass over the books), to the telemetry.
+    pub(crate) fn publish_telemetry(&self) {
+        let Some(t) = &self.tel else {
+            return;
+        };
+        let mut held = vec![0u64; self.slots.len()];
+        for &w in self.location.values() {
+            held[w] += 1;
+        }
+        t.workers(
+            self.slots
+                .iter()
+                .zip(held)
+                .map(|(s, n)| (s.stats.clone(), n)),
+        );
+    }
+
+    /// Evolve steps done (as a snapshot or rollback set it).
+    pub(crate) fn step(&self) -> u64 {
+        self.step
     }
 
     /// Per-worker counters.
@@ -576,6 +617,9 @@ impl Scheduler {
         s.stats.busy_ns += e.busy_ns;
         s.stats.evolved += n as u64;
         s.stats.batches += 1;
+        if let Some(t) = &self.tel {
+            t.batch(w, &s.stats, e.busy_ns, s.last_evolved);
+        }
         if solo {
             let rtt = (nanos(sent.elapsed()) - e.busy_ns as f64).max(0.0);
             s.rtt_ns = Some(s.rtt_ns.map_or(rtt, |o| 0.8 * o + 0.2 * rtt));

@@ -30,6 +30,7 @@ struct Part {
     max: f64,
     total: f64,
     num: f64,
+    sq: f64,
     /// The fixed-point sum of its scaled weights, then the island's
     /// running sum where the block starts.
     cum: u64,
@@ -236,11 +237,12 @@ impl Between {
             .collect();
         let maxima: Vec<f64> = weights.iter().map(|wt| wt.max).collect();
         each(units, tasks, |(u, (((lw, sm), w), part))| {
-            (part.total, part.num) = weigh(lw, sm, maxima[u / nb], w);
+            (part.total, part.num, part.sq) = weigh(lw, sm, maxima[u / nb], w);
         });
         let mut nums = Vec::with_capacity(k);
         for ((wt, z), ps) in weights.iter_mut().zip(log_z).zip(parts.chunks(nb)) {
             wt.total = ps.iter().fold(0.0, |a, p| a + p.total);
+            wt.sq = ps.iter().fold(0.0, |a, p| a + p.sq);
             nums.push(ps.iter().fold(0.0, |a, p| a + p.num));
             *z += wt.log_sum() - (m as f64).ln();
         }

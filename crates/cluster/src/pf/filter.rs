@@ -317,6 +317,10 @@ fn run_steps<M: SsModel, G: Engine<Bootstrap<M>>>(
         let next = (st.t < model.steps()).then_some((seed, st.t));
         between.resume(&st.log_w, &mut weights, &mut inputs, next);
     }
+    let telemetry = engine.telemetry();
+    if let Some(tel) = &telemetry {
+        tel.set_total_steps(model.steps() as u64);
+    }
     while st.t < model.steps() {
         let t = st.t;
         engine.evolve_batch(&st.ids, &inputs, &mut out)?;
@@ -335,19 +339,29 @@ fn run_steps<M: SsModel, G: Engine<Bootstrap<M>>>(
             .iter()
             .map(|w| w.max)
             .fold(f64::NEG_INFINITY, f64::max);
-        let (mut num, mut den) = (0.0, 0.0);
+        let (mut num, mut den, mut sq) = (0.0, 0.0, 0.0);
         for (w, n) in weights.iter().zip(nums) {
             let scale = (w.max - top).exp();
             if scale > 0.0 {
                 num += scale * n;
                 den += scale * w.total;
+                sq += scale * scale * w.sq;
             }
         }
         st.means.push(num / den);
         st.t = t + 1;
+        if let Some(tel) = &telemetry {
+            // Over all islands: (Σ w)² / Σ w², the weights scaled alike.
+            let ess = if sq > 0.0 { den * den / sq } else { 0.0 };
+            let loglik = log_sum_exp(st.log_z.iter().copied()) - (cfg.islands as f64).ln();
+            tel.record_pf_step(st.t as u64, loglik, ess, cfg.particles);
+        }
         after_step(engine, &st)?;
     }
     engine.drop_states(&st.ids)?;
+    if let Some(tel) = &telemetry {
+        tel.finish();
+    }
     let r = cfg.islands as f64;
     let log_z = st.log_z;
     let loglik = log_sum_exp(log_z.iter().copied()) - r.ln();

@@ -39,12 +39,14 @@ pub(super) fn blocks(m: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
-/// An island's weights `exp(log_w − max)`: their sum and the max. One
+/// An island's weights `exp(log_w − max)`: their sum, the sum of their
+/// squares (the effective sample size, `total² / sq`) and the max. One
 /// `exp` per particle serves the likelihood, the filtered mean and the
 /// next resampling.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Weights {
     pub(super) total: f64,
+    pub(super) sq: f64,
     pub(super) max: f64,
 }
 
@@ -79,32 +81,33 @@ pub(super) fn weigh_island(
         .iter()
         .map(|b| max_of(&log_w[b.clone()]))
         .fold(f64::NEG_INFINITY, f64::max);
-    let (mut total, mut num) = (0.0, 0.0);
+    let (mut total, mut num, mut sq) = (0.0, 0.0, 0.0);
     for b in bounds {
-        let (t, n) = weigh(
+        let (t, n, q) = weigh(
             &log_w[b.clone()],
             &summary[b.clone()],
             max,
             &mut w[b.clone()],
         );
-        (total, num) = (total + t, num + n);
+        (total, num, sq) = (total + t, num + n, sq + q);
     }
-    (Weights { total, max }, num)
+    (Weights { total, sq, max }, num)
 }
 
 widest! {
     /// `w[i] = e^(log_w[i] − max)` (a branch-free `exp` that vectorises,
-    /// within an ulp of libm's), and the sums of `w[i]` and of
-    /// `w[i] · summary[i]`, each as [`SUM_LANES`] running sums by
-    /// position added in a fixed order, on the widest vector unit.
-    pub(super) fn weigh(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) = weigh_any;
+    /// within an ulp of libm's), and the sums of `w[i]`, of
+    /// `w[i] · summary[i]` and of `w[i]²`, each as [`SUM_LANES`] running
+    /// sums by position added in a fixed order, on the widest vector unit.
+    pub(super) fn weigh(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64, f64) = weigh_any;
 }
 
 /// [`weigh`]'s loop.
 #[inline(always)]
-fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64) {
+fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f64, f64) {
     assert!(log_w.len() == summary.len() && w.len() == log_w.len());
     let (mut total, mut num) = ([0.0f64; SUM_LANES], [0.0f64; SUM_LANES]);
+    let mut sq = [0.0f64; SUM_LANES];
     let mut ws = w.chunks_exact_mut(SUM_LANES);
     let mut ls = log_w.chunks_exact(SUM_LANES);
     let mut ss = summary.chunks_exact(SUM_LANES);
@@ -114,6 +117,7 @@ fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f
             w[k] = e;
             total[k] += e;
             num[k] += e * s[k];
+            sq[k] += e * e;
         }
     }
     let rest = ws.into_remainder().iter_mut().zip(ls.remainder());
@@ -122,10 +126,11 @@ fn weigh_any(log_w: &[f64], summary: &[f64], max: f64, w: &mut [f64]) -> (f64, f
         *w = e;
         total[k] += e;
         num[k] += e * s;
+        sq[k] += e * e;
     }
     let add =
         |a: [f64; SUM_LANES]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    (add(total), add(num))
+    (add(total), add(num), add(sq))
 }
 
 /// The largest of `v` (−∞ if empty; NaNs ignored, as `f64::max` does), as

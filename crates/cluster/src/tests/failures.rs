@@ -14,6 +14,7 @@ use crate::listen::Listener;
 use crate::local::Local;
 use crate::master::{Master, MasterConfig, MasterImpl};
 use crate::protocol::{self, msg, Kind, DEFAULT_MAX_FRAME};
+use crate::telemetry::{Telemetry, TelemetryEventKind};
 use crate::worker::{self, Next, WorkerCore};
 use crate::{wire, Error};
 
@@ -99,6 +100,16 @@ fn cluster(
     imp: MasterImpl,
     recovery: Recovery,
 ) -> Master<Branchy> {
+    cluster_with(good, fault, imp, recovery, None)
+}
+
+fn cluster_with(
+    good: usize,
+    fault: Option<Fault>,
+    imp: MasterImpl,
+    recovery: Recovery,
+    telemetry: Option<Telemetry>,
+) -> Master<Branchy> {
     let secret = Secret::random();
     let l = Listener::bind("127.0.0.1:0", secret.clone()).unwrap();
     let addr = l.local_addr().unwrap();
@@ -114,6 +125,7 @@ fn cluster(
     let mut cfg = MasterConfig {
         imp,
         seed: 1,
+        telemetry,
         ..MasterConfig::default()
     };
     cfg.sched.recovery = recovery;
@@ -218,6 +230,53 @@ fn a_worker_that_hangs_is_declared_lost_like_a_disconnect() {
     for imp in [MasterImpl::EventLoop, MasterImpl::Threaded] {
         let reason = survives(Fault::Hang, imp);
         assert!(reason.starts_with("no answer for"), "{reason}");
+    }
+}
+
+/// A lost worker shows on the telemetry: lost (with its reason), then
+/// recovered, and its row is no longer alive.
+#[test]
+fn a_lost_worker_shows_as_lost_then_recovered() {
+    for imp in [MasterImpl::EventLoop, MasterImpl::Threaded] {
+        let t = Telemetry::new();
+        let mut m = cluster_with(
+            2,
+            Some(Fault::Disconnect),
+            imp,
+            Recovery::MasterCopy,
+            Some(t.clone()),
+        );
+        let ids = m
+            .reset_states((0..30).map(|i| (i, vec![])).collect())
+            .unwrap();
+        m.evolve_many(ids.iter().map(|&i| (i, 1)).collect())
+            .unwrap();
+        let s = t.snapshot();
+        let lost: Vec<_> = s
+            .events
+            .iter()
+            .filter(|e| e.kind == TelemetryEventKind::Lost)
+            .collect();
+        assert_eq!(lost.len(), 1, "{imp:?}: {:?}", s.events);
+        let w = lost[0].worker.expect("a worker");
+        // The reason: closed, or reset, as the kernel saw it.
+        assert!(!lost[0].detail.is_empty(), "{:?}", lost[0]);
+        let recovered = s
+            .events
+            .iter()
+            .position(|e| e.kind == TelemetryEventKind::Recovered && e.worker == Some(w));
+        let at = s
+            .events
+            .iter()
+            .position(|e| e.kind == TelemetryEventKind::Lost);
+        assert!(recovered > at, "{imp:?}: {:?}", s.events);
+        assert!(!s.workers[w].alive && s.workers[w].states == 0);
+        assert_eq!(s.totals.losses, 1);
+        assert_eq!(
+            s.totals.states, 30,
+            "{imp:?}: every state held by the survivors"
+        );
+        assert!(s.workers.iter().map(|x| x.recovered_states).sum::<u64>() > 0);
     }
 }
 

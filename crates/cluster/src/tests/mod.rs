@@ -22,3 +22,4 @@ mod resume;
 mod rollback;
 mod slow_link;
 mod stop;
+mod telemetry;

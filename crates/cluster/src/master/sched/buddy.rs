@@ -525,6 +525,13 @@ impl Scheduler {
             }
         }
         let live = self.live();
+        if let Some(t) = &self.tel {
+            let promoted = plan.promote.values().map(Vec::len).sum::<usize>();
+            // (Relocated states are promoted ones, moved on.)
+            let placed = promoted + plan.readd.len();
+            t.promoted(w, promoted, plan.promote.len());
+            t.recovered(w, placed, live.len());
+        }
         tracing::warn!(
             worker = w,
             %addr,

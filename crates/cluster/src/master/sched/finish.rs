@@ -51,6 +51,9 @@ impl Scheduler {
         if !self.slots[w].alive {
             return;
         }
+        if let Some(t) = &self.tel {
+            t.lost(w, reason);
+        }
         if self.note_hung(w) {
             self.give_up(w, reason);
             return;

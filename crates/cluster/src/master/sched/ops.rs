@@ -28,6 +28,11 @@ impl Scheduler {
         let now = std::time::Instant::now();
         self.slots
             .extend(addrs.iter().map(|&a| super::Slot::new(a, now)));
+        if let Some(t) = &self.tel {
+            for (w, &a) in addrs.iter().enumerate() {
+                t.joined(first + w, a);
+            }
+        }
         self.setup_from(first, model, params);
         // The buddy ring changes.
         self.buddy.changed();

@@ -155,6 +155,9 @@ impl Scheduler {
             "worker lost ({reason}); placing its states on the survivors"
         );
         self.recovered_at.push(std::time::Instant::now());
+        if let Some(t) = &self.tel {
+            t.recovered(w, lost.len(), live.len());
+        }
         // No survivor takes states now: they wait (see `can_recover`).
         self.parked.extend(lost);
         self.place_parked();

@@ -447,6 +447,15 @@ impl Scheduler {
         if !moved.is_empty() {
             self.send_ids(w, Kind::Drop, &moved, Req::Drop);
         }
+        if let Some(t) = &self.tel {
+            let detail = format!(
+                "{} evolves started again and {} queued states moved, on {} workers",
+                again.len(),
+                own.len(),
+                dealt.len()
+            );
+            t.straggler_rerun(w, detail);
+        }
         tracing::info!(
             straggler = w,
             workers = dealt.len(),

@@ -101,12 +101,16 @@ impl Scheduler {
         (step, sent): (u64, Instant),
         last: bool,
     ) {
-        let t = nanos(sent.elapsed());
+        let now = Instant::now();
+        let t = nanos(now.saturating_duration_since(sent));
         self.move_ns = Some(self.move_ns.map_or(t, |o| 0.8 * o + 0.2 * t));
         let s = &mut self.slots[dest];
         if last {
             s.stats.transfers += 1;
             s.stats.transfer_ns += t as u64;
+            if let Some(tel) = &self.tel {
+                tel.transfer(dest, &s.stats, sent, now);
+            }
         }
         if self.failed_at.is_none() && self.evolving && step == self.step {
             self.push_pending(dest, ids);

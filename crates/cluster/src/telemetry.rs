@@ -1,0 +1,777 @@
+//! What a running master shows while it runs: a [`Telemetry`] handle the
+//! master writes into (steps, batches, moves, losses, the particle
+//! filter's likelihood) and any other thread reads as a
+//! [`TelemetrySnapshot`], whose JSON is the `evolve` data object of the
+//! dashboard (`crates/dashboard/README.md`).
+//!
+//! Costs: one short, uncontended lock per answered batch, per move landed,
+//! per step and per event; nothing per state. The reader holds the same
+//! lock only to copy the books. Every buffer has a cap, so a run of any
+//! length on any number of workers keeps a bounded amount: the workers'
+//! rows (one per connection), the last [`STEP_TIMES`] step times and
+//! particle-filter points, the last [`EVENTS`] events, and the last
+//! [`LANE_WINDOW_S`] seconds of lane segments, at most [`LANES`].
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use serde::{Serialize, Serializer};
+
+use crate::stats::WorkerStats;
+
+/// Step times (and particle-filter points) kept: the last this many.
+pub(crate) const STEP_TIMES: usize = 10_000;
+/// Events kept: the last this many.
+pub(crate) const EVENTS: usize = 1_000;
+/// Lane segments kept at most.
+pub(crate) const LANES: usize = 20_000;
+/// Lane segments kept: those that ended within this many seconds.
+pub(crate) const LANE_WINDOW_S: f64 = 60.0;
+
+/// A live view of a master's run: give a clone to the master
+/// ([`MasterConfig::telemetry`](crate::MasterConfig::telemetry)) and read
+/// [`Telemetry::snapshot`] from any thread while it runs.
+///
+/// A cheap handle: clones share one set of books. Times are seconds since
+/// the handle was made ([`Telemetry::new`]).
+///
+/// # Examples
+///
+/// ```
+/// use statepipe_cluster::Telemetry;
+///
+/// let telemetry = Telemetry::new();
+/// telemetry.set_total_steps(10);
+/// telemetry.record_pf_step(1, -12.5, 812.0, 1000);
+/// let s = telemetry.snapshot();
+/// assert_eq!(s.total_steps, Some(10));
+/// assert_eq!(s.pf.unwrap().ess, vec![(1, 812.0)]);
+/// ```
+#[derive(Clone)]
+pub struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    start: Instant,
+    books: Mutex<Books>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("elapsed_s", &self.now())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
+/// One worker's row in the books.
+#[derive(Default)]
+struct Row {
+    name: String,
+    alive: bool,
+    states: u64,
+    stats: WorkerStats,
+    /// When it joined and, if it was lost, when (seconds).
+    joined_s: f64,
+    lost_s: Option<f64>,
+}
+
+/// Everything behind the lock.
+#[derive(Default)]
+struct Books {
+    step: u64,
+    total_steps: Option<u64>,
+    finished_s: Option<f64>,
+    step_times: VecDeque<(u64, f64)>,
+    /// Every step's time added up (the kept ones are only the last).
+    step_seconds: f64,
+    rows: Vec<Row>,
+    lanes: VecDeque<TelemetryLane>,
+    totals: TelemetryTotals,
+    events: VecDeque<TelemetryEvent>,
+    pf: Option<PfBooks>,
+}
+
+#[derive(Default)]
+struct PfBooks {
+    particles: u64,
+    loglik: VecDeque<(u64, f64)>,
+    ess: VecDeque<(u64, f64)>,
+}
+
+/// Pushes `x` onto `q`, dropping the oldest beyond `cap`.
+fn push_capped<T>(q: &mut VecDeque<T>, x: T, cap: usize) {
+    if q.len() >= cap {
+        q.pop_front();
+    }
+    q.push_back(x);
+}
+
+impl Telemetry {
+    /// Empty books; its clock starts now.
+    pub fn new() -> Self {
+        Telemetry {
+            inner: Arc::new(Inner {
+                start: Instant::now(),
+                books: Mutex::new(Books::default()),
+            }),
+        }
+    }
+
+    /// Sets how many steps the run will take (the particle filter sets
+    /// its number of observations).
+    pub fn set_total_steps(&self, n: u64) {
+        self.books().total_steps = Some(n);
+    }
+
+    /// Records the particle filter's step `step`: the log-likelihood
+    /// estimate so far, the effective sample size of the step's normalized
+    /// weights (1 / Σ w²), and the particles in all.
+    pub fn record_pf_step(&self, step: u64, loglik: f64, ess: f64, particles: usize) {
+        let mut b = self.books();
+        let pf = b.pf.get_or_insert_with(PfBooks::default);
+        pf.particles = particles as u64;
+        push_capped(&mut pf.loglik, (step, loglik), STEP_TIMES);
+        push_capped(&mut pf.ess, (step, ess), STEP_TIMES);
+    }
+
+    /// The run as it stands: a copy of the books (the lock is held only to
+    /// copy them), lane segments of the last [`LANE_WINDOW_S`] seconds.
+    pub fn snapshot(&self) -> TelemetrySnapshot {
+        let now = self.now();
+        let b = self.books();
+        let end = b.finished_s.unwrap_or(now);
+        let workers = b
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(id, r)| {
+                let busy_s = r.stats.busy_ns as f64 / 1e9;
+                let transfer_s = r.stats.transfer_ns as f64 / 1e9;
+                let alive_s = (r.lost_s.unwrap_or(end) - r.joined_s).max(0.0);
+                TelemetryWorker {
+                    id,
+                    name: r.name.clone(),
+                    alive: r.alive,
+                    states: r.states,
+                    bytes_in: r.stats.bytes_in,
+                    bytes_out: r.stats.bytes_out,
+                    busy_s,
+                    transfer_s,
+                    wait_s: (alive_s - busy_s - transfer_s).max(0.0),
+                    evolved: r.stats.evolved,
+                    batches: r.stats.batches,
+                    steals_in: r.stats.steals_in,
+                    steals_out: r.stats.steals_out,
+                    recovered_states: r.stats.recovered_states,
+                }
+            })
+            .collect::<Vec<_>>();
+        let from = now - LANE_WINDOW_S;
+        let lanes = b
+            .lanes
+            .iter()
+            .filter(|l| l.end_s >= from)
+            .cloned()
+            .collect();
+        let mut totals = b.totals.clone();
+        let snap = TelemetrySnapshot {
+            step: b.step,
+            total_steps: b.total_steps,
+            elapsed_s: end,
+            finished: b.finished_s.is_some(),
+            step_times: b.step_times.iter().copied().collect(),
+            step_seconds: b.step_seconds,
+            workers,
+            lanes,
+            totals: TelemetryTotals::default(),
+            events: b.events.iter().cloned().collect(),
+            pf: b.pf.as_ref().map(|p| TelemetryPf {
+                particles: p.particles,
+                loglik: p.loglik.iter().copied().collect(),
+                ess: p.ess.iter().copied().collect(),
+            }),
+        };
+        drop(b);
+        totals.states = snap.workers.iter().map(|w| w.states).sum();
+        totals.bytes = snap.workers.iter().map(|w| w.bytes_in + w.bytes_out).sum();
+        totals.steals = snap.workers.iter().map(|w| w.steals_in).sum();
+        TelemetrySnapshot { totals, ..snap }
+    }
+
+    fn books(&self) -> MutexGuard<'_, Books> {
+        // A panic elsewhere while the lock was held leaves counters, never
+        // a broken invariant: read on.
+        self.inner
+            .books
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Seconds since the handle was made.
+    pub(crate) fn now(&self) -> f64 {
+        self.inner.start.elapsed().as_secs_f64()
+    }
+
+    /// `t` in seconds since the handle was made (0 before it).
+    pub(crate) fn at(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.inner.start).as_secs_f64()
+    }
+
+    fn event(
+        b: &mut Books,
+        t: f64,
+        kind: TelemetryEventKind,
+        worker: Option<usize>,
+        detail: String,
+    ) {
+        push_capped(
+            &mut b.events,
+            TelemetryEvent {
+                t,
+                kind,
+                worker,
+                detail,
+            },
+            EVENTS,
+        );
+    }
+
+    fn row(b: &mut Books, w: usize) -> &mut Row {
+        if b.rows.len() <= w {
+            b.rows.resize_with(w + 1, Row::default);
+        }
+        &mut b.rows[w]
+    }
+
+    /// Worker `w` joined the run.
+    pub(crate) fn joined(&self, w: usize, addr: std::net::SocketAddr) {
+        let t = self.now();
+        let mut b = self.books();
+        let r = Self::row(&mut b, w);
+        *r = Row {
+            name: format!("worker {w} ({addr})"),
+            alive: true,
+            joined_s: t,
+            ..Row::default()
+        };
+        Self::event(
+            &mut b,
+            t,
+            TelemetryEventKind::Joined,
+            Some(w),
+            addr.to_string(),
+        );
+    }
+
+    /// Worker `w` was lost, for `reason`.
+    pub(crate) fn lost(&self, w: usize, reason: &str) {
+        let t = self.now();
+        let mut b = self.books();
+        let r = Self::row(&mut b, w);
+        r.alive = false;
+        r.states = 0;
+        r.lost_s.get_or_insert(t);
+        b.totals.losses += 1;
+        Self::event(
+            &mut b,
+            t,
+            TelemetryEventKind::Lost,
+            Some(w),
+            reason.to_string(),
+        );
+    }
+
+    /// Lost worker `w`'s `states` were placed on `onto` survivors.
+    pub(crate) fn recovered(&self, w: usize, states: usize, onto: usize) {
+        let t = self.now();
+        let detail = format!("{states} states placed on {onto} workers");
+        Self::event(
+            &mut self.books(),
+            t,
+            TelemetryEventKind::Recovered,
+            Some(w),
+            detail,
+        );
+    }
+
+    /// Replicas of lost worker `w`'s states were promoted: `n` on `holders` workers.
+    pub(crate) fn promoted(&self, w: usize, n: usize, holders: usize) {
+        let t = self.now();
+        let mut b = self.books();
+        b.totals.promotions += n as u64;
+        let detail = format!("{n} replicas promoted on {holders} workers");
+        Self::event(&mut b, t, TelemetryEventKind::Promoted, Some(w), detail);
+    }
+
+    /// Straggler `w`'s work of the step started again elsewhere.
+    pub(crate) fn straggler_rerun(&self, w: usize, detail: String) {
+        let t = self.now();
+        let mut b = self.books();
+        b.totals.stragglers_rerun += 1;
+        Self::event(
+            &mut b,
+            t,
+            TelemetryEventKind::StragglerRerun,
+            Some(w),
+            detail,
+        );
+    }
+
+    /// The run went back to a snapshot taken after step `to`.
+    pub(crate) fn rolled_back(&self, to: u64, states: usize) {
+        let t = self.now();
+        let mut b = self.books();
+        b.totals.rollbacks += 1;
+        b.step = to;
+        let detail = format!("back to step {to} ({states} states)");
+        Self::event(&mut b, t, TelemetryEventKind::RolledBack, None, detail);
+    }
+
+    /// The run ended (once; later calls do nothing): the clock stops.
+    pub(crate) fn finish(&self) {
+        let t = self.now();
+        let mut b = self.books();
+        if b.finished_s.is_none() {
+            b.finished_s = Some(t);
+            Self::event(&mut b, t, TelemetryEventKind::Finished, None, String::new());
+        }
+    }
+
+    /// Step `step` ended after `secs` seconds. Steps only go forward: a
+    /// run that moved from this process to a master (whose count starts
+    /// again) goes on from the last step recorded.
+    pub(crate) fn step_done(&self, step: u64, secs: f64) {
+        let mut b = self.books();
+        let step = step.max(b.step + 1);
+        b.step = step;
+        b.totals.steps += 1;
+        b.step_seconds += secs;
+        push_capped(&mut b.step_times, (step, secs), STEP_TIMES);
+    }
+
+    /// Worker `w` answered a batch at `answered` after `busy_ns` of
+    /// evolving; `stats` are its counters now.
+    pub(crate) fn batch(&self, w: usize, stats: &WorkerStats, busy_ns: u64, answered: Instant) {
+        let end = self.at(answered);
+        let start = (end - busy_ns as f64 / 1e9).max(0.0);
+        let mut b = self.books();
+        Self::row(&mut b, w).stats = stats.clone();
+        Self::lane(&mut b, w, TelemetryLaneKind::Busy, start, end);
+    }
+
+    /// States moved to worker `w` became evolvable there: a move decided
+    /// at `sent`; `stats` are its counters now.
+    pub(crate) fn transfer(&self, w: usize, stats: &WorkerStats, sent: Instant, landed: Instant) {
+        let (start, end) = (self.at(sent), self.at(landed));
+        let mut b = self.books();
+        Self::row(&mut b, w).stats = stats.clone();
+        Self::lane(&mut b, w, TelemetryLaneKind::Transfer, start, end);
+    }
+
+    /// Every worker's counters and the states each holds now, in worker
+    /// order (at the end of an operation).
+    pub(crate) fn workers(&self, rows: impl Iterator<Item = (WorkerStats, u64)>) {
+        let mut b = self.books();
+        for (w, (stats, states)) in rows.enumerate() {
+            let r = Self::row(&mut b, w);
+            r.stats = stats;
+            r.states = if r.alive { states } else { 0 };
+        }
+    }
+
+    /// Appends a segment, forgetting those that ended before the window
+    /// (segments come in nearly in order of their ends) and the oldest
+    /// beyond the cap.
+    fn lane(b: &mut Books, worker: usize, kind: TelemetryLaneKind, start_s: f64, end_s: f64) {
+        let from = end_s - LANE_WINDOW_S;
+        while b.lanes.front().is_some_and(|l| l.end_s < from) {
+            b.lanes.pop_front();
+        }
+        let seg = TelemetryLane {
+            worker,
+            kind,
+            start_s,
+            end_s,
+        };
+        push_capped(&mut b.lanes, seg, LANES);
+    }
+}
+
+/// The run as a [`Telemetry`] saw it at one moment: the `evolve` data
+/// object of the dashboard, field for field (`crates/dashboard/README.md`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TelemetrySnapshot {
+    /// The master's step counter (evolve steps done, as a snapshot or
+    /// rollback sets it).
+    pub step: u64,
+    /// Steps the run will take, if known.
+    pub total_steps: Option<u64>,
+    /// Seconds since the telemetry was made (until the run finished).
+    pub elapsed_s: f64,
+    /// Whether the run ended.
+    pub finished: bool,
+    /// The last steps' wall times: `(step, seconds)`.
+    pub step_times: Vec<(u64, f64)>,
+    /// Every step's wall time added up, in seconds (not in the JSON: a
+    /// counter for metrics).
+    #[serde(skip)]
+    pub step_seconds: f64,
+    /// One entry per worker connection, in the order they joined.
+    pub workers: Vec<TelemetryWorker>,
+    /// Busy and transfer segments of the last [`LANE_WINDOW_S`] seconds.
+    pub lanes: Vec<TelemetryLane>,
+    /// Counters of the whole run.
+    pub totals: TelemetryTotals,
+    /// The last events, oldest first.
+    pub events: Vec<TelemetryEvent>,
+    /// The particle filter's series, when one runs.
+    pub pf: Option<TelemetryPf>,
+}
+
+/// One worker in a [`TelemetrySnapshot`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TelemetryWorker {
+    /// Its number (the order it joined).
+    pub id: usize,
+    /// `worker N (address)`.
+    pub name: String,
+    /// Whether it is still part of the run.
+    pub alive: bool,
+    /// States it held at the end of the last operation.
+    pub states: u64,
+    /// Bytes the master received from it.
+    pub bytes_in: u64,
+    /// Bytes the master sent it.
+    pub bytes_out: u64,
+    /// Seconds it reported evolving.
+    pub busy_s: f64,
+    /// Seconds of moves to it (decision to evolvable there).
+    pub transfer_s: f64,
+    /// Its time in the run neither busy nor transferring.
+    pub wait_s: f64,
+    /// States it evolved.
+    pub evolved: u64,
+    /// Evolve batches it answered.
+    pub batches: u64,
+    /// Steals it received (as the idle one).
+    pub steals_in: u64,
+    /// Steals taken from it.
+    pub steals_out: u64,
+    /// Lost workers' states placed on it.
+    pub recovered_states: u64,
+}
+
+/// What a worker did in a [`TelemetryLane`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TelemetryLaneKind {
+    /// Evolving a batch.
+    Busy,
+    /// States moving to it.
+    Transfer,
+}
+
+/// A segment of a worker's time line: JSON `[worker, kind, start_s, end_s]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TelemetryLane {
+    /// The worker.
+    pub worker: usize,
+    /// Busy or transferring.
+    pub kind: TelemetryLaneKind,
+    /// When it began, in seconds.
+    pub start_s: f64,
+    /// When it ended, in seconds.
+    pub end_s: f64,
+}
+
+impl Serialize for TelemetryLane {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.worker, self.kind, self.start_s, self.end_s).serialize(s)
+    }
+}
+
+/// Counters of the whole run in a [`TelemetrySnapshot`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TelemetryTotals {
+    /// Evolve steps done (every one, rolled back or not).
+    pub steps: u64,
+    /// States held on the workers at the end of the last operation.
+    pub states: u64,
+    /// Bytes the master sent and received.
+    pub bytes: u64,
+    /// Steals.
+    pub steals: u64,
+    /// Workers lost.
+    pub losses: u64,
+    /// Replicas promoted to live states (`Recovery::Buddy`).
+    pub promotions: u64,
+    /// Rollbacks to a snapshot.
+    pub rollbacks: u64,
+    /// Stragglers whose work was started again on other workers.
+    pub stragglers_rerun: u64,
+}
+
+/// What happened, in a [`TelemetryEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TelemetryEventKind {
+    /// A worker joined.
+    Joined,
+    /// A worker was lost (the detail says why).
+    Lost,
+    /// A lost worker's states were placed on the others.
+    Recovered,
+    /// Replicas of a lost worker's states were promoted.
+    Promoted,
+    /// The run went back to a snapshot.
+    RolledBack,
+    /// A straggler's work started again elsewhere.
+    StragglerRerun,
+    /// The run ended.
+    Finished,
+}
+
+/// Something that happened to the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TelemetryEvent {
+    /// When, in seconds.
+    pub t: f64,
+    /// What.
+    pub kind: TelemetryEventKind,
+    /// The worker it concerns, if one.
+    pub worker: Option<usize>,
+    /// In words.
+    pub detail: String,
+}
+
+/// The particle filter's series in a [`TelemetrySnapshot`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TelemetryPf {
+    /// Particles in all.
+    pub particles: u64,
+    /// The log-likelihood estimate after each step: `(step, value)`.
+    pub loglik: Vec<(u64, f64)>,
+    /// The effective sample size of each step's weights: `(step, value)`.
+    pub ess: Vec<(u64, f64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn addr(port: u16) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn buffers_are_bounded() {
+        let t = Telemetry::new();
+        t.joined(0, addr(1));
+        let now = Instant::now();
+        for i in 0..(STEP_TIMES as u64 + 50) {
+            t.step_done(i + 1, 0.5);
+            t.record_pf_step(i + 1, -1.0, 10.0, 100);
+        }
+        for i in 0..(LANES + 100) {
+            t.batch(0, &WorkerStats::default(), 1_000, now);
+            if i < EVENTS + 10 {
+                t.straggler_rerun(0, String::new());
+            }
+        }
+        let s = t.snapshot();
+        assert_eq!(s.step_times.len(), STEP_TIMES);
+        assert_eq!(s.step_times[0].0, 51);
+        assert_eq!(s.step, STEP_TIMES as u64 + 50);
+        assert_eq!(s.totals.steps, STEP_TIMES as u64 + 50);
+        let pf = s.pf.expect("pf");
+        assert_eq!((pf.loglik.len(), pf.ess.len()), (STEP_TIMES, STEP_TIMES));
+        assert_eq!(s.lanes.len(), LANES);
+        assert_eq!(s.events.len(), EVENTS);
+        assert_eq!(s.totals.stragglers_rerun, EVENTS as u64 + 10);
+    }
+
+    #[test]
+    fn lanes_keep_the_last_window() {
+        let t = Telemetry::new();
+        // A clock 100 s in: segments that ended more than a minute before
+        // the newest are forgotten as new ones come.
+        let start = t.inner.start;
+        let at = |s: u64| start + Duration::from_secs(s);
+        let stats = WorkerStats::default();
+        t.batch(0, &stats, 1_000_000_000, at(10));
+        t.transfer(1, &stats, at(20), at(21));
+        t.batch(1, &stats, 500_000_000, at(100));
+        let b = t.books();
+        let ends: Vec<f64> = b.lanes.iter().map(|l| l.end_s).collect();
+        assert_eq!(ends, vec![100.0]);
+        let l = b.lanes[0];
+        assert_eq!(
+            (l.worker, l.kind, l.start_s),
+            (1, TelemetryLaneKind::Busy, 99.5)
+        );
+        drop(b);
+        // The snapshot keeps what ended within the last minute of now (a
+        // real clock near 0 here: every segment so far).
+        assert_eq!(t.snapshot().lanes.len(), 1);
+    }
+
+    #[test]
+    fn workers_wait_and_totals() {
+        let t = Telemetry::new();
+        t.joined(0, addr(4100));
+        t.joined(1, addr(4101));
+        let a = WorkerStats {
+            busy_ns: 1,
+            bytes_in: 10,
+            bytes_out: 5,
+            steals_in: 2,
+            ..WorkerStats::default()
+        };
+        t.workers([(a.clone(), 7), (a, 3)].into_iter());
+        t.lost(1, "connection reset");
+        t.recovered(1, 3, 1);
+        t.finish();
+        t.finish();
+        let s = t.snapshot();
+        assert!(s.finished);
+        assert_eq!(s.workers.len(), 2);
+        assert_eq!(s.workers[0].name, "worker 0 (127.0.0.1:4100)");
+        assert!(s.workers[0].alive && !s.workers[1].alive);
+        assert_eq!((s.workers[0].states, s.workers[1].states), (7, 0));
+        assert!(s.workers.iter().all(|w| w.wait_s >= 0.0));
+        assert_eq!(s.totals.states, 7);
+        assert_eq!(s.totals.bytes, 30);
+        assert_eq!(s.totals.steals, 4);
+        assert_eq!(s.totals.losses, 1);
+        let kinds: Vec<_> = s.events.iter().map(|e| e.kind).collect();
+        use TelemetryEventKind::*;
+        assert_eq!(kinds, vec![Joined, Joined, Lost, Recovered, Finished]);
+        // The clock stopped with the run.
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(t.snapshot().elapsed_s, s.elapsed_s);
+    }
+
+    /// The JSON is the dashboard's `evolve` object, field for field.
+    #[test]
+    fn json_matches_the_dashboard_contract() {
+        let t = Telemetry::new();
+        t.joined(0, addr(4100));
+        t.batch(0, &WorkerStats::default(), 1_000, Instant::now());
+        t.transfer(0, &WorkerStats::default(), Instant::now(), Instant::now());
+        t.step_done(1, 0.5);
+        t.rolled_back(0, 3);
+        let v = serde_json::to_value(t.snapshot()).expect("serialises");
+        let keys = |v: &serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let sorted = |k: &[&str]| {
+            let mut k: Vec<String> = k.iter().map(|s| s.to_string()).collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys(&v),
+            sorted(&[
+                "step",
+                "total_steps",
+                "elapsed_s",
+                "finished",
+                "step_times",
+                "workers",
+                "lanes",
+                "totals",
+                "events",
+                "pf"
+            ])
+        );
+        assert!(v["total_steps"].is_null() && v["pf"].is_null());
+        assert_eq!(v["step_times"], serde_json::json!([[1, 0.5]]));
+        assert_eq!(
+            keys(&v["workers"][0]),
+            sorted(&[
+                "id",
+                "name",
+                "alive",
+                "states",
+                "bytes_in",
+                "bytes_out",
+                "busy_s",
+                "transfer_s",
+                "wait_s",
+                "evolved",
+                "batches",
+                "steals_in",
+                "steals_out",
+                "recovered_states"
+            ])
+        );
+        let lanes = v["lanes"].as_array().expect("lanes");
+        assert_eq!(lanes[0][0], 0);
+        assert_eq!(lanes[0][1], "busy");
+        assert_eq!(lanes[1][1], "transfer");
+        assert!(lanes[0][2].is_f64() && lanes[0][3].is_f64());
+        assert_eq!(
+            keys(&v["totals"]),
+            sorted(&[
+                "steps",
+                "states",
+                "bytes",
+                "steals",
+                "losses",
+                "promotions",
+                "rollbacks",
+                "stragglers_rerun"
+            ])
+        );
+        let ev = &v["events"];
+        assert_eq!(keys(&ev[0]), sorted(&["t", "kind", "worker", "detail"]));
+        assert_eq!(ev[0]["kind"], "joined");
+        assert_eq!(ev[1]["kind"], "rolled_back");
+        assert!(ev[1]["worker"].is_null());
+        t.set_total_steps(10);
+        t.record_pf_step(1, -12.5, 8123.0, 10_000);
+        let v = serde_json::to_value(t.snapshot()).expect("serialises");
+        assert_eq!(v["total_steps"], 10);
+        assert_eq!(
+            v["pf"],
+            serde_json::json!({"particles": 10000, "loglik": [[1, -12.5]], "ess": [[1, 8123.0]]})
+        );
+        // Every kind's name.
+        let names: Vec<_> = [
+            TelemetryEventKind::Joined,
+            TelemetryEventKind::Lost,
+            TelemetryEventKind::Recovered,
+            TelemetryEventKind::Promoted,
+            TelemetryEventKind::RolledBack,
+            TelemetryEventKind::StragglerRerun,
+            TelemetryEventKind::Finished,
+        ]
+        .iter()
+        .map(|k| serde_json::to_value(k).expect("kind"))
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "joined",
+                "lost",
+                "recovered",
+                "promoted",
+                "rolled_back",
+                "straggler_rerun",
+                "finished"
+            ]
+        );
+    }
+}
