@@ -7,6 +7,11 @@
 //! (`statepipe_cluster::Local`), over workers (`Master`), or starts in
 //! process and moves to spawned workers when its first step predicts that
 //! pays (`Auto`, the rule `statepipe pf` and the Rust API use).
+//!
+//! A [`NativeDashboard`] is the live page of a run (`statepipe_dashboard`
+//! over a [`Telemetry`]): an engine made with one gives its telemetry to
+//! its master, and the Python particle filter adds its likelihood and
+//! effective sample size to it step by step.
 
 mod model;
 
@@ -14,15 +19,17 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError};
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use serde_bytes::ByteBuf;
 use statepipe_cluster::worker::{self, WorkerOptions};
 use statepipe_cluster::{
     call_rng, kill_spawned_workers, Auto, AutoConfig, Engine as _, Error, IdMap, Joined, Listener,
-    Local, LocalCluster, Master, MasterConfig, Registry, Secret, ShipCost, StateId, WorkerCommand,
+    Local, LocalCluster, Master, MasterConfig, Registry, Secret, ShipCost, StateId, Telemetry,
+    WorkerCommand,
 };
+use statepipe_dashboard::{Dashboard, DashboardError, EvolveSource, Options};
 
 use model::{PyModel, PyOut, StateRng};
 
@@ -243,9 +250,10 @@ impl NativeEngine {
     }
 
     /// An engine over `workers` processes started as `python -m
-    /// statepipe.worker` (`command`: the program and its arguments).
+    /// statepipe.worker` (`command`: the program and its arguments); its
+    /// master writes into `dashboard`'s telemetry when given.
     #[staticmethod]
-    #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout))]
+    #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout, dashboard=None))]
     #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
     fn spawn(
         py: Python<'_>,
@@ -256,12 +264,14 @@ impl NativeEngine {
         command: Vec<String>,
         pins: Vec<usize>,
         timeout: f64,
+        dashboard: Option<&Bound<'_, NativeDashboard>>,
     ) -> PyResult<Self> {
         let m = model_of(py, model, pickled);
         let cmd = worker_command(&command)?;
         let cfg = MasterConfig {
             seed,
             stop: Some(INTERRUPTED.clone()),
+            telemetry: telemetry_of(dashboard),
             ..MasterConfig::default()
         };
         // Started on this thread: a worker dies with the thread that started
@@ -278,9 +288,10 @@ impl NativeEngine {
     /// An engine that evolves the first step in this process, timing it,
     /// and then stays or moves to `workers` processes started as `command`
     /// (see `statepipe_cluster::Auto`), whichever it predicts is faster
-    /// over `steps` steps (None: unknown).
+    /// over `steps` steps (None: unknown). A master it moves to writes
+    /// into `dashboard`'s telemetry when given.
     #[staticmethod]
-    #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout, steps))]
+    #[pyo3(signature = (model, pickled, seed, workers, command, pins, timeout, steps, dashboard=None))]
     #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
     fn auto(
         py: Python<'_>,
@@ -292,6 +303,7 @@ impl NativeEngine {
         pins: Vec<usize>,
         timeout: f64,
         steps: Option<u64>,
+        dashboard: Option<&Bound<'_, NativeDashboard>>,
     ) -> PyResult<Self> {
         let m = model_of(py, model, pickled);
         let cmd = worker_command(&command)?;
@@ -310,6 +322,7 @@ impl NativeEngine {
             master: MasterConfig {
                 seed,
                 stop: Some(INTERRUPTED.clone()),
+                telemetry: telemetry_of(dashboard),
                 ..MasterConfig::default()
             },
             // One thread: in-process evolves hold the GIL.
@@ -329,9 +342,10 @@ impl NativeEngine {
     }
 
     /// An engine over `workers` workers that join a listener on `addr`
-    /// (`statepipe-worker --connect ADDR` on other machines) with `secret`.
+    /// (`statepipe-worker --connect ADDR` on other machines) with `secret`;
+    /// the master writes into `dashboard`'s telemetry when given.
     #[staticmethod]
-    #[pyo3(signature = (model, pickled, seed, workers, addr, secret, timeout))]
+    #[pyo3(signature = (model, pickled, seed, workers, addr, secret, timeout, dashboard=None))]
     #[allow(clippy::too_many_arguments)] // the Python signature, called by statepipe.Engine
     fn listen(
         py: Python<'_>,
@@ -342,11 +356,13 @@ impl NativeEngine {
         addr: String,
         secret: String,
         timeout: f64,
+        dashboard: Option<&Bound<'_, NativeDashboard>>,
     ) -> PyResult<Self> {
         let m = model_of(py, model, pickled);
         let cfg = MasterConfig {
             seed,
             stop: Some(INTERRUPTED.clone()),
+            telemetry: telemetry_of(dashboard),
             ..MasterConfig::default()
         };
         let master = interruptible(py, || -> Result<_, Error> {
@@ -570,6 +586,98 @@ impl NativeEngine {
     }
 }
 
+/// The telemetry a master of an engine made with `dashboard` writes into.
+fn telemetry_of(dashboard: Option<&Bound<'_, NativeDashboard>>) -> Option<Telemetry> {
+    dashboard.map(|d| d.get().telemetry.clone())
+}
+
+fn dashboard_err(e: DashboardError) -> PyErr {
+    // The messages say what to do (another address, port 0).
+    match e {
+        e @ DashboardError::Address { .. } => PyValueError::new_err(e.to_string()),
+        e @ DashboardError::Bind { .. } => PyOSError::new_err(e.to_string()),
+        e => StatepipeError::new_err(e.to_string()),
+    }
+}
+
+/// A run's live page (`statepipe_dashboard`, the evolve page) over a
+/// telemetry of its own: serves until closed or dropped. An engine made
+/// with it gives the telemetry to its master; the particle filter records
+/// its steps in it.
+#[pyclass(module = "statepipe._native", frozen)]
+struct NativeDashboard {
+    telemetry: Telemetry,
+    board: Mutex<Option<Dashboard>>,
+    url: String,
+    banner: String,
+}
+
+#[pymethods]
+impl NativeDashboard {
+    /// Listens at `addr` (`HOST:PORT`, port 0: any free one) and serves
+    /// the page titled `title`, with the token of STATEPIPE_DASHBOARD_TOKEN
+    /// when it is set. Raises ValueError for an address that does not
+    /// parse, OSError for one that cannot be bound.
+    #[new]
+    fn new(py: Python<'_>, addr: &str, title: String) -> PyResult<Self> {
+        let telemetry = Telemetry::new();
+        let source = Arc::new(EvolveSource::new(telemetry.clone(), title));
+        let board = py
+            .detach(|| Dashboard::start(addr, source, Options::from_env()))
+            .map_err(dashboard_err)?;
+        Ok(NativeDashboard {
+            telemetry,
+            url: board.url(),
+            banner: board.banner(),
+            board: Mutex::new(Some(board)),
+        })
+    }
+
+    /// The page's URL (also after `close`).
+    #[getter]
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// What to print when it starts: the URL, how to pass a token when one
+    /// is required, a warning when the address is not loopback (lines).
+    #[getter]
+    fn banner(&self) -> String {
+        self.banner.clone()
+    }
+
+    /// Whether it was closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.board
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
+    /// Sets how many steps the run will take.
+    fn set_total_steps(&self, n: u64) {
+        self.telemetry.set_total_steps(n);
+    }
+
+    /// Records the particle filter's step `step` (from 1): the
+    /// log-likelihood estimate so far, the effective sample size of the
+    /// step's normalised weights (1 / sum w^2), the particles in all.
+    fn record_pf_step(&self, step: u64, loglik: f64, ess: f64, particles: usize) {
+        self.telemetry.record_pf_step(step, loglik, ess, particles);
+    }
+
+    /// Stops serving: the port is closed when it returns. Closing again
+    /// does nothing.
+    fn close(&self, py: Python<'_>) {
+        let board = self.board.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(b) = board {
+            // Joins the dashboard's threads, which never need the GIL.
+            py.detach(move || drop(b));
+        }
+    }
+}
+
 /// The generator `statepipe_cluster::call_rng(seed, step, parent)` gives a
 /// call, as the `Rng` an evolve receives (for drivers and for `reset`).
 #[pyfunction]
@@ -675,6 +783,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<NativeEngine>()?;
     m.add_class::<StateRng>()?;
+    m.add_class::<NativeDashboard>()?;
     m.add_function(wrap_pyfunction!(call_rng_for, m)?)?;
     m.add_function(wrap_pyfunction!(call_uniform, m)?)?;
     m.add_function(wrap_pyfunction!(serve_worker, m)?)?;

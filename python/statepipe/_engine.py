@@ -74,6 +74,20 @@ def _pickle_model(model: Any) -> bytes:
         ) from e
 
 
+def _start_dashboard(addr: str, title: str) -> "_native.NativeDashboard":
+    """Starts a run's live page at ``addr`` and prints its banner (the URL,
+    a token hint, a warning off loopback) on ``sys.stderr``, where a
+    terminal and a notebook both show it."""
+    if not isinstance(addr, str):
+        raise TypeError(f"dashboard must be an address 'HOST:PORT' (a str), not {type(addr).__name__}")
+    board = _native.NativeDashboard(addr, title)
+    try:
+        print(board.banner, file=sys.stderr, flush=True)
+    except Exception:  # no usable stderr (pythonw): the URL is still dashboard_url
+        pass
+    return board
+
+
 def _check_model(model: Any) -> None:
     if not callable(getattr(model, "evolve", None)):
         raise TypeError(
@@ -110,6 +124,17 @@ class Engine:
     ``seed``, the step and the parent's id, so results are the same bits
     for any number of workers, in process or moved.
 
+    ``dashboard="127.0.0.1:8787"`` (any of the above) serves a live,
+    read-only page of the run at that address (port 0: any free one) until
+    the engine closes: steps and their times, each worker's load and
+    transfers, losses and recoveries, and the particle filter's
+    log-likelihood and effective sample size. The URL is printed on
+    ``sys.stderr`` and is :attr:`dashboard_url`. It binds only the address
+    given and warns when that is not loopback; with
+    ``STATEPIPE_DASHBOARD_TOKEN`` set every request must carry the token.
+    In process (no master) the page shows the particle filter's progress
+    only.
+
     Use as a context manager, or call :meth:`close`.
     """
 
@@ -128,7 +153,9 @@ class Engine:
         vectorised: bool = True,
         placement: str = "auto",
         steps: Optional[int] = None,
+        dashboard: Optional[str] = None,
     ) -> None:
+        self._board: Optional[_native.NativeDashboard] = None
         _check_model(model)
         if placement not in _PLACEMENTS:
             raise ValueError(f"placement must be one of {', '.join(_PLACEMENTS)}, not {placement!r}")
@@ -145,33 +172,73 @@ class Engine:
             in_process = True
         if placement == "workers" and (in_process or (workers == 0 and listen is None)):
             raise ValueError('placement="workers" needs workers >= 1 (and not in_process=True)')
-        if in_process or (workers == 0 and listen is None):
+        local = in_process or (workers == 0 and listen is None)
+        if not local and workers < 1:
+            raise ValueError(f"workers must be >= 1 with listen=, not {workers}")
+        pickled = b"" if local else _pickle_model(model)
+        if listen is not None and not local:
+            secret = secret if secret is not None else os.environ.get("STATEPIPE_SECRET")
+            if not secret:
+                raise ValueError("listen= needs a secret (secret= or STATEPIPE_SECRET), the one the workers are given")
+        if dashboard is not None:
+            title = getattr(model, "_statepipe_title", None) or f"statepipe engine: {type(model).__name__}"
+            self._board = _start_dashboard(dashboard, str(title))
+        try:
+            self._start(model, workers, listen, secret, pickled, local, pins, timeout, python, vectorised,
+                        placement, steps)
+        except BaseException:
+            if self._board is not None:
+                self._board.close()
+            raise
+
+    def _start(
+        self,
+        model: Any,
+        workers: int,
+        listen: Optional[str],
+        secret: Optional[str],
+        pickled: bytes,
+        local: bool,
+        pins: Sequence[int],
+        timeout: float,
+        python: Optional[str],
+        vectorised: bool,
+        placement: str,
+        steps: Optional[int],
+    ) -> None:
+        board = self._board
+        if local:
             if vectorised and callable(getattr(model, "evolve_batch", None)):
                 self._native = _Batched(model, self.seed)  # type: ignore[assignment]
             else:
                 self._native = _native.NativeEngine.local(model, b"", self.seed)
             return
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1 with listen=, not {workers}")
-        pickled = _pickle_model(model)
         if listen is not None:
-            secret = secret if secret is not None else os.environ.get("STATEPIPE_SECRET")
-            if not secret:
-                raise ValueError("listen= needs a secret (secret= or STATEPIPE_SECRET), the one the workers are given")
-            self._native = _native.NativeEngine.listen(model, pickled, self.seed, workers, listen, secret, timeout)
+            assert secret is not None
+            self._native = _native.NativeEngine.listen(
+                model, pickled, self.seed, workers, listen, secret, timeout, board
+            )
         else:
             cmd = [python or sys.executable, "-m", "statepipe.worker", "--sys-path", os.pathsep.join(sys.path)]
             if placement == "workers":
-                self._native = _native.NativeEngine.spawn(model, pickled, self.seed, workers, cmd, list(pins), timeout)
+                self._native = _native.NativeEngine.spawn(
+                    model, pickled, self.seed, workers, cmd, list(pins), timeout, board
+                )
             else:
                 self._native = _native.NativeEngine.auto(
-                    model, pickled, self.seed, workers, cmd, list(pins), timeout, steps
+                    model, pickled, self.seed, workers, cmd, list(pins), timeout, steps, board
                 )
 
     # -- lifecycle -----------------------------------------------------
     def close(self) -> None:
-        """Shuts the workers down and forgets every state."""
-        self._native.close()
+        """Shuts the workers down and forgets every state; stops the
+        dashboard (its port is closed when this returns)."""
+        try:
+            self._native.close()
+        finally:
+            board, self._board = getattr(self, "_board", None), None
+            if board is not None:
+                board.close()
 
     def __enter__(self) -> "Engine":
         return self
@@ -203,6 +270,25 @@ class Engine:
     def step(self) -> int:
         """``evolve_many`` calls so far."""
         return self._native.step
+
+    @property
+    def dashboard_url(self) -> Optional[str]:
+        """The live page's URL (``dashboard=``); None without one, or once
+        the engine is closed."""
+        board = self._board
+        return board.url if board is not None and not board.closed else None
+
+    def _set_total_steps(self, n: int) -> None:
+        """Tells the dashboard, if any, how many steps the run takes."""
+        if self._board is not None:
+            self._board.set_total_steps(n)
+
+    def _record_pf_step(self, step: int, loglik: float, ess: float, particles: int) -> None:
+        """Shows the particle filter's step ``step`` (from 1) on the
+        dashboard, if any: the log-likelihood estimate so far and the
+        effective sample size of the step's normalised weights."""
+        if self._board is not None:
+            self._board.record_pf_step(step, loglik, ess, particles)
 
     def pids(self) -> List[int]:
         """Process ids of the workers this engine started."""

@@ -18,12 +18,35 @@ class Rng:
     def words(self) -> Tuple[int, int, int, int]: ...
     def __getattr__(self, name: str) -> Any: ...
 
+class NativeDashboard:
+    """A run's live page (the evolve dashboard) over a telemetry of its
+    own, served until :meth:`close`. Raises ValueError for an address that
+    does not parse, OSError for one that cannot be bound."""
+
+    def __init__(self, addr: str, title: str) -> None: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def banner(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def set_total_steps(self, n: int) -> None: ...
+    def record_pf_step(self, step: int, loglik: float, ess: float, particles: int) -> None: ...
+    def close(self) -> None: ...
+
 class NativeEngine:
     @staticmethod
     def local(model: Any, pickled: bytes, seed: int) -> "NativeEngine": ...
     @staticmethod
     def spawn(
-        model: Any, pickled: bytes, seed: int, workers: int, command: List[str], pins: List[int], timeout: float
+        model: Any,
+        pickled: bytes,
+        seed: int,
+        workers: int,
+        command: List[str],
+        pins: List[int],
+        timeout: float,
+        dashboard: Optional[NativeDashboard] = None,
     ) -> "NativeEngine": ...
     @staticmethod
     def auto(
@@ -35,10 +58,18 @@ class NativeEngine:
         pins: List[int],
         timeout: float,
         steps: Optional[int],
+        dashboard: Optional[NativeDashboard] = None,
     ) -> "NativeEngine": ...
     @staticmethod
     def listen(
-        model: Any, pickled: bytes, seed: int, workers: int, addr: str, secret: str, timeout: float
+        model: Any,
+        pickled: bytes,
+        seed: int,
+        workers: int,
+        addr: str,
+        secret: str,
+        timeout: float,
+        dashboard: Optional[NativeDashboard] = None,
     ) -> "NativeEngine": ...
     @property
     def workers(self) -> int: ...

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _native
 from ._codec import dumps, loads
-from ._engine import Engine
+from ._engine import Engine, _start_dashboard
 
 try:  # Python >= 3.8
     from typing import Protocol
@@ -95,6 +95,11 @@ class Bootstrap:
         self.model = model
         self.data = list(data)
         self._summary = getattr(model, "summary", None)
+
+    @property
+    def _statepipe_title(self) -> str:
+        """The title of an engine's dashboard."""
+        return f"pf: {type(self.model).__name__}, {len(self.data)} observations"
 
     def reset(self, rng: Any) -> None:
         return None
@@ -168,6 +173,7 @@ def particle_filter(
     islands: int = 8,
     seed: int = 0,
     engine: Optional[Engine] = None,
+    dashboard: Optional[str] = None,
     **engine_args: Any,
 ) -> PfResult:
     """Runs a bootstrap particle filter of ``model`` (a
@@ -188,6 +194,14 @@ def particle_filter(
     seed but are not the per-particle path's bits. Shipping its steps, a few
     numpy calls each, to workers would not pay, so it takes no engine and
     no ``workers``.
+
+    ``dashboard="127.0.0.1:8787"`` serves a live page of the run at that
+    address (port 0: any free one; the URL is printed on ``sys.stderr``)
+    while the filter runs: the log-likelihood estimate and the effective
+    sample size of every step, and with workers their load, transfers and
+    losses (see :class:`Engine`). It closes when the filter returns. With
+    ``engine=``, give ``dashboard=`` to that engine instead: its page then
+    shows the filter and stays up as long as the engine.
     """
     if islands < 1:
         raise ValueError(f"islands ({islands}) must be at least 1")
@@ -202,11 +216,23 @@ def particle_filter(
                 "shipping to workers would not speed up): drop engine=/workers=/listen=, or give "
                 "a per-particle model"
             )
-        return _run_vectorised(model, data, n, islands, seed)
+        board = None
+        if dashboard is not None:
+            board = _start_dashboard(dashboard, f"pf: {type(model).__name__}, {len(data)} observations (vectorised)")
+        try:
+            return _run_vectorised(model, data, n, islands, seed, board)
+        finally:
+            if board is not None:
+                board.close()
+    if engine is not None and dashboard is not None:
+        raise ValueError(
+            "dashboard= starts the page of the engine particle_filter makes; with engine=, "
+            "give dashboard= to that Engine instead"
+        )
     own = engine is None
     if engine is None:
         engine_args.setdefault("steps", len(data))
-        engine = Engine(Bootstrap(model, data), seed=seed, **engine_args)
+        engine = Engine(Bootstrap(model, data), seed=seed, dashboard=dashboard, **engine_args)
     try:
         return _run(engine, len(data), n, islands, seed)
     finally:
@@ -224,7 +250,19 @@ def _shape_error(what: str, got: Any, want: str) -> ValueError:
     return ValueError(f"the model's {what} returned shape {np.shape(got)}, not {want}")
 
 
-def _run_vectorised(model: Any, data: Sequence[Any], n: int, islands: int, seed: int) -> PfResult:
+def _ess(w: np.ndarray) -> float:
+    """Effective sample size of weights ``w`` (any scale): 1 / sum of the
+    squares of the normalised weights; 0 when they are all zero."""
+    total = float(w.sum())
+    sq = float(np.dot(w, w))
+    if not (total > 0.0 and sq > 0.0 and math.isfinite(total) and math.isfinite(sq)):
+        return 0.0
+    return total * total / sq
+
+
+def _run_vectorised(
+    model: Any, data: Sequence[Any], n: int, islands: int, seed: int, board: Any = None
+) -> PfResult:
     m = n // islands
     summary = getattr(model, "summary", None)
     log_z = np.zeros(islands)
@@ -234,6 +272,9 @@ def _run_vectorised(model: Any, data: Sequence[Any], n: int, islands: int, seed:
     lw = np.zeros((islands, m))
     rows = np.arange(n)
     uniforms, rng_for = _native.call_uniform, _native.call_rng_for
+    log_islands = math.log(islands)
+    if board is not None:
+        board.set_total_steps(len(data))
     for t, y in enumerate(data):
         g = rng_for(seed, t, _DRAWS).generator
         if t == 0:
@@ -267,6 +308,11 @@ def _run_vectorised(model: Any, data: Sequence[Any], n: int, islands: int, seed:
             # rescaled from its largest to the overall largest.
             scale = np.exp(top - top.max())
             means.append(float(scale @ (e * s.reshape(islands, m)).sum(axis=1) / (scale @ sums)))
+            if board is not None:
+                # Over all particles, every island's weights rescaled alike.
+                w = (e * scale[:, None]).ravel()
+                ess = _ess(np.where(np.isfinite(w), w, 0.0))
+                board.record_pf_step(t + 1, _lse(log_z) - log_islands, ess, n)
     return _result(log_z, means, n, "in process (vectorised)")
 
 
@@ -285,6 +331,10 @@ def _run(engine: Engine, steps: int, n: int, islands: int, seed: int) -> PfResul
     log_w = [np.zeros(m) for _ in range(islands)]
     log_z = [0.0] * islands
     means: List[float] = []
+    watched = engine.dashboard_url is not None
+    log_islands = math.log(islands)
+    if watched:
+        engine._set_total_steps(steps)
     for t in range(steps):
         order: List[int] = []
         counts: List[int] = []
@@ -320,6 +370,9 @@ def _run(engine: Engine, steps: int, n: int, islands: int, seed: int) -> PfResul
             all_lw.extend(lw)
         a = np.asarray(all_lw)
         lse = _lse(a)
-        means.append(float(np.dot(np.exp(a - lse), np.asarray(all_s))))
+        w = np.exp(a - lse)
+        means.append(float(np.dot(w, np.asarray(all_s))))
+        if watched:
+            engine._record_pf_step(t + 1, _lse(np.asarray(log_z)) - log_islands, _ess(w), n)
     engine.drop([i for ids_r in isl for i in ids_r])
     return _result(np.asarray(log_z), means, n, engine.placement)
