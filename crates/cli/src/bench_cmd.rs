@@ -71,6 +71,10 @@ pub enum BenchWhich {
     /// the servers pinned to k CPUs (`--server-cpus`) and the load
     /// generator to the others.
     Serve(crate::bench_serve::ServeBenchArgs),
+    /// What a dashboard with a browser attached costs: `statepipe pf` on
+    /// workers and `statepipe run` with `--dashboard` off and on, a client
+    /// reading its stream, interleaved.
+    Dashboard(crate::bench_dashboard::DashboardBenchArgs),
 }
 
 /// Options of `statepipe bench python`.
@@ -227,6 +231,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhich::Python(args) => run_python(&args),
         BenchWhich::Serve(args) => crate::bench_serve::run(args),
         BenchWhich::Pf(args) => crate::bench_pf::run(&args),
+        BenchWhich::Dashboard(args) => crate::bench_dashboard::run(&args),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -12,8 +13,9 @@ use statepipe_cluster::config::{Batch, Deadlines, SchedConfig, HEARTBEAT};
 use statepipe_cluster::pf::{self, Bootstrap, Checkpoints, PfConfig, PfState, Progress, SsModel};
 use statepipe_cluster::{
     Auto, AutoConfig, Decision, Joined, Listener, LocalCluster, Master, MasterConfig, Restore,
-    Secret, ShipCost, Stats,
+    Secret, ShipCost, Stats, Telemetry,
 };
+use statepipe_dashboard::EvolveSource;
 use statepipe_models::{Nile, Pk};
 use statepipe_sys::lock::{FolderLock, LockError};
 
@@ -117,6 +119,12 @@ pub struct FilterArgs {
     /// No progress bar, filtered means or worker table.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve a live dashboard of the run at ADDR (HOST:PORT, loopback:
+    /// 127.0.0.1:8787; port 0 takes any free one): the page, `/metrics`
+    /// and JSON, read-only. The URL is printed at the start. With
+    /// STATEPIPE_DASHBOARD_TOKEN set, every request must carry it.
+    #[arg(long, value_name = "ADDR")]
+    pub dashboard: Option<String>,
 }
 
 /// Where `pf` evolves, as the command line names it.
@@ -263,9 +271,11 @@ enum Where<'a> {
 type StartWorkers<'a> =
     Box<dyn FnOnce() -> Result<Vec<Joined>, statepipe_cluster::Error> + Send + 'a>;
 
-/// The master's configuration from the command line.
-pub fn master_config(a: &FilterArgs) -> MasterConfig {
+/// The master's configuration from the command line, recording into
+/// `telemetry` for a dashboard.
+pub fn master_config(a: &FilterArgs, telemetry: Option<&Telemetry>) -> MasterConfig {
     MasterConfig {
+        telemetry: telemetry.cloned(),
         imp: a.master.into(),
         seed: a.seed,
         sched: SchedConfig {
@@ -285,19 +295,34 @@ pub fn master_config(a: &FilterArgs) -> MasterConfig {
 }
 
 fn filter(at: Where<'_>, a: &FilterArgs) -> anyhow::Result<()> {
+    // Started before the model is built, so the page is up while it loads;
+    // it serves until the report is printed.
+    let board = match &a.dashboard {
+        Some(addr) => {
+            let telemetry = Telemetry::new();
+            let title = format!(
+                "statepipe pf: {:?} model, {} particles in {} islands",
+                a.model, a.particles, a.islands
+            );
+            let source = Arc::new(EvolveSource::new(telemetry.clone(), title));
+            Some((crate::dashboard_cmd::start(addr, source)?, telemetry))
+        }
+        None => None,
+    };
+    let t = board.as_ref().map(|b| &b.1);
     match a.model {
         Model::Nile => {
             let m = Nile::bundled();
             let exact = m.exact();
             let labels = m.years.iter().map(u32::to_string).collect();
             let obs = m.y.clone();
-            report(run_model(m, at, a)?, a, Some(exact), labels, &obs)
+            report(run_model(m, at, a, t)?, a, Some(exact), labels, &obs)
         }
         Model::Pk => {
             let m = Pk::simulated(a.pk_hours, a.pk_substeps, a.seed);
             let labels = (1..=m.y.len()).map(|h| format!("{h}h")).collect();
             let obs = m.y.clone();
-            report(run_model(m, at, a)?, a, None, labels, &obs)
+            report(run_model(m, at, a, t)?, a, None, labels, &obs)
         }
     }
 }
@@ -400,7 +425,12 @@ fn check_before_start(a: &FilterArgs) -> anyhow::Result<Option<FolderLock>> {
     Ok(lock)
 }
 
-fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow::Result<Run> {
+fn run_model<M: SsModel + Clone>(
+    m: M,
+    at: Where<'_>,
+    a: &FilterArgs,
+    telemetry: Option<&Telemetry>,
+) -> anyhow::Result<Run> {
     let model = Bootstrap(m.clone());
     let resume = match &a.resume {
         Some(path) => {
@@ -414,10 +444,13 @@ fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow:
         Where::Workers(joined, late) => {
             let (mut master, start) = match resume {
                 Some(c) => (
-                    Master::resume(&model, joined, master_config(a), c.snapshot)?,
+                    Master::resume(&model, joined, master_config(a, telemetry), c.snapshot)?,
                     Some(c.filter),
                 ),
-                None => (Master::new(&model, joined, master_config(a))?, None),
+                None => (
+                    Master::new(&model, joined, master_config(a, telemetry))?,
+                    None,
+                ),
             };
             if let Some(l) = late.filter(|_| a.master == MasterArg::EventLoop) {
                 master.admit_from(l);
@@ -436,7 +469,7 @@ fn run_model<M: SsModel + Clone>(m: M, at: Where<'_>, a: &FilterArgs) -> anyhow:
                 ship.start = Duration::MAX / 4;
             }
             let cfg = AutoConfig {
-                master: master_config(a),
+                master: master_config(a, telemetry),
                 threads,
                 workers,
                 steps: Some(m.steps() as u64),

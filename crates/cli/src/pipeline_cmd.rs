@@ -83,6 +83,14 @@ pub struct RunArgs {
     /// restores) at http://ADDR/metrics (with --coordinator).
     #[arg(long, value_name = "ADDR", requires = "coordinator")]
     pub metrics: Option<String>,
+    /// Serve a live dashboard of the run at ADDR (HOST:PORT, loopback:
+    /// 127.0.0.1:8787; port 0 takes any free one): the deployed graph
+    /// coloured by busy share and ring fill, rates, checkpoints; with
+    /// --coordinator, its members, cut edges and restores. Read-only; the
+    /// URL is printed at the start. With STATEPIPE_DASHBOARD_TOKEN set,
+    /// every request must carry it.
+    #[arg(long, value_name = "ADDR")]
+    pub dashboard: Option<String>,
 }
 
 /// `statepipe plan`.
@@ -169,6 +177,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // The digest is a stage of the pipeline, so checkpoints save it with
     // the other states and a resumed run goes on counting exactly once.
     let d = p.then(digest_stage()).deploy(&cfg)?;
+    // Serves until the command returns: after the run, its last state.
+    let _board = dashboard(&args, || d.running.observer())?;
     let first = d.running.resumed_from().unwrap_or(0);
     eprintln!(
         "run: `{}`, {items} items, plan: {}",
@@ -222,6 +232,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     println!("{}", digest_line(&done.states));
     write_graph(&dot, args.dot.as_deref(), args.svg.as_deref())
+}
+
+/// Starts `--dashboard` over the deployment `observer` gives, if asked.
+fn dashboard(
+    args: &RunArgs,
+    observer: impl FnOnce() -> statepipe_pipeline::Observer,
+) -> anyhow::Result<Option<statepipe_dashboard::Dashboard>> {
+    let Some(addr) = &args.dashboard else {
+        return Ok(None);
+    };
+    let title = format!("statepipe run {}", args.pipeline);
+    let source = statepipe_dashboard::PipelineSource::new(observer(), title);
+    crate::dashboard_cmd::start(addr, Arc::new(source)).map(Some)
 }
 
 /// The checkpoint and restore settings of `statepipe run`.
@@ -338,6 +361,7 @@ fn run_cycle(
             Some(y)
         }
     })?;
+    let _board = dashboard(args, || running.observer())?;
     eprintln!(
         "run: `{}` as a cycle, {items} items, each round until its value is divisible by \
          {laps}, plan: {}",

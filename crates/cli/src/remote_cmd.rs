@@ -114,6 +114,20 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
     if let Some(addr) = &args.metrics {
         crate::remote_metrics::serve(addr, co.metrics())?;
     }
+    // Serves until the command returns: after the run, its last state.
+    let _board = match &args.dashboard {
+        Some(addr) => {
+            let title = format!(
+                "statepipe run {} --coordinator {} ({} parts)",
+                args.pipeline,
+                co.local_addr(),
+                parts.len()
+            );
+            let source = statepipe_dashboard::PipelineSource::remote(co.metrics(), title);
+            Some(crate::dashboard_cmd::start(addr, Arc::new(source))?)
+        }
+        None => None,
+    };
     let mut config = RemoteConfig::new().members(members);
     if let Some(c) = args.credits {
         config = config.credits(c);

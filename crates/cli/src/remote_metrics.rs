@@ -5,87 +5,14 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use statepipe_dashboard::{PipelineSource, Source};
 use statepipe_pipeline::remote::RemoteMetrics;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Edge {
-    edge: String,
-}
-
-/// The metrics now, as Prometheus text.
+/// The metrics now, as Prometheus text: the dashboard's rendering of a
+/// distributed run (`statepipe_remote_*`), so `--metrics` and a
+/// dashboard's `/metrics` show the same.
 pub fn render(m: &RemoteMetrics) -> String {
-    let mut r = Registry::with_prefix("statepipe_remote");
-    let items = Family::<Edge, Counter>::default();
-    let bytes = Family::<Edge, Counter>::default();
-    let frames = Family::<Edge, Counter>::default();
-    let stalls = Family::<Edge, Counter>::default();
-    let credits = Family::<Edge, Gauge>::default();
-    for e in m.edges() {
-        let l = Edge {
-            edge: e.name.clone(),
-        };
-        items.get_or_create(&l).inc_by(e.items);
-        bytes.get_or_create(&l).inc_by(e.bytes);
-        frames.get_or_create(&l).inc_by(e.frames);
-        stalls.get_or_create(&l).inc_by(e.stalls);
-        credits.get_or_create(&l).set(e.credits as i64);
-    }
-    r.register("edge_items", "Items that crossed a cut edge", items);
-    r.register(
-        "edge_bytes",
-        "Bytes of item frames that crossed a cut edge",
-        bytes,
-    );
-    r.register("edge_frames", "Frames that crossed a cut edge", frames);
-    r.register(
-        "edge_stalls",
-        "Times a cut edge's sender waited for credits",
-        stalls,
-    );
-    r.register(
-        "edge_credits",
-        "Credits granted and not yet used: the items a cut edge may still carry (its queue's room)",
-        credits,
-    );
-    let checkpoints = Counter::<u64>::default();
-    checkpoints.inc_by(m.checkpoints());
-    r.register(
-        "checkpoints",
-        "Checkpoints committed by every part",
-        checkpoints,
-    );
-    let skipped = Counter::<u64>::default();
-    skipped.inc_by(m.skipped_checkpoints());
-    r.register(
-        "skipped_checkpoints",
-        "Checkpoints that could not be written (a part's copy or the commit) and were skipped",
-        skipped,
-    );
-    let restores = Counter::<u64>::default();
-    restores.inc_by(m.restores());
-    r.register(
-        "restores",
-        "Restores from a checkpoint after a loss",
-        restores,
-    );
-    let last = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-    last.set(m.last_checkpoint_seconds());
-    r.register(
-        "checkpoint_seconds",
-        "From the last committed checkpoint's barrier to its commit",
-        last,
-    );
-    let done = Counter::<u64>::default();
-    done.inc_by(m.parts_done());
-    r.register("parts_done", "Parts this process ran to their end", done);
-    let mut out = String::new();
-    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
-    out
+    PipelineSource::remote(m.clone(), "").metrics()
 }
 
 /// Serves `GET /metrics` on `addr` from a thread of its own; anything

@@ -63,6 +63,13 @@ pub struct ServeArgs {
     /// without wake-ups while busy, some CPU while waiting).
     #[arg(long, value_enum, default_value = "blocking")]
     handler_wait: WaitArg,
+    /// Serve a live dashboard of the service at ADDR (HOST:PORT, a port of
+    /// its own, loopback: 127.0.0.1:8787): requests per second by route and
+    /// status, p50 and p99, refusals, journal fsyncs, connections.
+    /// Read-only; the URL is printed at the start. With
+    /// STATEPIPE_DASHBOARD_TOKEN set, every request must carry it.
+    #[arg(long, value_name = "ADDR")]
+    dashboard: Option<String>,
 }
 
 /// `--handler-wait`.
@@ -93,6 +100,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.max_queue_delay = args.max_queue_delay;
     config.io_threads = args.io_threads.map(usize::from);
     let server = Server::bind(config).context("starting the service")?;
+    // On a port of its own; serves until the service has drained.
+    let _board = match &args.dashboard {
+        Some(addr) => {
+            let title = format!("statepipe serve {}", server.local_addr()?);
+            let source = statepipe_dashboard::ServiceSource::new(server.metrics(), title);
+            Some(crate::dashboard_cmd::start(
+                addr,
+                std::sync::Arc::new(source),
+            )?)
+        }
+        None => None,
+    };
     let stop = server.shutdown_handle();
     ctrlc::set_handler(move || stop.shutdown()).context("installing the signal handler")?;
     println!(

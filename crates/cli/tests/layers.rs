@@ -18,7 +18,14 @@ use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
 const LIBRARIES: [&str; 8] = [
-    "sys", "ring", "pipeline", "cluster", "models", "apps", "serve", "dashboard",
+    "sys",
+    "ring",
+    "pipeline",
+    "cluster",
+    "models",
+    "apps",
+    "serve",
+    "dashboard",
 ];
 
 const FORBIDDEN: [&str; 7] = [

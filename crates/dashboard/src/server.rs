@@ -215,8 +215,26 @@ impl Dashboard {
 
 impl Drop for Dashboard {
     fn drop(&mut self) {
+        // Open pages get the run's last state (a finished run shows as
+        // finished), then their streams end: a second at most.
+        if self.shared.streams.load(Ordering::Relaxed) > 0 {
+            let body = Arc::new(envelope(&self.shared));
+            let mut latest = self
+                .shared
+                .latest
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            latest.0 += 1;
+            latest.1 = body;
+        }
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.fresh.notify_all();
+        let flushing = Instant::now();
+        while self.shared.streams.load(Ordering::Relaxed) > 0
+            && flushing.elapsed() < Duration::from_secs(1)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         // Wake the accepting thread with a connection of our own.
         let wake = if self.addr.ip().is_unspecified() {
             SocketAddr::new(
@@ -235,6 +253,7 @@ impl Drop for Dashboard {
             let _ = t.join();
         }
         if let Some(t) = self.publisher.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -284,7 +303,8 @@ fn publish(shared: &Shared) {
             drop(latest);
             shared.fresh.notify_all();
         }
-        std::thread::sleep(shared.options.interval);
+        // Dropping the dashboard unparks this thread.
+        std::thread::park_timeout(shared.options.interval);
     }
 }
 
@@ -644,8 +664,8 @@ fn stream(mut conn: TcpStream, shared: &Shared, head_only: bool) {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
-        if shared.stop.load(Ordering::Relaxed) {
-            break;
+        if latest.0 == sent {
+            break; // stopped, with nothing newer to send
         }
         // Skips to the newest: the ones in between are dropped.
         sent = latest.0;

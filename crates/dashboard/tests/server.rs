@@ -305,3 +305,33 @@ proptest::proptest! {
         proptest::prop_assert!([200, 303, 400, 401, 404].contains(&status), "{} for {}", status, path);
     }
 }
+
+#[test]
+fn an_open_stream_gets_the_last_state_when_the_dashboard_stops() {
+    let d = start(
+        Options {
+            interval: Duration::from_secs(3600),
+            ..Options::default()
+        },
+        0,
+    );
+    let mut s = TcpStream::connect(d.local_addr()).unwrap();
+    s.write_all(b"GET /api/stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let first = events(&mut r, 1)[0];
+    drop(d);
+    let mut rest = String::new();
+    r.read_to_string(&mut rest).unwrap();
+    let last = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|j| {
+            serde_json::from_str::<serde_json::Value>(j).unwrap()["data"]["n"]
+                .as_u64()
+                .unwrap()
+        })
+        .next_back()
+        .expect("a last snapshot before the stream ends");
+    assert!(last > first);
+}

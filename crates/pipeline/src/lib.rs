@@ -74,7 +74,7 @@ mod upgrade;
 pub use branch::shard_of;
 pub use checkpoint::{
     Checkpoint, CheckpointError, CheckpointInfo, CheckpointTicket, Manifest, PlannedUnit,
-    StageEntry,
+    StageEntry, CHECKPOINTS_KEPT,
 };
 pub use either::Either;
 pub use failure::{FailedItem, Failure, StageState};
@@ -86,11 +86,11 @@ pub use runtime::cycle::STEP_NAME;
 pub use runtime::deploy::{Deployment, Finished, Running};
 pub use runtime::error::DeployError;
 pub use runtime::io::{Input, Output, SendError, TrySendError, SEND_BATCH};
-pub use runtime::metrics::{Metrics, UnitMetrics};
+pub use runtime::metrics::{Metrics, Observer, UnitMetrics};
 pub use runtime::plan::{Plan, MIN_STATION_NS};
 pub use runtime::simulate::{fit_fused, simulate, Prediction, UnitCost, HOP_NS};
 pub use sequential::{Interpreter, Run};
-pub use state::UpgradeError;
+pub use state::{UpgradeError, UpgradeInfo, UPGRADES_KEPT};
 pub use unit::{UnitInfo, UnitKind, DEFAULT_COST_NS};
 pub use upgrade::StageHandle;
 

@@ -172,6 +172,22 @@ pub(crate) fn shard_state_name(first_stage: Option<&str>) -> String {
 /// Where a visit of a description's stages goes.
 pub(crate) type Visit<'a> = &'a mut dyn FnMut(&mut dyn StageCell);
 
+/// How many applied upgrades a deployment remembers
+/// ([`Running::upgrades`](crate::Running::upgrades)): the last ones.
+pub const UPGRADES_KEPT: usize = 1000;
+
+/// One stage's upgrade as a deployment applied it at its barrier: one
+/// record per stage (per copy, for [`Running::upgrade_all`](crate::Running::upgrade_all)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeInfo {
+    /// The stage upgraded.
+    pub stage: String,
+    /// When the barrier reached it.
+    pub completed: std::time::Instant,
+    /// `Ok` if it runs the new code, or why it kept the old.
+    pub result: Result<(), UpgradeError>,
+}
+
 /// Why an upgrade was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpgradeError {

@@ -511,3 +511,52 @@ fn a_checkpoint_folder_takes_one_deployment_at_a_time() {
     while output.recv().is_some() {}
     again.running.join().unwrap();
 }
+
+#[test]
+fn checkpoints_and_upgrades_are_remembered_in_order() {
+    watchdog(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let (front, h) = Pipeline::upgradable("front", 0i64, machine::step(count));
+        let d = front
+            .deploy(
+                &Config::new()
+                    .workers(1)
+                    .pin(false)
+                    .checkpoint_dir(dir.path()),
+            )
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        let observer = running.observer();
+        let drain = std::thread::spawn(move || while output.recv().is_some() {});
+        let mut infos = Vec::new();
+        for k in 0..3 {
+            input.send_all(k * 10..k * 10 + 10).unwrap();
+            infos.push(running.checkpoint().unwrap().wait().unwrap());
+            assert_eq!(running.checkpoints(), infos, "one more per checkpoint");
+        }
+        assert_eq!(running.last_checkpoint().as_ref(), infos.last());
+        let positions: Vec<u64> = infos.iter().map(|c| c.position).collect();
+        assert_eq!(positions, [10, 20, 30]);
+        assert!(infos.windows(2).all(|w| w[0].completed <= w[1].completed));
+        let hundreds = machine::step(|s: &mut i64, x: i64| {
+            *s += 100;
+            x + *s
+        });
+        running
+            .upgrade(&h, hundreds, |old: &i64| Ok::<_, String>(*old))
+            .unwrap()
+            .wait()
+            .unwrap();
+        let ups = running.upgrades();
+        assert_eq!(ups.len(), 1);
+        assert_eq!(ups[0].stage, "front");
+        assert_eq!(ups[0].result, Ok(()));
+        assert!(ups[0].completed >= observer.started());
+        drop(input);
+        drain.join().unwrap();
+        running.join().unwrap();
+        // The observer keeps the history after the deployment ended.
+        assert_eq!(observer.checkpoints(), infos);
+        assert_eq!(observer.upgrades(), ups);
+    });
+}

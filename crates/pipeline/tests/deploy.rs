@@ -271,3 +271,79 @@ fn the_output_is_an_iterator_of_outputs_in_order() {
         d.running.join().expect("no stage panics");
     });
 }
+
+#[test]
+fn metrics_name_the_deployed_edges_and_each_stations_ring_capacity() {
+    watchdog(|| {
+        // a on worker 0; sum and c fused on worker 1 behind one ring.
+        let d = chain()
+            .deploy(&Config::new().plan(vec![0, 1, 1]).pin(false).capacity(64))
+            .unwrap();
+        let (mut input, mut output, running) = (d.input, d.output, d.running);
+        let observer = running.observer();
+        let m = running.metrics();
+        let edge = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            m.edges,
+            [
+                edge("input", "a"),
+                edge("a", "sum"),
+                edge("sum", "c"),
+                edge("c", "output")
+            ]
+        );
+        for u in &m.units {
+            assert_eq!(u.ring_capacity, 64, "{u:?}");
+            assert!(u.queue_depth <= u.ring_capacity, "{u:?}");
+        }
+        assert!(!observer.is_finished());
+        assert_eq!(observer.metrics().edges, m.edges);
+        input.send_all(0..100).unwrap();
+        drop(input);
+        while output.recv().is_some() {}
+        let done = running.join().unwrap();
+        // The observer outlives the deployment and reports its end.
+        assert!(observer.is_finished());
+        assert_eq!(observer.metrics(), done.metrics);
+        assert_eq!(observer.metrics().units[0].items_in, 100);
+        assert!(observer.checkpoints().is_empty());
+        assert!(observer.upgrades().is_empty());
+    });
+}
+
+#[test]
+fn a_merge_reports_the_rings_of_all_its_copies() {
+    watchdog(|| {
+        let p = Pipeline::map("a", |x: u64| x).then(Pipeline::shard(3, |k| {
+            Pipeline::map(&format!("s{k}"), |x: u64| x)
+        }));
+        // a, s0, s1, s2, merge: every copy and the merge on a worker of its own.
+        let running = p
+            .deploy_with(
+                &Config::new()
+                    .plan(vec![0, 1, 2, 3, 0])
+                    .pin(false)
+                    .capacity(32),
+                0..50u64,
+                |_, _| {},
+            )
+            .unwrap();
+        let m = running.metrics();
+        let by_name = |name: &str| m.units.iter().find(|u| u.name == name).unwrap();
+        assert_eq!(
+            by_name("a").ring_capacity,
+            0,
+            "an iterator feeds it: no ring"
+        );
+        assert_eq!(by_name("s1").ring_capacity, 32);
+        assert_eq!(by_name(&m.units[4].name).ring_capacity, 3 * 32);
+        for copy in ["s0", "s1", "s2"] {
+            assert!(
+                m.edges.contains(&("a".into(), copy.into())),
+                "{:?}",
+                m.edges
+            );
+        }
+        running.join().unwrap();
+    });
+}

@@ -269,6 +269,7 @@ fn losing_a_member(
             .checkpoint_dir(dir.path())
             .checkpoint_every(std::time::Duration::from_millis(10));
         let committed = dir.path().join("COORDINATOR");
+        let metrics = co.metrics();
         let run = std::thread::spawn(move || {
             co.run(&parts(), &config, inputs, move |seq, x| {
                 std::thread::sleep(std::time::Duration::from_millis(sink_ms));
@@ -281,6 +282,24 @@ fn losing_a_member(
         cut.cut();
         let run = run.join().unwrap().unwrap();
         assert_eq!(run.restores.len(), 1, "{:?}", run.restores);
+        // The live view saw the same: two members, two parts, one restore
+        // from a committed checkpoint with one member left.
+        assert!(metrics.is_finished());
+        assert_eq!(metrics.parts(), 2);
+        let seen = metrics.members();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        let placed: Vec<u32> = seen.iter().flat_map(|m| m.parts.clone()).collect();
+        assert_eq!(
+            placed,
+            [0, 1],
+            "the last attempt's parts, on the member left"
+        );
+        let restores = metrics.restore_history();
+        assert_eq!(restores.len(), 1);
+        assert_eq!(restores[0].restore, run.restores[0]);
+        assert_eq!(restores[0].members_left, 1);
+        assert!(restores[0].restore.from.is_some());
+        assert!(restores[0].at >= metrics.created());
         let mut members = members.into_iter();
         // The member that was not cut off ends well; the other says it
         // lost its coordinator.

@@ -76,8 +76,8 @@ impl Event {
 /// What the handlers share with each other and the I/O threads.
 #[derive(Debug)]
 pub struct Shared {
-    /// The metrics.
-    pub metrics: Metrics,
+    /// The metrics (the server's, which it hands out).
+    pub metrics: Arc<Metrics>,
     /// Lsn ranges whose batch failed to reach the disk.
     failed: Mutex<Vec<(u64, u64)>>,
     /// Whether `failed` may have an entry (so `apply` skips the lock
@@ -94,11 +94,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// With fresh metrics; handlers at nice value `nice`.
-    pub fn new(admission: Admission, nice: i32) -> Self {
+    /// Counting into `metrics`; handlers at nice value `nice`.
+    pub fn new(admission: Admission, nice: i32, metrics: Arc<Metrics>) -> Self {
         Shared {
             admission,
-            metrics: Metrics::new(),
+            metrics,
             failed: Mutex::new(Vec::new()),
             any_failed: AtomicBool::new(false),
             snapshot_lsn: AtomicU64::new(0),
@@ -210,6 +210,11 @@ impl Journal {
                 .metrics
                 .zero_filled
                 .set(i64::from(writer.zero_filled()));
+            if result.is_ok() {
+                // Lsns are consecutive: the batch's writes, first to last.
+                let events = self.batch_last.saturating_sub(first) + 1;
+                self.shared.metrics.committed(events);
+            }
             if let Err(e) = result {
                 tracing::error!(error = %e, "journal write failed; answering this batch's writes 503");
                 let last = self.batch_last;
@@ -611,7 +616,11 @@ mod tests {
 
     #[test]
     fn failures_apply_has_passed_are_forgotten() {
-        let shared = Shared::new(Admission::new(1, Duration::from_millis(20)), 0);
+        let shared = Shared::new(
+            Admission::new(1, Duration::from_millis(20)),
+            0,
+            Arc::new(Metrics::new()),
+        );
         assert!(!shared.failed(1));
         // A disk full for a long time: every batch of ten fails, and apply
         // asks about each write in order.

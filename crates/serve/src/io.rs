@@ -130,7 +130,7 @@ pub struct IoThread<W: WaitStrategy> {
     pub limits: Limits,
     /// The `Date` header, refreshed once per loop.
     pub date: http::Date,
-    /// Its answered requests, by route and status.
+    /// Its answered requests, by route and status, and their latencies.
     pub tally: Tally,
 }
 
@@ -155,8 +155,9 @@ struct Conn {
     /// end of the stream (no later event will announce the close again).
     read_closed: bool,
     out: Vec<u8>,
-    /// The route label of the request on the ring, if one is.
-    in_flight: Option<&'static str>,
+    /// The route label of the request on the ring, if one is, and when
+    /// it was parsed.
+    in_flight: Option<(&'static str, Instant)>,
     close_after: bool,
     /// Its last request was HTTP/1.0 with `Connection: keep-alive`: its
     /// answers say the connection stays open, or the client would wait
@@ -227,8 +228,8 @@ impl<W: WaitStrategy> IoThread<W> {
                 if conn.generation != generation {
                     continue;
                 }
-                let label = conn.in_flight.take().unwrap_or("other");
-                self.respond(conn, label, response);
+                let (label, parsed) = conn.in_flight.take().unwrap_or(("other", conn.active));
+                self.respond(conn, label, response, parsed);
                 self.process(slot, conn, &mut chunk);
                 self.maybe_close(&mut conns, &mut free, slot);
             }
@@ -438,11 +439,11 @@ impl<W: WaitStrategy> IoThread<W> {
                 Parsed::Reject(mut response) => {
                     response.close = true;
                     used = conn.inbuf.len();
-                    self.respond(conn, "other", response);
+                    self.respond(conn, "other", response, Instant::now());
                 }
                 Parsed::Answer { consumed, response } => {
                     used += consumed;
-                    self.respond(conn, "other", response);
+                    self.respond(conn, "other", response, Instant::now());
                 }
                 Parsed::Request {
                     consumed,
@@ -455,6 +456,8 @@ impl<W: WaitStrategy> IoThread<W> {
                     conn.close_after |= close;
                     conn.keep_alive_1_0 = keep_alive;
                     let label = route.label();
+                    // The request's clock (its latency), and admission's.
+                    let parsed = Instant::now();
                     // Reads are answered here; a `HEAD` gets the same
                     // headers without the body.
                     let read = match route {
@@ -467,18 +470,17 @@ impl<W: WaitStrategy> IoThread<W> {
                         Route::Get(id) => Some(self.view.get(id)),
                         Route::List { after, limit } => Some(self.view.list(after, limit)),
                         route => {
-                            let now = Instant::now();
-                            if !self.shared.admission.admits(now) {
+                            if !self.shared.admission.admits(parsed) {
                                 self.shared.metrics.refused(Refusal::QueueDelay);
-                                self.respond(conn, label, Response::busy());
+                                self.respond(conn, label, Response::busy(), parsed);
                             } else {
-                                self.publish(slot, conn, route, now);
+                                self.publish(slot, conn, route, parsed);
                             }
                             None
                         }
                     };
                     if let Some(read) = read {
-                        self.respond(conn, label, Response { head, ..read });
+                        self.respond(conn, label, Response { head, ..read }, parsed);
                     }
                 }
             }
@@ -493,8 +495,8 @@ impl<W: WaitStrategy> IoThread<W> {
         conn.inbuf.drain(..used);
     }
 
-    /// Puts an admitted write on the ring, or answers it at once if the
-    /// ring is full or stopping.
+    /// Puts an admitted write (parsed at `now`) on the ring, or answers it
+    /// at once if the ring is full or stopping.
     fn publish(&mut self, slot: usize, conn: &mut Conn, route: Route, now: Instant) {
         let label = route.label();
         let origin = Origin {
@@ -507,31 +509,43 @@ impl<W: WaitStrategy> IoThread<W> {
                 self.shared.metrics.ring_depth.inc();
                 self.shared.metrics.published.inc();
                 self.in_flight.published(&self.shared.admission, now);
-                conn.in_flight = Some(label);
+                conn.in_flight = Some((label, now));
             }
             Err(TryPublishError::Full(_)) => {
                 self.shared.metrics.refused(Refusal::RingFull);
-                self.respond(conn, label, Response::busy());
+                self.respond(conn, label, Response::busy(), now);
             }
             Err(TryPublishError::Halted(_)) => {
                 let mut r = Response::unavailable("the service is stopping");
                 r.close = true;
-                self.respond(conn, label, r);
+                self.respond(conn, label, r, now);
             }
         }
     }
 
-    /// Queues `response` on `conn`. Every caller goes on to [`Self::process`],
-    /// which sends what is queued once it has answered every request it
-    /// can: the answers to pipelined requests leave in one `send`.
-    fn respond(&self, conn: &mut Conn, label: &'static str, mut response: Response) {
+    /// Queues `response` on `conn` for the request parsed at `parsed`,
+    /// counting it and its latency. Every caller goes on to
+    /// [`Self::process`], which sends what is queued once it has answered
+    /// every request it can: the answers to pipelined requests leave in
+    /// one `send`.
+    fn respond(
+        &self,
+        conn: &mut Conn,
+        label: &'static str,
+        mut response: Response,
+        parsed: Instant,
+    ) {
+        // The one clock read an answer costs (it was here before the
+        // latency was measured: `active`).
+        let now = Instant::now();
         self.tally.answered(label, response.status);
+        self.tally.took(now.saturating_duration_since(parsed));
         if conn.close_after {
             response.close = true;
         }
         response.keep_alive |= conn.keep_alive_1_0;
         conn.close_after |= response.close;
-        conn.active = Instant::now();
+        conn.active = now;
         response.write_to(&mut conn.out, self.date.as_str());
     }
 

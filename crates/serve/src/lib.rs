@@ -35,6 +35,10 @@ pub mod store;
 mod view;
 
 pub use error::ServeError;
+pub use metrics::{
+    IoLabels, LatencySummary, Metrics, RefusalLabels, RequestCount, RequestLabels, ServiceSummary,
+    StageLabels, STAGES,
+};
 pub use server::{
     run, Config, HandlerWait, Server, ShutdownHandle, DEFAULT_JOURNAL_SEGMENT,
     DEFAULT_MAX_QUEUE_DELAY, SHARED_CPU_NICE,

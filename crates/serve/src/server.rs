@@ -18,6 +18,7 @@ use crate::business::{Apply, Decode, Event, Journal, ReplyHandler, Shared};
 use crate::error::ServeError;
 use crate::io::{Handoff, IoThread, Limits, WAKER};
 use crate::journal::{Start, Writer};
+use crate::metrics::Metrics;
 use crate::store::{recover, Recovered};
 use crate::view::Publisher;
 
@@ -147,6 +148,7 @@ pub struct Server {
     listener: std::net::TcpListener,
     recovered: Recovered,
     handle: ShutdownHandle,
+    metrics: Arc<Metrics>,
 }
 
 impl Server {
@@ -188,6 +190,7 @@ impl Server {
                 stop: Arc::new(AtomicBool::new(false)),
                 wakers: Arc::new(OnceLock::new()),
             },
+            metrics: Arc::new(Metrics::new()),
         })
     }
 
@@ -208,6 +211,12 @@ impl Server {
     /// A handle that stops it.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         self.handle.clone()
+    }
+
+    /// Its metrics, to read while it serves (and after): what `/metrics`
+    /// shows, and [`Metrics::summary`] for a live view.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     /// Serves until [`ShutdownHandle::shutdown`], then drains and returns.
@@ -232,6 +241,7 @@ impl Server {
             listener,
             recovered,
             handle,
+            metrics,
         } = self;
         let cpus = statepipe_sys::cpus::usable_cpus();
         let usable = &cpus.ids[..cpus.count.min(cpus.ids.len()).max(1)];
@@ -265,6 +275,7 @@ impl Server {
         let shared = Arc::new(Shared::new(
             Admission::new(n_io, config.max_queue_delay),
             nice,
+            metrics,
         ));
         let (view, readers) = Publisher::new(&recovered.store.items);
         let mut polls = Vec::new();
@@ -348,7 +359,7 @@ impl Server {
                 stop: Arc::clone(&handle.stop),
                 limits: limits.clone(),
                 date: crate::http::Date::default(),
-                tally: shared.metrics.tally(),
+                tally: shared.metrics.tally(index),
             };
             let cpu = io_cpu(index);
             let spawned = thread::Builder::new()

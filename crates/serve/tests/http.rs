@@ -659,3 +659,72 @@ fn an_http_1_0_client_that_asks_keep_alive_is_told_the_connection_stays() {
     stop.shutdown();
     t.join().unwrap();
 }
+
+#[test]
+fn the_summary_counts_requests_latencies_and_journal_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path());
+    config.pin = false;
+    config.io_threads = Some(2);
+    let server = Server::bind(config).unwrap();
+    let metrics = server.metrics();
+    let addr = server.local_addr().unwrap();
+    let stop = server.shutdown_handle();
+    let t = thread::spawn(move || server.run().unwrap());
+    assert_eq!(metrics.summary().latency.count, 0);
+    let mut clients: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
+    for s in &mut clients {
+        for _ in 0..5 {
+            let (st, _, _) = exchange(
+                s,
+                b"POST /item HTTP/1.1\r\nContent-Length: 22\r\n\r\n{\"name\":\"a\",\"price\":1}",
+            );
+            assert_eq!(st, 201);
+        }
+        for _ in 0..10 {
+            let (st, _, _) = exchange(s, b"GET /item/999 HTTP/1.1\r\n\r\n");
+            assert_eq!(st, 404);
+        }
+    }
+    let s = metrics.summary();
+    let count = |route: &str, status: u16| {
+        s.requests
+            .iter()
+            .find(|r| r.route == route && r.status == status)
+            .map_or(0, |r| r.count)
+    };
+    assert_eq!(count("POST /item", 201), 10, "{s:?}");
+    assert_eq!(count("GET /item/{id}", 404), 20, "{s:?}");
+    assert_eq!(s.latency.count, 30, "{s:?}");
+    assert!(s.latency.p50 <= s.latency.p99, "{s:?}");
+    assert!(s.latency.p99 > Duration::ZERO, "{s:?}");
+    assert_eq!(s.journal_events, 10, "{s:?}");
+    assert!((1..=10).contains(&s.journal_fsyncs), "{s:?}");
+    assert_eq!(s.published, 10);
+    assert_eq!(s.ring_depth, 0);
+    assert_eq!(s.connections, 2);
+    assert_eq!(
+        s.refusals,
+        [("queue_delay", 0), ("ring_full", 0), ("connections", 0)]
+    );
+    // The latencies are the interval's: the next summary starts afresh,
+    // while the counts go on.
+    let again = metrics.summary();
+    assert_eq!(again.latency.count, 0);
+    assert_eq!(again.requests, s.requests);
+    // `/metrics` shows the latencies too, per I/O thread, from the start.
+    let (st, _, body) = exchange(&mut clients[0], b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(st, 200);
+    let timed: u64 = body
+        .lines()
+        .filter(|l| l.starts_with("statepipe_serve_request_seconds_count{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(timed, 30, "{body}");
+    assert!(
+        body.contains("statepipe_serve_journal_events_total 10"),
+        "{body}"
+    );
+    stop.shutdown();
+    t.join().unwrap();
+}

@@ -19,8 +19,10 @@ mod error;
 mod store;
 pub(crate) mod writer;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 pub use error::CheckpointError;
 #[cfg(feature = "fuzzing")]
@@ -109,6 +111,55 @@ pub struct CheckpointInfo {
     pub max_stall: Duration,
     /// From the request to the manifest being durable.
     pub duration: Duration,
+    /// When it completed (its manifest became durable).
+    pub completed: Instant,
+}
+
+/// How many completed checkpoints a deployment remembers
+/// ([`Running::checkpoints`](crate::Running::checkpoints)): the last ones.
+pub const CHECKPOINTS_KEPT: usize = 1000;
+
+/// The last `cap` records of something that happens now and then
+/// (checkpoints, upgrades, restores), oldest first: what a watcher reads
+/// while the run goes on. Pushing takes an uncontended lock, once per
+/// event, never on an item's path.
+#[derive(Debug)]
+pub(crate) struct History<T> {
+    cap: usize,
+    items: Mutex<VecDeque<T>>,
+}
+
+impl<T: Clone> History<T> {
+    /// An empty history of at most `cap` records.
+    pub(crate) fn new(cap: usize) -> Self {
+        History {
+            cap,
+            items: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<T>> {
+        self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a record, forgetting the oldest once `cap` are kept.
+    pub(crate) fn push(&self, item: T) {
+        let mut items = self.lock();
+        if items.len() == self.cap {
+            items.pop_front();
+        }
+        items.push_back(item);
+    }
+
+    /// The records kept, oldest first.
+    pub(crate) fn all(&self) -> Vec<T> {
+        self.lock().iter().cloned().collect()
+    }
+
+    /// The newest record.
+    pub(crate) fn last(&self) -> Option<T> {
+        self.lock().back().cloned()
+    }
 }
 
 /// A checkpoint under way: [`wait`](CheckpointTicket::wait) for it.
@@ -155,5 +206,22 @@ impl CheckpointTicket {
                 )))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::History;
+
+    #[test]
+    fn a_history_keeps_the_last_records_in_order() {
+        let h = History::new(3);
+        assert_eq!(h.last(), None::<u32>);
+        for k in 0..10u32 {
+            h.push(k);
+            assert_eq!(h.all().len(), (k as usize + 1).min(3));
+        }
+        assert_eq!(h.all(), [7, 8, 9]);
+        assert_eq!(h.last(), Some(9));
     }
 }

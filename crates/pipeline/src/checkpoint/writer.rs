@@ -17,7 +17,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::error::CheckpointError;
 use super::store::{self, Manifest, PlannedUnit, StageEntry, FORMAT, VERSION};
-use super::CheckpointInfo;
+use super::{CheckpointInfo, History};
 use crate::state::{Copied, Snapshot};
 
 /// What the writer is told.
@@ -46,8 +46,9 @@ pub(crate) struct Setup {
     pub(crate) stages: usize,
     pub(crate) shape: String,
     pub(crate) plan: Vec<PlannedUnit>,
-    /// The last completed checkpoint, for `Running::last_checkpoint`.
-    pub(crate) last: Arc<Mutex<Option<CheckpointInfo>>>,
+    /// The last completed checkpoints, for `Running::last_checkpoint` and
+    /// `Running::checkpoints`.
+    pub(crate) history: Arc<History<CheckpointInfo>>,
     /// Where encoded copies go back to, by stage name.
     pub(crate) spares: Arc<Mutex<HashMap<String, Copied>>>,
     /// Whether older checkpoints stay when one completes.
@@ -183,7 +184,7 @@ fn finish(setup: &Setup, id: u64, mut p: Pending) {
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let Ok(info) = &result {
-        *setup.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.clone());
+        setup.history.push(info.clone());
     }
     if let Some(done) = p.done {
         let _ = done.send(result);
@@ -246,5 +247,6 @@ fn complete(
         bytes: p.bytes,
         max_stall: p.stall,
         duration: p.started.map_or(Duration::ZERO, |s| s.elapsed()),
+        completed: Instant::now(),
     })
 }

@@ -143,6 +143,7 @@ impl Coordinator {
         };
         let result = run.drive(parts);
         done.store(true, Ordering::Relaxed);
+        self.metrics.finish();
         for m in run.members.values_mut().filter(|m| m.alive) {
             if result.is_ok() {
                 m.send(&Msg::Finish);
@@ -330,14 +331,17 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                     if self.committed.map(|c| c.id) != started_from {
                         fruitless = 0;
                     }
-                    self.co.metrics.count_restore();
-                    self.restores.push(Restore {
+                    let restore = Restore {
                         lost: lost.map(member),
                         why,
                         from: self.committed.map(|c| c.id),
                         position: self.committed.map_or(0, |c| c.position),
                         detected_after: detected,
-                    });
+                    };
+                    self.co
+                        .metrics
+                        .count_restore(restore.clone(), self.live().len());
+                    self.restores.push(restore);
                 }
             }
         }
@@ -362,6 +366,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
     fn on_event(&mut self, ev: Ev) -> Option<Ev> {
         match ev {
             Ev::Joined(n, k) => {
+                self.co.metrics.member_joined(n, &k.addr);
                 self.members.insert(n, k);
                 None
             }
@@ -387,6 +392,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                     k.drop_connection();
                     a
                 });
+                self.co.metrics.member_gone(n);
                 was_alive.then_some(Ev::Lost(n, why))
             }
             ev => Some(ev),
@@ -404,6 +410,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         if let Some(k) = self.members.get_mut(&silent) {
             k.drop_connection();
         }
+        self.co.metrics.member_gone(silent);
         Some((silent, format!("silent for more than {limit:?}")))
     }
 

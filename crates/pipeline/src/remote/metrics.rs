@@ -1,20 +1,67 @@
-//! A distributed run's counters, per cut edge, for metrics.
+//! A distributed run's counters, per cut edge, for metrics; and, at the
+//! coordinator, its members and the restores, for a live view.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use super::edge::{EdgeMetrics, EdgeStats};
+use super::run::Restore;
+use crate::checkpoint::History;
+
+/// How many restores [`RemoteMetrics::restore_history`] keeps (the last
+/// ones).
+pub const RESTORES_KEPT: usize = 1000;
+
+/// A member as the coordinator sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// Its number, given when it joined.
+    pub id: u32,
+    /// The address it joined from.
+    pub addr: String,
+    /// Whether it is still connected (not lost, and the run not over).
+    pub alive: bool,
+    /// The parts placed on it by the latest attempt, in order (empty for a
+    /// member lost before it, or that joined after it).
+    pub parts: Vec<u32>,
+}
+
+/// A restore after a loss, as the coordinator made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreInfo {
+    /// When the restore was decided (the failed attempt had stopped).
+    pub at: Instant,
+    /// The members alive to run the next attempt.
+    pub members_left: usize,
+    /// What was lost and where the run goes on from (`restore.from`: the
+    /// checkpoint restored, `None` for the start).
+    pub restore: Restore,
+}
 
 /// The counters of one process of a distributed run: its cut edges
-/// (items, bytes, frames, credits, stalls) and its parts' progress. Cheap
-/// to clone; [`edges`](Self::edges) reads them while the run goes on.
+/// (items, bytes, frames, credits, stalls) and its parts' progress; at
+/// the coordinator also its members, the number of parts and the last
+/// restores. Cheap to clone; [`edges`](Self::edges) and the others read
+/// them while the run goes on, and after it.
 #[derive(Clone, Default)]
 pub struct RemoteMetrics {
     inner: Arc<Inner>,
 }
 
+/// The members the coordinator knows, and where the latest attempt put
+/// the parts.
 #[derive(Default)]
+struct Members {
+    /// By number: address and whether alive.
+    known: BTreeMap<u32, (String, bool)>,
+    /// Part `k`'s member, for the latest attempt.
+    placement: Vec<u32>,
+}
+
 struct Inner {
+    created: Instant,
     edges: Mutex<Vec<(String, Arc<EdgeStats>)>>,
     parts_done: AtomicU64,
     checkpoints: AtomicU64,
@@ -23,6 +70,27 @@ struct Inner {
     last_checkpoint_ns: AtomicU64,
     restores: AtomicU64,
     skipped: AtomicU64,
+    members: Mutex<Members>,
+    restore_history: History<RestoreInfo>,
+    /// When the coordinator's run returned.
+    finished: OnceLock<Instant>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            created: Instant::now(),
+            edges: Mutex::default(),
+            parts_done: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            last_checkpoint_ns: AtomicU64::new(0),
+            restores: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            members: Mutex::default(),
+            restore_history: History::new(RESTORES_KEPT),
+            finished: OnceLock::new(),
+        }
+    }
 }
 
 impl std::fmt::Debug for RemoteMetrics {
@@ -68,8 +136,46 @@ impl RemoteMetrics {
         self.inner.skipped.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn count_restore(&self) {
+    /// Counts a restore, and keeps it for [`restore_history`](Self::restore_history).
+    pub(crate) fn count_restore(&self, restore: Restore, members_left: usize) {
         self.inner.restores.fetch_add(1, Ordering::Relaxed);
+        self.inner.restore_history.push(RestoreInfo {
+            at: Instant::now(),
+            members_left,
+            restore,
+        });
+    }
+
+    fn members_lock(&self) -> std::sync::MutexGuard<'_, Members> {
+        self.inner.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Member `id` joined from `addr`.
+    pub(crate) fn member_joined(&self, id: u32, addr: &str) {
+        self.members_lock()
+            .known
+            .insert(id, (addr.to_string(), true));
+    }
+
+    /// Member `id` is lost (or its connection was closed).
+    pub(crate) fn member_gone(&self, id: u32) {
+        if let Some(m) = self.members_lock().known.get_mut(&id) {
+            m.1 = false;
+        }
+    }
+
+    /// An attempt placed part `k` on member `placement[k]`.
+    pub(crate) fn placed(&self, placement: &[u32]) {
+        self.members_lock().placement = placement.to_vec();
+    }
+
+    /// The run is over (the coordinator's `run` returned).
+    pub(crate) fn finish(&self) {
+        let _ = self.inner.finished.set(Instant::now());
+        let mut m = self.members_lock();
+        for (_, alive) in m.known.values_mut() {
+            *alive = false;
+        }
     }
 
     /// Every edge's counters now (counted over every attempt of the run).
@@ -103,5 +209,61 @@ impl RemoteMetrics {
     /// Restores from a checkpoint after a loss (the coordinator's count).
     pub fn restores(&self) -> u64 {
         self.inner.restores.load(Ordering::Relaxed)
+    }
+
+    /// The last restores (at most [`RESTORES_KEPT`]), oldest first: when,
+    /// from which checkpoint, with how many members left (the
+    /// coordinator's).
+    pub fn restore_history(&self) -> Vec<RestoreInfo> {
+        self.inner.restore_history.all()
+    }
+
+    /// Every member that joined, by number, with the parts the latest
+    /// attempt placed on it (the coordinator's; empty elsewhere).
+    pub fn members(&self) -> Vec<MemberInfo> {
+        let m = self.members_lock();
+        m.known
+            .iter()
+            .map(|(&id, (addr, alive))| MemberInfo {
+                id,
+                addr: addr.clone(),
+                alive: *alive,
+                parts: (0u32..)
+                    .zip(&m.placement)
+                    .filter(|&(_, &on)| on == id)
+                    .map(|(k, _)| k)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The number of parts the run is cut into (the coordinator's; 0
+    /// before its first attempt, and elsewhere).
+    pub fn parts(&self) -> usize {
+        self.members_lock().placement.len()
+    }
+
+    /// When these metrics were made: the coordinator's bind, or the
+    /// member's join. Times in [`RestoreInfo::at`] are on this clock.
+    pub fn created(&self) -> Instant {
+        self.inner.created
+    }
+
+    /// Whether the coordinator's run has returned (its members are then
+    /// reported not alive).
+    pub fn is_finished(&self) -> bool {
+        self.inner.finished.get().is_some()
+    }
+
+    /// From [`created`](Self::created) to now, or to the end of the
+    /// coordinator's run once it returned.
+    pub fn elapsed(&self) -> Duration {
+        let end = self
+            .inner
+            .finished
+            .get()
+            .copied()
+            .unwrap_or_else(Instant::now);
+        end.saturating_duration_since(self.inner.created)
     }
 }

@@ -99,7 +99,7 @@ pub use edge::EdgeMetrics;
 pub use error::RemoteError;
 pub use link::{Link, LinkListener, LinkReceiver, RawLink, RawLinkReceiver};
 pub use member::Member;
-pub use metrics::RemoteMetrics;
+pub use metrics::{MemberInfo, RemoteMetrics, RestoreInfo, RESTORES_KEPT};
 pub use part::{Parts, Wire};
 pub use run::{RemoteConfig, RemoteFailure, RemoteRun, Restore, SkippedCheckpoint, SKIPPED_KEPT};
 

@@ -30,8 +30,10 @@ use crossbeam_channel::Sender;
 
 use super::doorbell::Doorbell;
 use crate::checkpoint::writer::Job;
+use crate::checkpoint::History;
 use crate::state::UpgradeError;
 use crate::state::{Copied, Snapshot, StageCell, Visit};
+use crate::state::{UpgradeInfo, UPGRADES_KEPT};
 
 /// The name a durable cycle's own state is saved under (its items waiting
 /// to go round), beside its stages'.
@@ -105,15 +107,22 @@ impl BarrierInfo {
         }
     }
 
-    /// Applies the upgrades meant for `cell`, reporting each result.
-    fn upgrade(&self, cell: &mut dyn StageCell) {
+    /// Applies the upgrades meant for `cell`, reporting each result (to
+    /// its ticket, and to `history`).
+    fn upgrade(&self, cell: &mut dyn StageCell, history: &History<UpgradeInfo>) {
         let mut ups = lock(&self.upgrades);
         for u in ups.iter_mut() {
             if u.stage != cell.name() {
                 continue;
             }
             if let Some(cmd) = u.cmd.take() {
-                let _ = u.done.send(cell.upgrade(cmd));
+                let result = cell.upgrade(cmd);
+                history.push(UpgradeInfo {
+                    stage: u.stage.clone(),
+                    completed: Instant::now(),
+                    result: result.clone(),
+                });
+                let _ = u.done.send(result);
             }
         }
     }
@@ -144,6 +153,8 @@ pub(crate) struct Coordinator {
     pub(crate) stages: Vec<String>,
     /// Whether barriers can be sent at all (not in a cycle).
     pub(crate) supported: bool,
+    /// The upgrades applied, for `Running::upgrades` and its observers.
+    pub(crate) upgrades: Arc<History<UpgradeInfo>>,
 }
 
 impl Coordinator {
@@ -164,6 +175,7 @@ impl Coordinator {
             first: OnceLock::new(),
             stages,
             supported,
+            upgrades: Arc::new(History::new(UPGRADES_KEPT)),
         }
     }
 
@@ -222,7 +234,7 @@ impl Coordinator {
         let mut seen = 0;
         visit(&mut |cell| {
             seen += 1;
-            b.upgrade(cell);
+            b.upgrade(cell, &self.upgrades);
             if b.checkpoint {
                 let spare = lock(&self.spares).remove(cell.name());
                 snaps.extend(cell.snapshot(spare));

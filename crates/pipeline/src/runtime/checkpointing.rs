@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,8 @@ use super::error::DeployError;
 use super::plan::Plan;
 use crate::checkpoint::writer::{self, Job, Setup};
 use crate::checkpoint::{
-    read_state, CheckpointError, CheckpointInfo, CheckpointTicket, PlannedUnit,
+    read_state, CheckpointError, CheckpointInfo, CheckpointTicket, History, PlannedUnit,
+    CHECKPOINTS_KEPT,
 };
 use crate::state::UpgradeError;
 use crate::unit::UnitInfo;
@@ -226,7 +227,8 @@ pub(crate) struct Checkpointing {
     writer: Option<JoinHandle<()>>,
     periodic: Option<(Sender<()>, JoinHandle<()>)>,
     pub(crate) resumed: Option<u64>,
-    last: Arc<Mutex<Option<CheckpointInfo>>>,
+    /// The last completed checkpoints.
+    pub(crate) history: Arc<History<CheckpointInfo>>,
 }
 
 /// Starts the writer, if the deployment checkpoints.
@@ -235,7 +237,7 @@ pub(crate) fn start(
     co: &Arc<Coordinator>,
     prepared: Prepared,
 ) -> Result<Checkpointing, DeployError> {
-    let last = Arc::new(Mutex::new(None));
+    let history = Arc::new(History::new(CHECKPOINTS_KEPT));
     let mut writer_thread = None;
     if let Some(root) = &config.checkpoint_dir {
         let io = |e: std::io::Error| {
@@ -260,7 +262,7 @@ pub(crate) fn start(
             stages: prepared.stages.len(),
             shape: prepared.shape,
             plan: prepared.plan,
-            last: Arc::clone(&last),
+            history: Arc::clone(&history),
             spares: Arc::clone(&co.spares),
             keep_older: config.keep_older_checkpoints,
             _lock: lock,
@@ -274,7 +276,7 @@ pub(crate) fn start(
         writer: writer_thread,
         periodic: None,
         resumed: prepared.resumed,
-        last,
+        history,
     })
 }
 
@@ -406,7 +408,17 @@ impl Checkpointing {
 
     /// The last checkpoint completed.
     pub(crate) fn last(&self) -> Option<CheckpointInfo> {
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.history.last()
+    }
+
+    /// The last [`CHECKPOINTS_KEPT`] checkpoints completed, oldest first.
+    pub(crate) fn all(&self) -> Vec<CheckpointInfo> {
+        self.history.all()
+    }
+
+    /// The last upgrades applied, oldest first.
+    pub(crate) fn upgrades(&self) -> Vec<crate::state::UpgradeInfo> {
+        self.co.upgrades.all()
     }
 
     /// Sends one barrier that upgrades every stage named in `cmds`.

@@ -270,6 +270,7 @@ impl Compile {
             units: std::mem::take(&mut self.pending_units),
             counters: Arc::clone(&counters),
             depth: source.depth_probe(),
+            capacity: source.capacity(),
         });
         self.tasks[worker].push(Box::new(Station {
             source,

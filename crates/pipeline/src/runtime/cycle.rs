@@ -273,6 +273,10 @@ impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for CycleSource
         self.back.depth_probe()
     }
 
+    fn capacity(&self) -> u64 {
+        self.back.capacity()
+    }
+
     fn absorb(&mut self) -> Result<usize, SourceEnd> {
         self.drain()
     }

@@ -15,7 +15,7 @@ use super::error::DeployError;
 use super::graph::INPUT;
 use super::inject::Injector;
 use super::io::{self, Input, Output};
-use super::metrics::{self, Metrics};
+use super::metrics::{self, Metrics, Observer, Watch};
 use super::plan::Plan;
 use super::station;
 use super::worker::{self, Control};
@@ -43,7 +43,9 @@ pub struct Deployment<I, O> {
 pub struct Running {
     threads: Vec<std::thread::JoinHandle<UnitStates>>,
     control: Arc<Control>,
-    metrics: metrics::Registry,
+    metrics: Arc<metrics::Registry>,
+    /// What observers read; told the last counters when the workers end.
+    watch: Arc<Watch>,
     plan: Plan,
     /// Where failures go when no [`Output`] takes them (`deploy_with`).
     pub(crate) failures: Option<crossbeam_channel::Receiver<Failure>>,
@@ -250,7 +252,12 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
         handles.append(&mut cx.handles);
         let names = cx.units.iter().map(|u| u.name.clone()).collect();
         let control = Arc::new(Control::new(handles, cx.bells.clone(), names));
-        let registry = metrics::Registry::new(&mut cx, Instant::now());
+        let registry = Arc::new(metrics::Registry::new(&mut cx, Instant::now()));
+        let watch = Arc::new(Watch::new(
+            Arc::clone(&registry),
+            Arc::clone(&ckpt.history),
+            Arc::clone(&co.upgrades),
+        ));
         let mut threads = Vec::new();
         for (w, tasks) in std::mem::take(&mut cx.tasks).into_iter().enumerate() {
             let (bell, ctl) = (Arc::clone(&cx.bells[w]), Arc::clone(&control));
@@ -273,6 +280,7 @@ impl<I: Send + 'static, O: Send + 'static> Pipeline<I, O> {
             threads,
             control,
             metrics: registry,
+            watch,
             plan,
             failures: None,
             ckpt,
@@ -336,6 +344,14 @@ impl Running {
         self.metrics.snapshot()
     }
 
+    /// A handle that reads this deployment's counters, checkpoints and
+    /// upgrades from any thread, and stays valid after [`join`](Self::join)
+    /// (then reporting the counters at the end, and
+    /// [`is_finished`](Observer::is_finished)).
+    pub fn observer(&self) -> Observer {
+        Observer::new(Arc::clone(&self.watch))
+    }
+
     /// The deployed graph as Graphviz `dot`: workers are clusters, units
     /// nodes; edges carry their rate so far and, between workers, the depth
     /// of their ring now.
@@ -373,6 +389,8 @@ impl Running {
             }
         }
         self.ckpt.finish("the pipeline ended");
+        let metrics = self.metrics.snapshot();
+        self.watch.finish(metrics.clone());
         if let Some(e) = self.control.take_error() {
             return Err(e);
         }
@@ -384,7 +402,7 @@ impl Running {
         failures.sort_by_key(|f| f.seq);
         Ok(Finished {
             states: states.into_iter().flat_map(|(_, s)| s).collect(),
-            metrics: self.metrics.snapshot(),
+            metrics,
             failures,
         })
     }
@@ -400,5 +418,6 @@ impl Drop for Running {
             }
         }
         self.ckpt.finish("the pipeline was dropped");
+        self.watch.finish(self.metrics.snapshot());
     }
 }

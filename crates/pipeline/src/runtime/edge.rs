@@ -107,6 +107,9 @@ pub(crate) trait Source<T>: Send {
     fn ready(&self) -> bool;
     /// Reads how many messages wait in the input ring(s), from any thread.
     fn depth_probe(&self) -> DepthProbe;
+    /// The slots of the input ring(s) that [`depth_probe`](Self::depth_probe)
+    /// counts in (0 for a source with no ring): what the depth fills.
+    fn capacity(&self) -> u64;
     /// Takes in what waits without handing it on, while the station is
     /// blocked on output. A cycle's feedback edge must keep moving even
     /// then, or its two ends wait on each other; other sources take
@@ -314,6 +317,10 @@ impl<T: Send + 'static, W: WaitStrategy, K: Take<T>> Source<K::Out> for RingSour
 
     fn ready(&self) -> bool {
         self.poller.ready()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.monitor.stats().capacity
     }
 
     fn depth_probe(&self) -> DepthProbe {

@@ -139,6 +139,10 @@ impl<X, S: Source<X>> Source<X> for EachItem<S> {
     fn depth_probe(&self) -> DepthProbe {
         self.0.depth_probe()
     }
+
+    fn capacity(&self) -> u64 {
+        self.0.capacity()
+    }
 }
 
 /// The branches' edges into a join, and what it gathered of the current
@@ -161,6 +165,8 @@ pub(crate) trait Gather: Send + 'static {
     fn emit(&mut self, f: &mut dyn FnMut(Self::Out)) -> usize;
     /// The depths of the branches' edges.
     fn depth_probes(&self) -> Vec<DepthProbe>;
+    /// The slots of the branches' edges, together.
+    fn capacity(&self) -> u64;
 }
 
 /// Takes one group, or what has come of it, from `src` into `buf`:
@@ -237,6 +243,10 @@ where
     fn depth_probes(&self) -> Vec<DepthProbe> {
         vec![self.a.depth_probe(), self.b.depth_probe()]
     }
+
+    fn capacity(&self) -> u64 {
+        self.a.capacity() + self.b.capacity()
+    }
 }
 
 /// A join of `n` branches of one type into vectors (`fan_out_n`).
@@ -275,6 +285,10 @@ impl<O: Clone + Send + 'static> Gather for VecGather<O> {
 
     fn depth_probes(&self) -> Vec<DepthProbe> {
         self.sources.iter().map(Source::depth_probe).collect()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.sources.iter().map(Source::capacity).sum()
     }
 }
 
@@ -318,6 +332,10 @@ impl<G: Gather, S: Send + 'static> Source<G::Out> for Join<G, S> {
     fn depth_probe(&self) -> DepthProbe {
         let probes = self.gather.depth_probes();
         Box::new(move || probes.iter().map(|p| p()).sum())
+    }
+
+    fn capacity(&self) -> u64 {
+        self.gather.capacity()
     }
 }
 

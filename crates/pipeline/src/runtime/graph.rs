@@ -23,4 +23,6 @@ pub(crate) struct StationInfo {
     pub(crate) units: Vec<usize>,
     pub(crate) counters: Arc<StationCounters>,
     pub(crate) depth: DepthProbe,
+    /// The slots of its input ring(s), which `depth` fills (0: no ring).
+    pub(crate) capacity: u64,
 }

@@ -87,4 +87,8 @@ impl<T: Send + 'static> Source<T> for Injector<T> {
     fn depth_probe(&self) -> DepthProbe {
         self.inner.depth_probe()
     }
+
+    fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
 }

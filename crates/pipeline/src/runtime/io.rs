@@ -430,6 +430,10 @@ impl<I: Send + 'static, It: Iterator<Item = I> + Send> Source<I> for IterSource<
     fn depth_probe(&self) -> DepthProbe {
         Box::new(|| 0)
     }
+
+    fn capacity(&self) -> u64 {
+        0
+    }
 }
 
 /// A sink that hands each output to a closure on the last worker.

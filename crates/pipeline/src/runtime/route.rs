@@ -247,6 +247,10 @@ impl<T: Send + 'static> Source<T> for Merge<T> {
         let probes: Vec<DepthProbe> = self.copies.iter().map(Source::depth_probe).collect();
         Box::new(move || probes.iter().map(|p| p()).sum())
     }
+
+    fn capacity(&self) -> u64 {
+        self.copies.iter().map(Source::capacity).sum()
+    }
 }
 
 impl<T: Send + 'static> Merge<T> {

@@ -11,6 +11,7 @@ use super::deploy::Running;
 use crate::checkpoint::{CheckpointError, CheckpointInfo, CheckpointTicket};
 use crate::machine::Machine;
 use crate::state::UpgradeError;
+use crate::state::UpgradeInfo;
 use crate::upgrade::{command, StageHandle};
 
 impl Running {
@@ -57,6 +58,19 @@ impl Running {
     /// The last checkpoint this deployment completed.
     pub fn last_checkpoint(&self) -> Option<CheckpointInfo> {
         self.ckpt.last()
+    }
+
+    /// The checkpoints this deployment completed, oldest first: the last
+    /// [`CHECKPOINTS_KEPT`](crate::CHECKPOINTS_KEPT) of them.
+    pub fn checkpoints(&self) -> Vec<CheckpointInfo> {
+        self.ckpt.all()
+    }
+
+    /// The upgrades this deployment applied, oldest first (one per stage
+    /// upgraded, refused ones included): the last
+    /// [`UPGRADES_KEPT`](crate::UPGRADES_KEPT) of them.
+    pub fn upgrades(&self) -> Vec<UpgradeInfo> {
+        self.ckpt.upgrades()
     }
 
     /// The input position this deployment resumed from, if it was restored

@@ -43,6 +43,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         }
         self.routes.forget_before(epoch);
         let place = self.placement(p);
+        self.co.metrics.placed(&place);
         let restore = self.committed.map(|c| c.id);
         let position = self.committed.map_or(0, |c| c.position);
         let next_checkpoint = self.next_checkpoint(restore, p);
@@ -254,6 +255,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             if let Some(k) = self.members.get_mut(&n) {
                 k.drop_connection();
             }
+            self.co.metrics.member_gone(n);
             if !matches!(cause, Cause::Lost(..)) {
                 cause = Cause::Lost(
                     n,
