@@ -4,7 +4,7 @@ Each test starts real `statepipe` processes with `--dashboard 127.0.0.1:0`,
 reads the URL each prints, and checks what a person would see on the page:
 worker lanes, a lost worker and its recovery, a distributed pipeline's
 checkpoints, the service's request counter. `/metrics` must parse with
-prometheus_client's parser.
+prometheus_client's (strict) OpenMetrics parser.
 
 Needs the `statepipe` binary (STATEPIPE_BIN, else target/debug/statepipe)
 and chromium with chromedriver (`apt-get install chromium chromium-driver`;
@@ -169,7 +169,7 @@ def fetch(url):
 
 
 def parse_metrics(url):
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
     return {f.name: f for f in text_string_to_metric_families(fetch(url + "metrics"))}
 
 
@@ -182,7 +182,7 @@ def open_page(driver, url, kind):
 # A filter whose steps take a while even on a debug build on two CPUs: the
 # pharmacokinetic model's cost is its RK4 substeps.
 PF = ["pf", "--engine", "workers", "--workers", "3", "--no-pin", "--model", "pk",
-      "--pk-hours", "40", "--pk-substeps", "400", "--particles", "600", "--islands", "3",
+      "--pk-hours", "48", "--pk-substeps", "20000", "--particles", "600", "--islands", "3",
       "--quiet", "--dashboard", "127.0.0.1:0"]
 
 
@@ -214,7 +214,7 @@ def test_a_killed_worker_shows_as_lost_then_recovered(browser, procs):
     os.kill(pids[0], signal.SIGKILL)
     wait_for("the loss", lambda: css(browser, '#events li.event[data-kind="lost"]'))
     wait_for("the recovery", lambda: css(browser, '#events li.event[data-kind="recovered"]'))
-    assert number(browser, "#totals-losses") == 1
+    assert (number(browser, "#totals-losses") or 0) >= 1
     wait_for("the lost worker's lane marked", lambda: css(browser, "#lanes .lane.lost"))
     assert pf.p.wait(timeout=600) == 0, pf.stderr()
 

@@ -26,19 +26,20 @@ pub struct DashboardBenchArgs {
     /// Rounds of samples (each runs every case off and on).
     #[arg(long, default_value_t = 7, value_parser = crate::arg_values::at_least_one::<u16>)]
     pub samples: u16,
-    /// Cases: `pf` (the Nile filter on worker processes) and `pipeline`
-    /// (`statepipe run sharded` in one process).
+    /// Cases: `pf` (the pharmacokinetic model's filter on worker
+    /// processes, where workers pay) and `pipeline` (`statepipe run
+    /// sharded` in one process).
     #[arg(long, value_delimiter = ',', default_value = "pf,pipeline")]
     pub case: Vec<String>,
     /// Particles of the `pf` case.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 2_000)]
     pub particles: usize,
     /// Worker processes of the `pf` case (default: the CPUs this process
     /// may use).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Items of the `pipeline` case.
-    #[arg(long, default_value_t = 4_000_000)]
+    #[arg(long, default_value_t = 2_000_000)]
     pub items: u64,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -172,11 +173,13 @@ pub fn run(a: &DashboardBenchArgs) -> anyhow::Result<()> {
     for c in &a.case {
         match c.as_str() {
             "pf" => cases.push((
-                format!("pf/{} on {workers} workers", a.particles),
+                format!("pf pk/{} on {workers} workers", a.particles),
                 [
                     "pf",
                     "--engine",
                     "workers",
+                    "--model",
+                    "pk",
                     "--quiet",
                     "--workers",
                     &workers.to_string(),

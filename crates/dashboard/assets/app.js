@@ -72,6 +72,7 @@
   }
   function fmtSmallDur(s) {
     if (!isNum(s)) return '—';
+    if (s < 1e-5) return Math.round(s * 1e9) + ' ns';
     if (s < 0.001) return Math.round(s * 1e6) + ' µs';
     if (s < 1) return (s * 1000).toFixed(s < 0.01 ? 2 : 1) + ' ms';
     return s.toFixed(2) + ' s';
@@ -553,13 +554,19 @@
     const unitRows = units.map((u) => {
       const r = unitRate.get(u.name) || {};
       const cap = isNum(u.ring_capacity) && u.ring_capacity > 0 ? u.ring_capacity : null;
+      const rateIn = isNum(r.in) ? r.in : r.out;
       return '<tr data-name="' + esc(u.name) + '"><td>' + esc(u.name) + '</td><td class="n">' + esc(u.worker) + '</td>' +
         '<td class="n">' + fmtInt(u.items_in) + '</td><td class="n">' + fmtInt(u.items_out) + '</td>' +
-        '<td class="n">' + fmtNum(r.out) + '</td><td class="n"' + (u.errors > 0 ? ' style="color:var(--bad)"' : '') + '>' + fmtInt(u.errors) + '</td>' +
+        '<td class="n">' + fmtNum(r.out) + '</td>' +
+        // Latencies from the counters (no per-item clock): work per item
+        // is the busy share over the rate, the ring's wait by Little's law.
+        '<td class="n">' + (rateIn > 0 ? fmtSmallDur((u.busy || 0) / rateIn) : '—') + '</td>' +
+        '<td class="n">' + (rateIn > 0 ? fmtSmallDur((u.queue_depth || 0) / rateIn) : '—') + '</td>' +
+        '<td class="n"' + (u.errors > 0 ? ' style="color:var(--bad)"' : '') + '>' + fmtInt(u.errors) + '</td>' +
         '<td>' + shareBar([['busy', u.busy], ['blocked', u.blocked], ['wait', u.idle]]) + '</td>' +
         '<td class="n">' + fmtInt(u.queue_depth) + (cap ? ' / ' + fmtInt(cap) : '') + '</td></tr>';
     }).join('');
-    setHTML($('units').tBodies[0], unitRows || '<tr><td class="empty" colspan="8">no units on this process</td></tr>');
+    setHTML($('units').tBodies[0], unitRows || '<tr><td class="empty" colspan="10">no units on this process</td></tr>');
 
     const ups = Array.isArray(d.upgrades) ? d.upgrades : [];
     setHTML($('upgrades'), ups.slice().reverse().map((u) =>
