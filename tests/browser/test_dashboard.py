@@ -53,6 +53,13 @@ def browser():
             "no chromium or chromedriver: install Debian's chromium and chromium-driver "
             "(apt-get install chromium chromium-driver)"
         )
+    driver = make_driver()
+    yield driver
+    driver.quit()
+
+
+def make_driver():
+    """Headless Chromium at 1280×800 through chromedriver."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -61,9 +68,7 @@ def browser():
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
               "--window-size=1280,800"):
         opts.add_argument(a)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    yield driver
-    driver.quit()
+    return webdriver.Chrome(service=Service(DRIVER), options=opts)
 
 
 class Proc:

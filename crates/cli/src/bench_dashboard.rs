@@ -5,6 +5,12 @@
 //! does. The figure is the run's own time as the command prints it (the
 //! filter's wall time for `pf`, the items' for `run`), so process start
 //! and the model's set-up are left out.
+//!
+//! The `pf-stalled` case attaches a client that asks for the stream and
+//! then never reads, for the whole run (over a minute), and samples the
+//! process's resident memory in both modes: the run's time and its peak
+//! memory must not notice the stalled client, which the dashboard cuts
+//! off once its socket buffers are full.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -27,8 +33,11 @@ pub struct DashboardBenchArgs {
     #[arg(long, default_value_t = 7, value_parser = crate::arg_values::at_least_one::<u16>)]
     pub samples: u16,
     /// Cases: `pf` (the pharmacokinetic model's filter on worker
-    /// processes, where workers pay) and `pipeline` (`statepipe run
-    /// sharded` in one process).
+    /// processes, where workers pay), `pf-200k` (the same at 200,000
+    /// particles, 10 observations of 400 substeps: about 20 s a run on
+    /// two CPUs), `pf-stalled` (40,000 particles, over a minute a run on
+    /// two CPUs, with a client that never reads; peak memory compared)
+    /// and `pipeline` (`statepipe run sharded` in one process).
     #[arg(long, value_delimiter = ',', default_value = "pf,pipeline")]
     pub case: Vec<String>,
     /// Particles of the `pf` case.
@@ -98,9 +107,74 @@ impl Watcher {
     }
 }
 
-/// Runs `statepipe ARGS` (with `--dashboard 127.0.0.1:0` and a stream
-/// reader when `on`) and returns its stdout, and the snapshots read.
-fn run_once(args: &[String], on: bool) -> anyhow::Result<(String, u64)> {
+/// A client that asks for the stream and never reads it.
+struct Stalled {
+    socket: TcpStream,
+}
+
+impl Stalled {
+    fn attach(url: &str) -> anyhow::Result<Stalled> {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let mut socket =
+            TcpStream::connect(&addr).with_context(|| format!("connecting to {addr}"))?;
+        socket.write_all(b"GET /api/stream HTTP/1.1\r\nhost: bench\r\n\r\n")?;
+        Ok(Stalled { socket })
+    }
+
+    /// Whether the dashboard closed the connection (read what is buffered
+    /// now, up to the end or what would block).
+    fn was_cut_off(mut self) -> bool {
+        let _ = self.socket.set_nonblocking(true);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match self.socket.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
+            }
+        }
+    }
+}
+
+/// Which client a run with the dashboard on has.
+#[derive(Clone, Copy, PartialEq)]
+enum Client {
+    /// Reads the stream throughout, as an open page does.
+    Reading,
+    /// Asks for the stream and never reads.
+    Stalled,
+}
+
+/// What one run gave: its stdout, snapshots read, the process's peak
+/// resident memory as sampled (bytes), and whether a stalled client was
+/// cut off.
+struct Run {
+    out: String,
+    events: u64,
+    peak_rss: u64,
+    cut_off: bool,
+}
+
+/// The resident memory of process `pid` now (bytes; 0 once it is gone).
+fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Runs `statepipe ARGS` (with `--dashboard 127.0.0.1:0` and `client`
+/// when it is given) and returns what it gave.
+fn run_once(args: &[String], client: Option<Client>) -> anyhow::Result<Run> {
+    let on = client.is_some();
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args(args);
@@ -125,14 +199,29 @@ fn run_once(args: &[String], on: bool) -> anyhow::Result<(String, u64)> {
         }
         all
     });
-    let watcher = if on {
+    // Peak resident memory, sampled every 50 ms until the process ends.
+    let (pid, done) = (child.id(), Arc::new(AtomicBool::new(false)));
+    let sampler = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(rss(pid));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        })
+    };
+    let (mut watcher, mut stalled) = (None, None);
+    if let Some(client) = client {
         let url = url_rx
             .recv_timeout(Duration::from_secs(60))
             .context("the command printed no dashboard URL")?;
-        Some(Watcher::attach(&url)?)
-    } else {
-        None
-    };
+        match client {
+            Client::Reading => watcher = Some(Watcher::attach(&url)?),
+            Client::Stalled => stalled = Some(Stalled::attach(&url)?),
+        }
+    }
     let mut out = String::new();
     child
         .stdout
@@ -140,13 +229,21 @@ fn run_once(args: &[String], on: bool) -> anyhow::Result<(String, u64)> {
         .expect("piped")
         .read_to_string(&mut out)?;
     let status = child.wait()?;
+    done.store(true, Ordering::Relaxed);
+    let peak_rss = sampler.join().unwrap_or(0);
     let events = watcher.map_or(0, Watcher::finish);
+    let cut_off = stalled.is_some_and(Stalled::was_cut_off);
     let errs = errs.join().unwrap_or_default();
     anyhow::ensure!(
         status.success(),
         "statepipe {args:?} failed ({status}):\n{errs}"
     );
-    Ok((out, events))
+    Ok(Run {
+        out,
+        events,
+        peak_rss,
+        cut_off,
+    })
 }
 
 /// The number before `suffix` on the first line of `out` holding `key`.
@@ -161,6 +258,32 @@ fn figure(out: &str, key: &str, suffix: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("no number after {key:?} in {line:?}"))
 }
 
+/// The `statepipe pf` arguments of the pharmacokinetic filter on
+/// `workers` workers with `particles`, and `extra` arguments.
+fn pf_args(workers: usize, particles: usize, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = ["pf", "--engine", "workers", "--model", "pk", "--quiet"]
+        .map(str::to_owned)
+        .to_vec();
+    v.extend(extra.iter().map(|s| (*s).to_owned()));
+    v.extend([
+        "--workers".to_owned(),
+        workers.to_string(),
+        "--particles".to_owned(),
+        particles.to_string(),
+    ]);
+    v
+}
+
+/// One case: its name, the command, where its figure is in the output,
+/// and the client of its runs with the dashboard on.
+struct Case {
+    name: String,
+    args: Vec<String>,
+    key: &'static str,
+    suffix: &'static str,
+    client: Client,
+}
+
 /// `statepipe bench dashboard`.
 pub fn run(a: &DashboardBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -169,73 +292,90 @@ pub fn run(a: &DashboardBenchArgs) -> anyhow::Result<()> {
     let workers = a
         .workers
         .unwrap_or_else(|| statepipe_sys::cpus::usable_cpus().count.max(1));
-    let mut cases: Vec<(String, Vec<String>, &str, &str)> = Vec::new();
+    let mut cases = Vec::new();
     for c in &a.case {
-        match c.as_str() {
-            "pf" => cases.push((
+        let pf = |name: String, args: Vec<String>, client| Case {
+            name,
+            args,
+            key: "wall ",
+            suffix: " s",
+            client,
+        };
+        cases.push(match c.as_str() {
+            "pf" => pf(
                 format!("pf pk/{} on {workers} workers", a.particles),
-                [
-                    "pf",
-                    "--engine",
-                    "workers",
-                    "--model",
-                    "pk",
-                    "--quiet",
-                    "--workers",
-                    &workers.to_string(),
-                    "--particles",
-                    &a.particles.to_string(),
-                ]
-                .map(str::to_owned)
-                .to_vec(),
-                "wall ",
-                " s",
-            )),
-            "pipeline" => cases.push((
-                format!("run sharded/{} items", a.items),
-                ["run", "sharded", "--items", &a.items.to_string()]
+                pf_args(workers, a.particles, &[]),
+                Client::Reading,
+            ),
+            // The issue's size: 200,000 particles, with fewer and cheaper
+            // steps so that one run takes about 20 s on two CPUs.
+            "pf-200k" => pf(
+                format!("pf pk/200000 (10 h, 400 substeps) on {workers} workers"),
+                pf_args(
+                    workers,
+                    200_000,
+                    &["--pk-hours", "10", "--pk-substeps", "400"],
+                ),
+                Client::Reading,
+            ),
+            // A run of over a minute on two CPUs, a client stalled for all
+            // of it.
+            "pf-stalled" => pf(
+                format!("pf pk/40000 on {workers} workers, a stalled client"),
+                pf_args(workers, 40_000, &[]),
+                Client::Stalled,
+            ),
+            "pipeline" => Case {
+                name: format!("run sharded/{} items", a.items),
+                args: ["run", "sharded", "--items", &a.items.to_string()]
                     .map(str::to_owned)
                     .to_vec(),
-                "inputs in ",
-                " s",
-            )),
-            other => anyhow::bail!("--case {other}: the cases are pf and pipeline"),
-        }
+                key: "inputs in ",
+                suffix: " s",
+                client: Client::Reading,
+            },
+            other => {
+                anyhow::bail!("--case {other}: the cases are pf, pf-200k, pf-stalled and pipeline")
+            }
+        });
     }
     println!(
-        "each case with the dashboard off and on (a client reading /api/stream throughout); \
-         {} rounds, interleaved",
+        "each case with the dashboard off and on (a client reading /api/stream throughout, \
+         or one that never reads); {} rounds, interleaved",
         a.samples
     );
     let mut rows = Vec::new();
     let mut checks = Vec::new();
-    for (name, args, key, suffix) in &cases {
+    for case in &cases {
         // A warm-up of each, not counted.
-        run_once(args, false)?;
-        run_once(args, true)?;
+        run_once(&case.args, None)?;
+        run_once(&case.args, Some(case.client))?;
         let (mut off, mut on) = (Vec::new(), Vec::new());
-        let mut read = 0;
+        let (mut rss_off, mut rss_on) = (Vec::new(), Vec::new());
+        let (mut read, mut cut) = (0, 0);
         for round in 0..a.samples {
             for first in [round % 2 == 0, round % 2 != 0] {
-                let (out, events) = run_once(args, first)?;
-                let s = figure(&out, key, suffix)?;
+                let r = run_once(&case.args, first.then_some(case.client))?;
+                let s = figure(&r.out, case.key, case.suffix)?;
+                let mb = r.peak_rss as f64 / (1 << 20) as f64;
                 if first {
                     on.push(s);
-                    read += events;
+                    rss_on.push(mb);
+                    read += r.events;
+                    cut += u32::from(r.cut_off);
                 } else {
                     off.push(s);
+                    rss_off.push(mb);
                 }
             }
         }
+        let (on_label, on_config) = match case.client {
+            Client::Reading => ("statepipe", "dashboard on, a stream client reading"),
+            Client::Stalled => ("statepipe", "dashboard on, a client that never reads"),
+        };
+        rows.push(row(&case.name, on_label, on_config, "s", &on));
         rows.push(row(
-            name,
-            "statepipe",
-            "dashboard on, a stream client reading",
-            "s",
-            &on,
-        ));
-        rows.push(row(
-            name,
+            &case.name,
             "statepipe, dashboard off",
             "no --dashboard",
             "s",
@@ -243,10 +383,27 @@ pub fn run(a: &DashboardBenchArgs) -> anyhow::Result<()> {
         ));
         let med = |v: &[f64]| statepipe_bench::stats::Summary::of(v).map_or(f64::NAN, |s| s.median);
         let ratio = med(&on) / med(&off);
-        checks.push(format!(
-            "{name}: on/off {ratio:.3} (target ≤ 1.01: {}); the client read {read} snapshots",
-            if ratio <= 1.01 { "met" } else { "NOT met" }
-        ));
+        let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+        let name = &case.name;
+        match case.client {
+            Client::Reading => checks.push(format!(
+                "{name}: on/off {ratio:.3} (target ≤ 1.01: {}); the client read {read} snapshots",
+                verdict(ratio <= 1.01)
+            )),
+            Client::Stalled => {
+                let grew = med(&rss_on) - med(&rss_off);
+                checks.push(format!(
+                    "{name}: on/off {ratio:.3} (target ≤ 1.01: {}); peak memory {:.1} MB on, \
+                     {:.1} MB off (medians): {grew:+.1} MB (target < 10 MB: {}); the stalled \
+                     client was cut off in {cut} of {} runs",
+                    verdict(ratio <= 1.01),
+                    med(&rss_on),
+                    med(&rss_off),
+                    verdict(grew < 10.0),
+                    a.samples
+                ));
+            }
+        }
     }
     let report = Report::new("dashboard", &host, rows);
     print!("{}", table::render(&report));

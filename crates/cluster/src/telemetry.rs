@@ -28,6 +28,11 @@ pub(crate) const EVENTS: usize = 1_000;
 pub(crate) const LANES: usize = 20_000;
 /// Lane segments kept: those that ended within this many seconds.
 pub(crate) const LANE_WINDOW_S: f64 = 60.0;
+/// A worker's segments of one kind closer than this (seconds) are kept as
+/// one: a pixel of a 60 s lane 1,280 pixels wide is about 50 ms, so
+/// nothing visible is lost, and a worker answering small batches back to
+/// back costs one segment, not thousands, in every snapshot.
+pub(crate) const LANE_MERGE_GAP_S: f64 = 0.005;
 
 /// A live view of a master's run: give a clone to the master
 /// ([`MasterConfig::telemetry`](crate::MasterConfig::telemetry)) and read
@@ -82,6 +87,10 @@ struct Row {
     /// When it joined and, if it was lost, when (seconds).
     joined_s: f64,
     lost_s: Option<f64>,
+    /// Its newest busy and transfer segments, still growing while the
+    /// next one comes within [`LANE_MERGE_GAP_S`] (`[start, end]` by
+    /// kind: busy, then transfer).
+    open: [Option<(f64, f64)>; 2],
 }
 
 /// Everything behind the lock.
@@ -164,9 +173,9 @@ impl Telemetry {
                     states: r.states,
                     bytes_in: r.stats.bytes_in,
                     bytes_out: r.stats.bytes_out,
-                    busy_s,
-                    transfer_s,
-                    wait_s: (alive_s - busy_s - transfer_s).max(0.0),
+                    busy_s: tenth_ms(busy_s),
+                    transfer_s: tenth_ms(transfer_s),
+                    wait_s: tenth_ms((alive_s - busy_s - transfer_s).max(0.0)),
                     evolved: r.stats.evolved,
                     batches: r.stats.batches,
                     steals_in: r.stats.steals_in,
@@ -176,11 +185,25 @@ impl Telemetry {
             })
             .collect::<Vec<_>>();
         let from = now - LANE_WINDOW_S;
+        let open = b.rows.iter().enumerate().flat_map(|(worker, r)| {
+            LANE_KINDS
+                .iter()
+                .zip(r.open)
+                .filter_map(move |(&kind, seg)| {
+                    seg.map(|(start_s, end_s)| TelemetryLane {
+                        worker,
+                        kind,
+                        start_s,
+                        end_s,
+                    })
+                })
+        });
         let lanes = b
             .lanes
             .iter()
-            .filter(|l| l.end_s >= from)
             .cloned()
+            .chain(open)
+            .filter(|l| l.end_s >= from)
             .collect();
         let mut totals = b.totals.clone();
         let snap = TelemetrySnapshot {
@@ -388,10 +411,30 @@ impl Telemetry {
         }
     }
 
-    /// Appends a segment, forgetting those that ended before the window
-    /// (segments come in nearly in order of their ends) and the oldest
-    /// beyond the cap.
+    /// Adds a segment: it extends the worker's open segment of its kind
+    /// when it starts within [`LANE_MERGE_GAP_S`] of its end; otherwise
+    /// the open one is closed into the books and this one opens.
     fn lane(b: &mut Books, worker: usize, kind: TelemetryLaneKind, start_s: f64, end_s: f64) {
+        let slot = &mut Self::row(b, worker).open[kind as usize];
+        let closed = match *slot {
+            Some((s, e)) if start_s <= e + LANE_MERGE_GAP_S => {
+                *slot = Some((s.min(start_s), e.max(end_s)));
+                None
+            }
+            prev => {
+                *slot = Some((start_s, end_s));
+                prev
+            }
+        };
+        if let Some((start_s, end_s)) = closed {
+            Self::close_lane(b, worker, kind, start_s, end_s);
+        }
+    }
+
+    /// Appends a closed segment, forgetting those that ended before the
+    /// window (segments come in nearly in order of their ends) and the
+    /// oldest beyond the cap.
+    fn close_lane(b: &mut Books, worker: usize, kind: TelemetryLaneKind, start_s: f64, end_s: f64) {
         let from = end_s - LANE_WINDOW_S;
         while b.lanes.front().is_some_and(|l| l.end_s < from) {
             b.lanes.pop_front();
@@ -475,10 +518,13 @@ pub struct TelemetryWorker {
 #[serde(rename_all = "snake_case")]
 pub enum TelemetryLaneKind {
     /// Evolving a batch.
-    Busy,
+    Busy = 0,
     /// States moving to it.
-    Transfer,
+    Transfer = 1,
 }
+
+/// The kinds in the order of `Row::open`.
+const LANE_KINDS: [TelemetryLaneKind; 2] = [TelemetryLaneKind::Busy, TelemetryLaneKind::Transfer];
 
 /// A segment of a worker's time line: JSON `[worker, kind, start_s, end_s]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -493,9 +539,16 @@ pub struct TelemetryLane {
     pub end_s: f64,
 }
 
+/// `x` to a tenth of a millisecond, which prints short (`12.3456`, not
+/// `12.345600000000001`): lanes are most of a snapshot of many workers.
+fn tenth_ms(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
 impl Serialize for TelemetryLane {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (self.worker, self.kind, self.start_s, self.end_s).serialize(s)
+        let (a, b) = (tenth_ms(self.start_s), tenth_ms(self.end_s));
+        (self.worker, self.kind, a, b).serialize(s)
     }
 }
 
@@ -582,8 +635,11 @@ mod tests {
             t.step_done(i + 1, 0.5);
             t.record_pf_step(i + 1, -1.0, 10.0, 100);
         }
+        // Four workers, each answering a batch every 10 ms (apart enough
+        // not to merge), all within the window.
         for i in 0..(LANES + 100) {
-            t.batch(0, &WorkerStats::default(), 1_000, now);
+            let at = now + Duration::from_millis(10 * (i / 4) as u64);
+            t.batch(i % 4, &WorkerStats::default(), 1_000, at);
             if i < EVENTS + 10 {
                 t.straggler_rerun(0, String::new());
             }
@@ -595,7 +651,8 @@ mod tests {
         assert_eq!(s.totals.steps, STEP_TIMES as u64 + 50);
         let pf = s.pf.expect("pf");
         assert_eq!((pf.loglik.len(), pf.ess.len()), (STEP_TIMES, STEP_TIMES));
-        assert_eq!(s.lanes.len(), LANES);
+        // The closed ones up to the cap, and each worker's open one.
+        assert_eq!(s.lanes.len(), LANES + 4);
         assert_eq!(s.events.len(), EVENTS);
         assert_eq!(s.totals.stragglers_rerun, EVENTS as u64 + 10);
     }
@@ -609,20 +666,69 @@ mod tests {
         let at = |s: u64| start + Duration::from_secs(s);
         let stats = WorkerStats::default();
         t.batch(0, &stats, 1_000_000_000, at(10));
+        t.batch(0, &stats, 1_000_000_000, at(30));
         t.transfer(1, &stats, at(20), at(21));
+        t.transfer(1, &stats, at(30), at(31));
+        t.batch(1, &stats, 500_000_000, at(99));
         t.batch(1, &stats, 500_000_000, at(100));
         let b = t.books();
         let ends: Vec<f64> = b.lanes.iter().map(|l| l.end_s).collect();
-        assert_eq!(ends, vec![100.0]);
+        // Closed: worker 1's busy 98.5–99 (the next did not start within
+        // the merge gap); the two before it ended over a minute earlier.
+        assert_eq!(ends, vec![99.0]);
         let l = b.lanes[0];
         assert_eq!(
             (l.worker, l.kind, l.start_s),
-            (1, TelemetryLaneKind::Busy, 99.5)
+            (1, TelemetryLaneKind::Busy, 98.5)
         );
         drop(b);
         // The snapshot keeps what ended within the last minute of now (a
-        // real clock near 0 here: every segment so far).
-        assert_eq!(t.snapshot().lanes.len(), 1);
+        // real clock near 0 here: every segment so far), open ones
+        // included.
+        assert_eq!(t.snapshot().lanes.len(), 4);
+    }
+
+    #[test]
+    fn segments_close_together_merge() {
+        let t = Telemetry::new();
+        let start = t.inner.start;
+        let ms = |m: u64| start + Duration::from_millis(m);
+        let stats = WorkerStats::default();
+        // Back-to-back batches, one 3 ms gap (merged) and one 20 ms gap.
+        t.batch(0, &stats, 10_000_000, ms(110));
+        t.batch(0, &stats, 10_000_000, ms(120));
+        t.batch(0, &stats, 10_000_000, ms(133));
+        t.batch(0, &stats, 10_000_000, ms(163));
+        // Another worker's and another kind's segments stay apart.
+        t.batch(1, &stats, 10_000_000, ms(120));
+        t.transfer(0, &stats, ms(120), ms(125));
+        let mut lanes = t.snapshot().lanes;
+        lanes.sort_by(|a, b| {
+            (a.worker, a.start_s)
+                .partial_cmp(&(b.worker, b.start_s))
+                .unwrap()
+        });
+        let got: Vec<_> = lanes
+            .iter()
+            .map(|l| {
+                (
+                    l.worker,
+                    l.kind,
+                    (l.start_s * 1e3).round(),
+                    (l.end_s * 1e3).round(),
+                )
+            })
+            .collect();
+        use TelemetryLaneKind::*;
+        assert_eq!(
+            got,
+            vec![
+                (0, Busy, 100.0, 133.0),
+                (0, Transfer, 120.0, 125.0),
+                (0, Busy, 153.0, 163.0),
+                (1, Busy, 110.0, 120.0),
+            ]
+        );
     }
 
     #[test]

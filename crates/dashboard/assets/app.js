@@ -18,6 +18,7 @@
  *   pipeline: #checkpoint-count (digits), svg .unit[data-name=NAME] (one per unit),
  *             #members tr.member (remote runs)
  *   service:  #request-count (digits, sum of requests[].count), #p99 (latest p99, ms)
+ *   window.statepipeTimings    { firstRender, updates: [{ at, work, frame }] } (ms)
  */
 (function () {
   'use strict';
@@ -37,11 +38,14 @@
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
   const isNum = (v) => typeof v === 'number' && isFinite(v);
   const digits = (v) => String(isNum(v) ? Math.round(v) : 0);
-  function fmtInt(v) { return isNum(v) ? Math.round(v).toLocaleString('en-US') : '—'; }
+  // Thousands separated by commas (toLocaleString is slow enough to show on a
+  // page of 200 workers).
+  const withCommas = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  function fmtInt(v) { return isNum(v) ? withCommas(Math.round(v)) : '—'; }
   function fmtNum(v) {
     if (!isNum(v)) return '—';
     const a = Math.abs(v);
-    if (a >= 100) return Math.round(v).toLocaleString('en-US');
+    if (a >= 100) return withCommas(Math.round(v));
     if (a >= 10) return v.toFixed(1);
     return v.toFixed(2);
   }
@@ -157,7 +161,12 @@
       this.el = $(id);
       this.cfg = Object.assign({ height: 190, x: 'time', y: fmtCompact, range: zeroRange }, cfg);
       this.u = null; this.key = null; this.series = []; this.data = null; this.width = 0;
-      if (window.ResizeObserver) new ResizeObserver(() => this.fit()).observe(this.el);
+      // The width comes from the observer, so that an update never reads
+      // layout (which would force it in the middle of the update's writes).
+      this.seen = null;
+      if (window.ResizeObserver) {
+        new ResizeObserver((es) => { this.seen = Math.floor(es[es.length - 1].contentRect.width); this.fit(); }).observe(this.el);
+      }
       charts.push(this);
     }
     /** series: [{label, color, scale?, dash?, fill?}], data: [xs, ys...]. */
@@ -169,7 +178,7 @@
     }
     fit() {
       if (!this.data) return;
-      const w = Math.floor(this.el.clientWidth);
+      const w = this.seen != null ? this.seen : Math.floor(this.el.clientWidth);
       if (w < 60) return; // hidden: create or resize when it shows
       if (!this.u) {
         this.width = w;
@@ -235,10 +244,11 @@
     es.onmessage = (ev) => {
       if (conn.es !== es) return;
       conn.lastMsg = Date.now();
+      const t0 = performance.now();
       let snap;
       try { snap = JSON.parse(ev.data); } catch (e) { return; }
       if (conn.mode !== 'live') { stopPolling(); setStatus('live'); }
-      accept(snap);
+      accept(snap, t0);
     };
     es.onerror = () => { if (conn.es === es) streamFailed(); else es.close(); };
   }
@@ -287,7 +297,34 @@
   let current = { kind: null, uptime: null };
   const renderers = {};
 
-  function accept(snap) {
+  // Render timings, read by the page benchmark (tests/browser/page_bench.py):
+  // per update, the script's time (the stream's JSON parsed, the page
+  // updated) with the style and layout it causes (`work`), and the time to the end of the frame that paints it (`frame`,
+  // which includes the wait for that frame); the last TIMINGS of them in
+  // window.statepipeTimings, the latest as `statepipe update` on the
+  // performance timeline.
+  const TIMINGS = 600;
+  const timings = { updates: [], firstRender: null };
+  window.statepipeTimings = timings;
+
+  function accept(snap, parsedFrom) {
+    const t0 = parsedFrom != null ? parsedFrom : performance.now();
+    applySnapshot(snap);
+    void document.body.offsetHeight; // style and layout now, inside `work`
+    const t1 = performance.now();
+    requestAnimationFrame(() => setTimeout(() => {
+      const t2 = performance.now();
+      if (timings.firstRender == null) timings.firstRender = t2;
+      timings.updates.push({ at: t0, work: t1 - t0, frame: t2 - t0 });
+      if (timings.updates.length > TIMINGS) timings.updates.shift();
+      if (performance.measure && performance.clearMeasures) {
+        performance.clearMeasures('statepipe update');
+        try { performance.measure('statepipe update', { start: t0, end: t2 }); } catch (e) { /* older browsers */ }
+      }
+    }, 0));
+  }
+
+  function applySnapshot(snap) {
     if (!snap || typeof snap !== 'object' || typeof snap.kind !== 'string' || !snap.data) return;
     const kind = snap.kind;
     if (kind !== current.kind) switchKind(kind);
@@ -378,6 +415,30 @@
     }
   };
 
+  /* Rows scrolled out of their box (the lanes, the workers' table: each
+     scrolls at some 20 rows) are not redrawn on updates; a row that scrolls
+     in is drawn at once from the latest snapshot. So a page of 200 workers
+     costs what a page of 20 does. */
+  class Visible {
+    constructor(root) {
+      this.io = window.IntersectionObserver
+        ? new IntersectionObserver((es) => {
+          for (const e of es) {
+            e.target._visible = e.isIntersecting;
+            if (e.isIntersecting && e.target._redraw) { const f = e.target._redraw; e.target._redraw = null; f(); }
+          }
+        }, { root, rootMargin: '40px 0px' })
+        : null;
+    }
+    /** Calls `draw` now if `el` is (or may be) in view, else when it scrolls in. */
+    draw(el, draw) {
+      if (!this.io || el._visible !== false) { el._redraw = null; draw(); } else el._redraw = draw;
+    }
+    watch(el) { if (this.io) this.io.observe(el); }
+  }
+  const laneView = new Visible($('lanes'));
+  const rowView = new Visible($('workers-scroll'));
+
   /* The task stream: one SVG strip per worker whose rects sit at absolute
      times (10 units per second); sliding the viewBox moves the 60 s window, and
      only the segments that appear or vanish touch the DOM. */
@@ -407,35 +468,13 @@
         el.dataset.worker = key;
         el.innerHTML = '<div class="lane-label"></div><svg preserveAspectRatio="none" xmlns="' + SVG_NS + '"><g></g><g></g></svg>';
         el._rects = new Map();
+        laneView.watch(el);
       }
       const before = prev ? prev.nextElementSibling : wrap.firstElementChild;
       if (el !== before) wrap.insertBefore(el, before); // keeps lanes in id order
       prev = el;
       el.classList.toggle('lost', !w.alive);
-      const label = el.firstChild;
-      const name = String(w.name || 'worker ' + w.id), m = /^(.*?)\s*\((.*)\)$/.exec(name);
-      setHTML(label, m ? '<span class="wid">' + esc(m[1]) + '</span> <span class="addr">' + esc(m[2]) + '</span>' : '<span class="wid">' + esc(name) + '</span>');
-      label.title = (w.name || 'worker ' + w.id) + (w.alive ? '' : ' — lost');
-      const svg = el.lastChild;
-      svg.setAttribute('viewBox', (t0 * scale).toFixed(2) + ' 0 ' + LANE_WINDOW_S * scale + ' 20');
-      const live = new Set();
-      for (const [kind, a, b] of byWorker.get(w.id) || []) {
-        const k = kind[0] + a;
-        live.add(k);
-        const width = Math.max(kind === 'busy' ? 0.2 : 1, (b - a) * scale).toFixed(2);
-        let r = el._rects.get(k);
-        if (!r) {
-          r = document.createElementNS(SVG_NS, 'rect');
-          r.setAttribute('class', kind);
-          r.setAttribute('x', (a * scale).toFixed(2));
-          r.setAttribute('y', kind === 'busy' ? '2' : '5');
-          r.setAttribute('height', kind === 'busy' ? '16' : '10');
-          (kind === 'busy' ? svg.firstChild : svg.lastChild).appendChild(r);
-          el._rects.set(k, r);
-        }
-        if (r._w !== width) { r.setAttribute('width', width); r._w = width; }
-      }
-      for (const [k, r] of el._rects) if (!live.has(k)) { r.remove(); el._rects.delete(k); }
+      laneView.draw(el, () => drawLane(el, w, byWorker.get(w.id) || [], t0, scale));
     }
     for (const [key, el] of existing) if (!seen.has(key)) el.remove();
     let note = wrap.querySelector(':scope > .lanes-empty');
@@ -453,6 +492,51 @@
     }
   }
 
+  /** One worker's lane: its label and its segments in the window from t0. */
+  function drawLane(el, w, segs, t0, scale) {
+    const label = el.firstChild;
+    const name = String(w.name || 'worker ' + w.id), m = /^(.*?)\s*\((.*)\)$/.exec(name);
+    setHTML(label, m ? '<span class="wid">' + esc(m[1]) + '</span> <span class="addr">' + esc(m[2]) + '</span>' : '<span class="wid">' + esc(name) + '</span>');
+    label.title = (w.name || 'worker ' + w.id) + (w.alive ? '' : ' — lost');
+    const svg = el.lastChild;
+    svg.setAttribute('viewBox', (t0 * scale).toFixed(2) + ' 0 ' + LANE_WINDOW_S * scale + ' 20');
+    const live = new Set();
+    for (const [kind, a, b] of segs) {
+      const k = kind[0] + a;
+      live.add(k);
+      const width = Math.max(kind === 'busy' ? 0.2 : 1, (b - a) * scale).toFixed(2);
+      let r = el._rects.get(k);
+      if (!r) {
+        r = document.createElementNS(SVG_NS, 'rect');
+        r.setAttribute('class', kind);
+        r.setAttribute('x', (a * scale).toFixed(2));
+        r.setAttribute('y', kind === 'busy' ? '2' : '5');
+        r.setAttribute('height', kind === 'busy' ? '16' : '10');
+        (kind === 'busy' ? svg.firstChild : svg.lastChild).appendChild(r);
+        el._rects.set(k, r);
+      }
+      if (r._w !== width) { r.setAttribute('width', width); r._w = width; }
+    }
+    for (const [k, r] of el._rects) if (!live.has(k)) { r.remove(); el._rects.delete(k); }
+  }
+
+  /** shareBar's bar in `el`, made once and then changed in place. */
+  function setShareBar(el, parts) {
+    if (!el._bar) {
+      setHTML(el, shareBar(parts));
+      el._bar = Array.from(el.querySelectorAll('i'));
+      el._pct = el.querySelector('.pct');
+      return;
+    }
+    const fr = shares(parts);
+    fr.forEach((f, i) => { const wd = (f * 100).toFixed(1) + '%'; if (el._bar[i].style.width !== wd) el._bar[i].style.width = wd; });
+    setText(el._pct, fr.map((f) => Math.round(f * 100)).join(' / ') + ' %');
+  }
+  function shares(parts) {
+    const total = parts.reduce((a, p) => a + (isNum(p[1]) ? Math.max(0, p[1]) : 0), 0);
+    return parts.map((p) => (total > 0 && isNum(p[1]) ? Math.max(0, p[1]) / total : 0));
+  }
+
   function shareBar(parts) {
     const total = parts.reduce((a, p) => a + (isNum(p[1]) ? Math.max(0, p[1]) : 0), 0);
     const fr = parts.map((p) => (total > 0 && isNum(p[1]) ? Math.max(0, p[1]) / total : 0));
@@ -461,18 +545,55 @@
       fr.map((f) => Math.round(f * 100)).join(' / ') + ' %</span></div>';
   }
 
+  /* The workers' table, updated in place: a row per worker, made once, whose
+     cells change only where their text does. */
+  const WORKER_COLS = 11;
+  const workerRows = new Map();
   function renderWorkers(workers) {
-    const rows = workers.map((w) =>
-      '<tr class="' + (w.alive ? '' : 'is-lost') + '" data-worker="' + esc(w.id) + '">' +
-      '<td>' + esc(w.name || 'worker ' + w.id) + '</td>' +
-      '<td>' + (w.alive ? '<span class="badge ok">alive</span>' : '<span class="badge bad">lost</span>') + '</td>' +
-      '<td class="n">' + fmtInt(w.states) + '</td>' +
-      '<td>' + shareBar([['busy', w.busy_s], ['transfer', w.transfer_s], ['wait', w.wait_s]]) + '</td>' +
-      '<td class="n">' + fmtBytes(w.bytes_in) + '</td><td class="n">' + fmtBytes(w.bytes_out) + '</td>' +
-      '<td class="n">' + fmtInt(w.evolved) + '</td><td class="n">' + fmtInt(w.batches) + '</td>' +
-      '<td class="n">' + fmtInt(w.steals_in) + '</td><td class="n">' + fmtInt(w.steals_out) + '</td>' +
-      '<td class="n">' + fmtInt(w.recovered_states) + '</td></tr>').join('');
-    setHTML($('workers').tBodies[0], rows || '<tr><td class="empty" colspan="11">no workers yet</td></tr>');
+    const body = $('workers').tBodies[0];
+    const seen = new Set();
+    let prev = null;
+    for (const w of workers) {
+      const key = String(w.id);
+      seen.add(key);
+      let tr = workerRows.get(key);
+      if (!tr) {
+        tr = document.createElement('tr');
+        tr.dataset.worker = key;
+        for (let i = 0; i < WORKER_COLS; i++) {
+          const td = document.createElement('td');
+          if (i === 2 || i >= 4) td.className = 'n';
+          tr.appendChild(td);
+        }
+        workerRows.set(key, tr);
+        rowView.watch(tr);
+      }
+      const before = prev ? prev.nextElementSibling : body.firstElementChild;
+      if (tr !== before) body.insertBefore(tr, before);
+      prev = tr;
+      rowView.draw(tr, () => drawWorkerRow(tr, w));
+    }
+    for (const [key, tr] of workerRows) if (!seen.has(key)) { tr.remove(); workerRows.delete(key); }
+    let empty = body.querySelector('td.empty');
+    if (!workers.length && !empty) {
+      body.insertAdjacentHTML('beforeend', '<tr><td class="empty" colspan="11">no workers yet</td></tr>');
+    } else if (workers.length && empty) empty.parentElement.remove();
+  }
+
+  function drawWorkerRow(tr, w) {
+    tr.classList.toggle('is-lost', !w.alive);
+    const c = tr.cells;
+    setText(c[0], String(w.name || 'worker ' + w.id));
+    setHTML(c[1], w.alive ? '<span class="badge ok">alive</span>' : '<span class="badge bad">lost</span>');
+    setText(c[2], fmtInt(w.states));
+    setShareBar(c[3], [['busy', w.busy_s], ['transfer', w.transfer_s], ['wait', w.wait_s]]);
+    setText(c[4], fmtBytes(w.bytes_in));
+    setText(c[5], fmtBytes(w.bytes_out));
+    setText(c[6], fmtInt(w.evolved));
+    setText(c[7], fmtInt(w.batches));
+    setText(c[8], fmtInt(w.steals_in));
+    setText(c[9], fmtInt(w.steals_out));
+    setText(c[10], fmtInt(w.recovered_states));
   }
 
   function renderEvents(events) {

@@ -74,10 +74,13 @@ fn a_master_shows_its_run_and_gives_the_same_bits() {
             s.totals
         );
         let busy = s.lanes.iter().filter(|l| l.kind == TelemetryLaneKind::Busy);
-        assert_eq!(
-            busy.clone().count() as u64,
-            s.workers.iter().map(|w| w.batches).sum::<u64>(),
-            "{imp:?}: a busy segment per batch"
+        // A segment per batch, those of a worker less than the merge gap
+        // apart taken as one: at least one per worker, at most one per batch.
+        let segments = busy.clone().count() as u64;
+        assert!(
+            segments >= WORKERS as u64
+                && segments <= s.workers.iter().map(|w| w.batches).sum::<u64>(),
+            "{imp:?}: {segments} busy segments"
         );
         assert!(busy
             .clone()
