@@ -654,6 +654,13 @@ fn report(
             "{lost} worker(s) lost and recovered from; the result is what a run without the loss gives"
         );
     }
+    let left = run.stats.as_ref().map_or(0, Stats::left_workers);
+    if left > 0 {
+        println!(
+            "{left} worker(s) asked to leave (SIGTERM) and left, their states moved to the \
+             others; nothing was lost"
+        );
+    }
     let rollbacks = run.stats.as_ref().map_or(0, |s| s.rollbacks);
     if rollbacks > 0 {
         println!(
@@ -683,6 +690,7 @@ fn report(
             "wall_s": run.wall.as_secs_f64(),
             "efficiency": run.stats.as_ref().map(Stats::efficiency),
             "lost_workers": lost,
+            "left_workers": left,
             "rollbacks": rollbacks,
         });
         // Whole or not at all: a reader never sees half of it.

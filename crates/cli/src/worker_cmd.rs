@@ -2,6 +2,8 @@
 //! engine, and what every worker can run.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -61,13 +63,18 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 /// The worker's: the master could not be reached, refused it, cut it off,
 /// or a request failed; `statepipe` prints it and exits non-zero.
 pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
+    let leave = leave_on_sigterm()?;
     let Some(connect) = a.connect else {
         anyhow::ensure!(
             worker::launched(),
             "give the master's address: --connect HOST:PORT (or set {})",
             worker::CONNECT_ENV
         );
-        return Ok(worker::serve(registry())?);
+        let opts = WorkerOptions {
+            leave: Some(leave),
+            ..WorkerOptions::default()
+        };
+        return Ok(worker::serve_with_options(registry(), &opts)?);
     };
     // A worker started by hand says what it found (one started by `pf`
     // leaves that to its master).
@@ -75,6 +82,7 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
     let opts = WorkerOptions {
         pin: a.pin,
         connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
+        leave: Some(leave),
         ..WorkerOptions::default()
     };
     // The record of an earlier start of this worker, if there is one.
@@ -107,4 +115,21 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
         }
         (Err(e), _) => Err(e.into()),
     }
+}
+
+/// SIGTERM (how Kubernetes and every cluster manager ask a process to go)
+/// sets the returned flag: the worker tells its master, its states move to
+/// the other workers, and it exits 0 when the master lets it go. A second
+/// SIGTERM exits at once with status 143, as a crash: the master recovers
+/// its states as from any lost worker.
+fn leave_on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::SIGTERM;
+    let leave = Arc::new(AtomicBool::new(false));
+    // Registered first, so that it sees the flag as it was before this
+    // signal: only a SIGTERM after one already noted ends the process.
+    signal_hook::flag::register_conditional_shutdown(SIGTERM, 143, Arc::clone(&leave))
+        .context("installing the SIGTERM handler")?;
+    signal_hook::flag::register(SIGTERM, Arc::clone(&leave))
+        .context("installing the SIGTERM handler")?;
+    Ok(leave)
 }

@@ -162,3 +162,28 @@ fn two_of_four_lost_at_one_moment_are_recovered_from_the_second_replica() {
     let lost = lost_in(12, 4, &[(2, &[0, 3])], Signal::SIGSTOP).unwrap();
     assert_eq!(lost, 2);
 }
+
+#[test]
+fn a_worker_told_to_leave_at_a_random_step_hands_over_with_its_replicas_rehomed() {
+    // SIGTERM: the worker says it is leaving, finishes its step's work,
+    // and when the step ends its states move to the others, a round
+    // without it replicates them, and it is let go. Every step's outputs
+    // and the final states are `Local`'s; nothing is lost or promoted.
+    for seed in 0..4u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(100 + seed);
+        let at = rng.random_range(0..3);
+        let victim = rng.random_range(0..4);
+        let (mut m, mut c) = cluster(seed);
+        let pids = c.pids();
+        let lost = run_signalling(&mut m, &pids, seed, 5, &[(at, &[victim])], Signal::SIGTERM)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let left = m.stats().left_workers();
+        drop(m);
+        c.kill_all();
+        assert_eq!(
+            (lost, left),
+            (0, 1),
+            "seed {seed}: SIGTERM at step {at} to worker {victim}"
+        );
+    }
+}

@@ -652,3 +652,104 @@ fn a_worker_started_again_after_its_run_ended_exits_0() {
     assert!(err.contains(&addr), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `statepipe master` with `n` worker processes this test owns (so their
+/// exit statuses are seen), the first of them sent SIGTERM `signals`
+/// times, 100 ms apart, `after` into the run. Returns the master's JSON
+/// result and each worker's exit status.
+fn master_with_sigterm(
+    args: &[&str],
+    n: usize,
+    after: Duration,
+    signals: usize,
+) -> (serde_json::Value, Vec<std::process::ExitStatus>) {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json =
+        std::env::temp_dir().join(format!("statepipe-term-{}-{call}.json", std::process::id()));
+    let path = json.to_str().unwrap().to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["--json", &path]);
+    let (mut master, addr) = start_master_with("term", &n.to_string(), &a);
+    let mut workers = start_workers(&addr, "term", n);
+    if signals > 0 {
+        std::thread::sleep(after);
+        let first = Pid::from_raw(workers[0].id() as i32);
+        for k in 0..signals {
+            if k > 0 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = kill(first, Signal::SIGTERM);
+        }
+    }
+    let status = master.wait().unwrap();
+    assert!(status.success(), "the master failed: {status}");
+    let statuses = workers.iter_mut().map(|w| w.wait().unwrap()).collect();
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    (j, statuses)
+}
+
+#[test]
+fn a_worker_told_to_leave_hands_its_states_over_and_exits_0() {
+    // SIGTERM one of three workers mid-run: it tells the master, its states
+    // move to the other two when the step ends, and it exits 0. Nothing is
+    // lost or recovered, and the bits are those of the run without it.
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (clean, _) = master_with_sigterm(&args, 3, Duration::ZERO, 0);
+    let (left, statuses) = master_with_sigterm(&args, 3, Duration::from_millis(400), 1);
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(clean[key], left[key], "{key} differs after a worker left");
+    }
+    assert_eq!(left["lost_workers"].as_u64(), Some(0), "{left}");
+    assert_eq!(left["left_workers"].as_u64(), Some(1), "{left}");
+    assert!(statuses.iter().all(|s| s.success()), "{statuses:?}");
+}
+
+#[test]
+fn a_second_sigterm_is_a_crash_recovered_from_with_the_same_bits() {
+    // Two SIGTERMs 100 ms apart: the worker exits at once (143) on the
+    // second, the master recovers its states as from any loss, and the
+    // bits are still those of the clean run.
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (clean, _) = master_with_sigterm(&args, 3, Duration::ZERO, 0);
+    let (hurt, statuses) = master_with_sigterm(&args, 3, Duration::from_millis(400), 2);
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(
+            clean[key], hurt[key],
+            "{key} differs after a second SIGTERM"
+        );
+    }
+    // Either it was still leaving (lost, recovered) or it had already left.
+    let (lost, left) = (hurt["lost_workers"].as_u64(), hurt["left_workers"].as_u64());
+    assert!(
+        (lost, left) == (Some(1), Some(0)) || (lost, left) == (Some(0), Some(1)),
+        "{hurt}"
+    );
+    if lost == Some(1) {
+        assert_eq!(statuses[0].code(), Some(143), "{statuses:?}");
+    }
+    assert!(statuses[1..].iter().all(|s| s.success()), "{statuses:?}");
+}

@@ -38,6 +38,9 @@ pub struct WorkerStats {
     pub replicas_sent: u64,
     /// And their state bytes, straight to the buddy (not through the master).
     pub replica_bytes: u64,
+    /// It asked to leave (SIGTERM), its states moved to the others and it
+    /// was told to exit: a departure, not a loss.
+    pub left: bool,
 }
 
 /// Counters for a whole cluster.
@@ -64,6 +67,12 @@ impl Stats {
     /// Workers lost and recovered from (their states placed on the others).
     pub fn lost_workers(&self) -> usize {
         self.recovered_at.len()
+    }
+
+    /// Workers that asked to leave and left, their states moved to the
+    /// others (no loss, nothing recovered).
+    pub fn left_workers(&self) -> usize {
+        self.workers.iter().filter(|w| w.left).count()
     }
 
     /// Total reported evolve time.

@@ -349,6 +349,32 @@ impl Telemetry {
         );
     }
 
+    /// Worker `w` asked to leave.
+    pub(crate) fn leaving(&self, w: usize) {
+        let t = self.now();
+        let detail = "asked to leave; its states move to the others".to_string();
+        Self::event(
+            &mut self.books(),
+            t,
+            TelemetryEventKind::Leaving,
+            Some(w),
+            detail,
+        );
+    }
+
+    /// Worker `w`, leaving, gave its states to the others and was told to
+    /// exit.
+    pub(crate) fn left(&self, w: usize) {
+        let t = self.now();
+        let mut b = self.books();
+        let r = Self::row(&mut b, w);
+        r.alive = false;
+        r.states = 0;
+        r.lost_s.get_or_insert(t);
+        let detail = "its states moved to the others; told to exit".to_string();
+        Self::event(&mut b, t, TelemetryEventKind::Left, Some(w), detail);
+    }
+
     /// The run went back to a snapshot taken after step `to`.
     pub(crate) fn rolled_back(&self, to: u64, states: usize) {
         let t = self.now();
@@ -589,6 +615,11 @@ pub enum TelemetryEventKind {
     RolledBack,
     /// A straggler's work started again elsewhere.
     StragglerRerun,
+    /// A worker asked to leave (SIGTERM).
+    Leaving,
+    /// A worker that asked to leave gave its states to the others and was
+    /// told to exit.
+    Left,
     /// The run ended.
     Finished,
 }

@@ -231,7 +231,18 @@ impl<E: Evolve> Master<E> {
     fn settle(&mut self) -> Result<(), Error> {
         self.driver.run(&mut self.sched);
         self.go_on()?;
+        // Workers that asked to leave: their states move to the others
+        // first, then the replicas are made without them, then they go.
+        while self.sched.begin_evacuate() {
+            self.driver.run(&mut self.sched);
+            self.go_on()?;
+        }
         while self.sched.begin_replicate() {
+            self.driver.run(&mut self.sched);
+            self.go_on()?;
+        }
+        if self.sched.release_leavers() > 0 {
+            // Sends their `Shutdown`s.
             self.driver.run(&mut self.sched);
             self.go_on()?;
         }

@@ -32,6 +32,7 @@ pub(crate) mod config;
 mod deadline;
 mod finish;
 mod hiccup;
+mod leave;
 mod ops;
 mod plan;
 mod recover;
@@ -197,6 +198,8 @@ pub(crate) struct Scheduler {
     /// Where the run shows itself as it goes (`MasterConfig::telemetry`):
     /// written per answered batch, move, loss and step, never per state.
     tel: Option<Telemetry>,
+    /// Whether the warning that a leaving worker must stay was given.
+    leave_warned: bool,
 }
 
 impl Scheduler {
@@ -240,6 +243,7 @@ impl Scheduler {
             hung_workers: Vec::new(),
             stop: None,
             tel: None,
+            leave_warned: false,
             hung_fail: None,
             dups: HashMap::new(),
             parked: Vec::new(),
@@ -444,6 +448,13 @@ impl Scheduler {
         s.last_heard = now;
         if let Some(gap) = gap {
             self.hiccups.note(gap, now);
+        }
+        if kind == Kind::Leaving {
+            if !p.is_empty() {
+                return Err("malformed Leaving: a payload".into());
+            }
+            self.mark_leaving(w);
+            return Ok(());
         }
         let s = &mut self.slots[w];
         if kind == Kind::Heartbeat {

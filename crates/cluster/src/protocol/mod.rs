@@ -22,7 +22,7 @@ pub(crate) mod msg;
 /// First byte of every frame.
 pub(crate) const MAGIC: u8 = 0xA7;
 /// Protocol version; a peer speaking another version is refused.
-pub(crate) const VERSION: u8 = 8;
+pub(crate) const VERSION: u8 = 9;
 /// Bytes in a frame header.
 pub(crate) const HEADER_LEN: usize = 8;
 /// Default upper bound on one frame's payload (1 GiB). Readers grow their
@@ -176,6 +176,9 @@ kinds! {
     Held = 0x8D,
     /// Worker to master: how many replicas a `Promote` made live.
     Promoted = 0x8E,
+    /// Worker to master, unasked, empty: this worker was asked to leave
+    /// (SIGTERM): move its states to the others and shut it down.
+    Leaving = 0x8F,
 }
 
 /// Why bytes are not a frame.

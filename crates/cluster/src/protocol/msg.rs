@@ -17,7 +17,7 @@
 //! Give       ticket u64, peer address bytes, n u32, n × id u64
 //! Handoff    ticket u64, then `Add`'s layout         Arrived   ticket u64, n u32
 //! Failed     message bytes (UTF-8)                    Shutdown: empty
-//! Heartbeat  empty (worker to master, unasked)
+//! Heartbeat  empty (worker to master, unasked)   Leaving: the same
 //! Replicate  round u64, origin u32, buddy's peer address bytes
 //! Replica    round u64, origin u32, total u32, then `Add`'s layout
 //! Held       round u64, origin u32, n u32 (worker to master, unasked)

@@ -102,6 +102,9 @@ fn sample_frames() -> Vec<Vec<u8>> {
     msg::put_ids(&mut f, &[StateId(7)]);
     protocol::finish(&mut f, st);
     v.push(f);
+    let mut f = Vec::new();
+    protocol::encode(&mut f, Kind::Leaving, &[]);
+    v.push(f);
     v
 }
 
@@ -144,8 +147,8 @@ fn header_errors_are_named() {
     bad[0] = 0;
     assert_eq!(protocol::decode(&bad, 64), Err(FrameError::BadMagic(0)));
     let mut bad = f.clone();
-    bad[1] = 9;
-    assert_eq!(protocol::decode(&bad, 64), Err(FrameError::BadVersion(9)));
+    bad[1] = 99;
+    assert_eq!(protocol::decode(&bad, 64), Err(FrameError::BadVersion(99)));
     let mut bad = f.clone();
     bad[2] = 0x7f;
     assert_eq!(

@@ -87,6 +87,53 @@ impl Heartbeat {
     }
 }
 
+/// A thread that watches a worker's leave flag and, once it is set, tells
+/// the master `Leaving` (once), until dropped or the connection fails.
+pub(super) struct Leaver {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Leaver {
+    /// How often the flag is looked at: a signal handler only sets it.
+    const POLL: Duration = Duration::from_millis(20);
+
+    pub(super) fn start(conn: Conn, leave: Arc<AtomicBool>) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("statepipe-leave".into())
+            .spawn(move || {
+                let mut frame = Vec::with_capacity(crate::protocol::HEADER_LEN);
+                crate::protocol::encode(&mut frame, Kind::Leaving, &[]);
+                // Relaxed, both: flags that publish no data.
+                while !flag.load(Ordering::Relaxed) {
+                    if leave.load(Ordering::Relaxed) {
+                        if conn.send(&frame).is_ok() {
+                            tracing::info!("asked to leave: told the master");
+                        }
+                        return;
+                    }
+                    std::thread::park_timeout(Self::POLL);
+                }
+            })?;
+        Ok(Leaver {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Leaver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::auth::Secret;
 use crate::error::Error;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use crate::protocol::{msg, Kind};
 use crate::wire;
 
@@ -33,6 +36,11 @@ pub struct WorkerOptions {
     /// worker exits rather than wait for TCP's own limit (about 15
     /// minutes). A master that is merely busy still acknowledges.
     pub unreachable_timeout: Duration,
+    /// Set this flag to ask to leave (what a SIGTERM handler does): the
+    /// worker tells the master, goes on serving while its states move to
+    /// the other workers, and returns `Ok` when the master lets it go. A
+    /// worker that is the only one stays until the run ends.
+    pub leave: Option<Arc<AtomicBool>>,
 }
 
 impl Default for WorkerOptions {
@@ -43,6 +51,7 @@ impl Default for WorkerOptions {
             challenge_timeout: Duration::from_secs(5),
             die_with_parent: false,
             unreachable_timeout: Duration::from_secs(30),
+            leave: None,
         }
     }
 }

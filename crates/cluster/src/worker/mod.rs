@@ -419,6 +419,16 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 /// # Errors
 /// [`Error::Config`] if a variable is missing or malformed; otherwise as [`run`].
 pub fn serve(registry: Registry) -> Result<(), Error> {
+    serve_with_options(registry, &WorkerOptions::default())
+}
+
+/// [`serve`], from `base` options: the environment sets the address, the
+/// secret, the pin and `die_with_parent` on top of them. A launcher that
+/// handles SIGTERM passes its flag as [`WorkerOptions::leave`].
+///
+/// # Errors
+/// As [`serve`].
+pub fn serve_with_options(registry: Registry, base: &WorkerOptions) -> Result<(), Error> {
     let addr = std::env::var(CONNECT_ENV)
         .map_err(|_| Error::Config(format!("set {CONNECT_ENV} to the master's address")))?;
     let pin = match std::env::var(PIN_ENV) {
@@ -430,9 +440,10 @@ pub fn serve(registry: Registry) -> Result<(), Error> {
         Err(_) => None,
     };
     let opts = WorkerOptions {
-        pin,
-        die_with_parent: std::env::var(DIE_WITH_PARENT_ENV).is_ok_and(|v| v == "1"),
-        ..WorkerOptions::default()
+        pin: pin.or(base.pin),
+        die_with_parent: base.die_with_parent
+            || std::env::var(DIE_WITH_PARENT_ENV).is_ok_and(|v| v == "1"),
+        ..base.clone()
     };
     run(&addr, &Secret::from_env()?, registry, &opts)
 }
@@ -463,7 +474,7 @@ pub fn run(
         }
     }
     let s = join::join(addr, secret, opts)?;
-    serve_with(s, registry, Some(secret)).map_err(|e| match e {
+    serve_conn(s, registry, Some(secret), opts.leave.clone()).map_err(|e| match e {
         Error::Refused { .. } => Error::Refused {
             addr: addr.to_string(),
         },
@@ -480,7 +491,12 @@ enum Job {
     Evolve(Vec<u8>),
 }
 
-fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> Result<(), Error> {
+fn serve_conn(
+    mut s: TcpStream,
+    registry: Registry,
+    secret: Option<&Secret>,
+    leave: Option<Arc<std::sync::atomic::AtomicBool>>,
+) -> Result<(), Error> {
     let conn = Conn {
         writer: Arc::new(Mutex::new(s.try_clone()?)),
         failed: Arc::default(),
@@ -511,6 +527,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
             .spawn(move || compute(&rx, &store, &conn))?;
     }
     let mut heartbeat: Option<conn::Heartbeat> = None;
+    let mut leaver: Option<conn::Leaver> = None;
     let mut buf = Vec::with_capacity(64 << 10);
     let mut out = Vec::with_capacity(64 << 10);
     // A master that refuses the answer to its challenge closes the
@@ -555,6 +572,12 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
                 if let (None, Some(every)) = (&heartbeat, core.heartbeat) {
                     heartbeat = Some(conn::Heartbeat::start(conn.clone(), every)?);
                 }
+                if let (None, Some(flag), true) = (&leaver, &leave, kind == Kind::Setup) {
+                    // Once set up, the master knows this worker; `Leaving`
+                    // answers no request, so its order against `SetupOk`
+                    // does not matter.
+                    leaver = Some(conn::Leaver::start(conn.clone(), flag.clone())?);
+                }
                 if let Some((k, n)) = protocol::oversized(&out, DEFAULT_MAX_FRAME as usize) {
                     let m = format!(
                         "the answer to a {kind:?} request is a {k:?} frame of {n} bytes, more \
@@ -578,6 +601,7 @@ fn serve_with(mut s: TcpStream, registry: Registry, secret: Option<&Secret>) -> 
         }
     }
     drop(tx);
+    drop(leaver);
     drop(heartbeat);
     let failed = lock(&conn.failed).clone();
     match failed {

@@ -177,7 +177,8 @@ impl Scheduler {
             return false;
         }
         self.buddy.dirty = false;
-        let live = self.live();
+        // A leaving worker holds no replicas: it goes once it holds nothing.
+        let live = self.staying();
         let peers: Option<Vec<String>> = live.iter().map(|&w| self.slots[w].peer.clone()).collect();
         let peers = match peers {
             Some(p) if live.len() >= 2 => p,

@@ -212,7 +212,7 @@ impl Scheduler {
             && s.evolving < pipeline
             && s.incoming == 0
             && !s.queued_idle
-            && !(self.wants_work(w) && self.steal_for(w))
+            && !(!s.leaving && self.wants_work(w) && self.steal_for(w))
         {
             self.slots[w].queued_idle = true;
             self.idle.push(w);

@@ -85,6 +85,9 @@ pub(super) struct Slot {
     /// silence since this instant, or since the master last read from it,
     /// makes it lost (see `deadline.rs`).
     pub(super) beats_from: Option<Instant>,
+    /// It said `Leaving`: it takes no more states, and between operations
+    /// its states move to the others and it is told to exit (`leave.rs`).
+    pub(super) leaving: bool,
     pub(super) stats: WorkerStats,
 }
 
@@ -120,6 +123,7 @@ impl Slot {
             last_heard: now,
             last_evolved: now,
             beats_from: None,
+            leaving: false,
             committed_at: None,
             stats: WorkerStats::default(),
         }

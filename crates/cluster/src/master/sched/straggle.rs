@@ -114,6 +114,7 @@ impl Scheduler {
     pub(super) fn takes_states(&self, w: WorkerId) -> bool {
         let s = &self.slots[w];
         s.alive
+            && !s.leaving
             && s.fenced == 0
             && !s.in_flight.iter().any(|r| {
                 matches!(r, Req::Evolve { ids, step, .. }
