@@ -126,12 +126,25 @@ class Proc:
         self.p.wait()
 
 
+# Where each test leaves a screenshot of the page as it last saw it (kept
+# as test output: CI's log names the folder).
+SHOTS = os.environ.get("STATEPIPE_SCREENSHOTS", os.path.join(ROOT, "target", "browser-screenshots"))
+
+
 @pytest.fixture
 def procs():
     started = []
     yield started
     for p in started:
         p.stop()
+
+
+@pytest.fixture(autouse=True)
+def screenshot(request, browser, procs):
+    """After each test, while its processes still run: the page as it is."""
+    yield
+    os.makedirs(SHOTS, exist_ok=True)
+    browser.save_screenshot(os.path.join(SHOTS, request.node.name + ".png"))
 
 
 def start(procs, args, **kw):
@@ -221,6 +234,21 @@ def test_a_killed_worker_shows_as_lost_then_recovered(browser, procs):
     wait_for("the recovery", lambda: css(browser, '#events li.event[data-kind="recovered"]'))
     assert (number(browser, "#totals-losses") or 0) >= 1
     wait_for("the lost worker's lane marked", lambda: css(browser, "#lanes .lane.lost"))
+    assert pf.p.wait(timeout=600) == 0, pf.stderr()
+
+
+def test_a_worker_told_to_leave_shows_as_left_not_lost(browser, procs):
+    pf = start(procs, PF)
+    url = pf.dashboard()
+    open_page(browser, url, "evolve")
+    wait_for("step 2", lambda: (number(browser, "#step") or 0) >= 2)
+    children = subprocess.run(["pgrep", "-P", str(pf.p.pid)], capture_output=True, text=True)
+    pids = [int(x) for x in children.stdout.split()]
+    assert len(pids) == 3, f"three worker processes, found {pids}"
+    os.kill(pids[0], signal.SIGTERM)
+    wait_for("the request to leave", lambda: css(browser, '#events li.event[data-kind="leaving"]'))
+    wait_for("the departure", lambda: css(browser, '#events li.event[data-kind="left"]'))
+    wait_for("the lane marked as left", lambda: css(browser, "#lanes .lane.left"))
     assert pf.p.wait(timeout=600) == 0, pf.stderr()
 
 

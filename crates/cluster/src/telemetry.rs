@@ -181,6 +181,7 @@ impl Telemetry {
                     steals_in: r.stats.steals_in,
                     steals_out: r.stats.steals_out,
                     recovered_states: r.stats.recovered_states,
+                    left: r.stats.left,
                 }
             })
             .collect::<Vec<_>>();
@@ -537,6 +538,9 @@ pub struct TelemetryWorker {
     pub steals_out: u64,
     /// Lost workers' states placed on it.
     pub recovered_states: u64,
+    /// It asked to leave and left, its states moved to the others (not
+    /// alive, and not lost).
+    pub left: bool,
 }
 
 /// What a worker did in a [`TelemetryLane`].
@@ -851,7 +855,8 @@ mod tests {
                 "batches",
                 "steals_in",
                 "steals_out",
-                "recovered_states"
+                "recovered_states",
+                "left"
             ])
         );
         let lanes = v["lanes"].as_array().expect("lanes");

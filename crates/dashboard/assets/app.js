@@ -12,7 +12,8 @@
  *   body[data-kind]            the snapshot's kind, after the first snapshot
  *   #title                     the snapshot's title
  *   #status                    text contains "live" while the stream is connected
- *   evolve:   #lanes > .lane[data-worker=ID] (one per worker; lost ones also have .lost)
+ *   evolve:   #lanes > .lane[data-worker=ID] (one per worker; lost ones also have .lost,
+ *             ones that asked to leave and left .left)
  *             #step (digits), #events > li.event[data-kind=KIND] (newest first),
  *             #totals-losses (digits)
  *   pipeline: #checkpoint-count (digits), svg .unit[data-name=NAME] (one per unit),
@@ -473,7 +474,8 @@
       const before = prev ? prev.nextElementSibling : wrap.firstElementChild;
       if (el !== before) wrap.insertBefore(el, before); // keeps lanes in id order
       prev = el;
-      el.classList.toggle('lost', !w.alive);
+      el.classList.toggle('lost', !w.alive && !w.left);
+      el.classList.toggle('left', !!w.left);
       laneView.draw(el, () => drawLane(el, w, byWorker.get(w.id) || [], t0, scale));
     }
     for (const [key, el] of existing) if (!seen.has(key)) el.remove();
@@ -497,7 +499,7 @@
     const label = el.firstChild;
     const name = String(w.name || 'worker ' + w.id), m = /^(.*?)\s*\((.*)\)$/.exec(name);
     setHTML(label, m ? '<span class="wid">' + esc(m[1]) + '</span> <span class="addr">' + esc(m[2]) + '</span>' : '<span class="wid">' + esc(name) + '</span>');
-    label.title = (w.name || 'worker ' + w.id) + (w.alive ? '' : ' — lost');
+    label.title = (w.name || 'worker ' + w.id) + (w.alive ? '' : w.left ? ' — left' : ' — lost');
     const svg = el.lastChild;
     svg.setAttribute('viewBox', (t0 * scale).toFixed(2) + ' 0 ' + LANE_WINDOW_S * scale + ' 20');
     const live = new Set();
@@ -584,7 +586,8 @@
     tr.classList.toggle('is-lost', !w.alive);
     const c = tr.cells;
     setText(c[0], String(w.name || 'worker ' + w.id));
-    setHTML(c[1], w.alive ? '<span class="badge ok">alive</span>' : '<span class="badge bad">lost</span>');
+    setHTML(c[1], w.alive ? '<span class="badge ok">alive</span>'
+      : w.left ? '<span class="badge">left</span>' : '<span class="badge bad">lost</span>');
     setText(c[2], fmtInt(w.states));
     setShareBar(c[3], [['busy', w.busy_s], ['transfer', w.transfer_s], ['wait', w.wait_s]]);
     setText(c[4], fmtBytes(w.bytes_in));
