@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -56,6 +57,9 @@ pub(crate) struct Setup {
     /// The root's lock: one writer at a time, held while the thread runs
     /// (`None` for a distributed pipeline's part).
     pub(crate) _lock: Option<statepipe_sys::lock::FolderLock>,
+    /// Set when the checkpoints still queued or being written are to be
+    /// dropped, not finished (the deployment was stopped).
+    pub(crate) dropped: Arc<AtomicBool>,
 }
 
 /// One checkpoint being written.
@@ -97,6 +101,10 @@ pub(crate) fn start(setup: Setup) -> std::io::Result<(Sender<Job>, std::thread::
 fn run(setup: &Setup, rx: &Receiver<Job>) {
     let mut pending: HashMap<u64, Pending> = HashMap::new();
     for job in rx {
+        // Acquire: pairs with the Release store in `Checkpointing::finish`.
+        if setup.dropped.load(Ordering::Acquire) {
+            break;
+        }
         let id = match job {
             Job::Begin { id, started, done } => {
                 let p = pending.entry(id).or_insert_with(Pending::new);
@@ -126,6 +134,17 @@ fn run(setup: &Setup, rx: &Receiver<Job>) {
         if ready {
             let p = pending.remove(&id).expect("just looked up");
             finish(setup, id, p);
+        }
+    }
+    // Dropped: a checkpoint begun and not completed goes with its folder
+    // (it has no manifest), and whoever waits for it hears why; those
+    // still queued go with the channel.
+    for (id, p) in pending {
+        let _ = std::fs::remove_dir_all(store::folder(&setup.root, id));
+        if let Some(done) = p.done {
+            let _ = done.send(Err(CheckpointError::Stopped(
+                "the pipeline was stopped before the checkpoint was written".into(),
+            )));
         }
     }
 }
@@ -249,4 +268,56 @@ fn complete(
         duration: p.started.map_or(Duration::ZERO, |s| s.elapsed()),
         completed: Instant::now(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Queues checkpoints 1 and 2 (no stages: each is complete with its
+    /// position) on a writer told to drop them or not; how each ended.
+    fn queued(dropped: bool) -> (tempfile::TempDir, Vec<bool>) {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = Setup {
+            root: dir.path().to_path_buf(),
+            stages: 0,
+            shape: String::new(),
+            plan: Vec::new(),
+            history: Arc::new(History::new(4)),
+            spares: Arc::default(),
+            keep_older: true,
+            _lock: None,
+            dropped: Arc::new(AtomicBool::new(dropped)),
+        };
+        let (tx, t) = start(setup).unwrap();
+        let mut tickets = Vec::new();
+        for id in 1..=2 {
+            let (done, rx) = crossbeam_channel::bounded(1);
+            tx.send(Job::Begin {
+                id,
+                started: Instant::now(),
+                done,
+            })
+            .unwrap();
+            tx.send(Job::Position { id, position: id }).unwrap();
+            tickets.push(rx);
+        }
+        drop(tx);
+        t.join().unwrap();
+        let ok = tickets
+            .iter()
+            .map(|rx| matches!(rx.recv(), Ok(Ok(_))))
+            .collect();
+        (dir, ok)
+    }
+
+    #[test]
+    fn a_dropped_writer_completes_none_of_the_checkpoints_it_still_has() {
+        let (dir, ok) = queued(false);
+        assert_eq!(ok, [true, true]);
+        assert!(store::folder(dir.path(), 2).join(store::MANIFEST).exists());
+        let (dir, ok) = queued(true);
+        assert_eq!(ok, [false, false]);
+        assert!(store::list(dir.path()).unwrap().is_empty());
+    }
 }

@@ -406,6 +406,7 @@ fn run_part(
         cfg.keep_older_checkpoints = true;
         cfg.lock_checkpoint_dir = false;
         cfg.first_checkpoint = Some(a.next_checkpoint);
+        cfg.drop_checkpoints_on_stop = true;
         if let Some(id) = a.restore {
             let ckpt = Checkpoint::open(crate::checkpoint::folder(&dir, id))
                 .map_err(|e| format!("restoring part {}: {e}", a.part))?;

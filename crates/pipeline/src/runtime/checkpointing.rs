@@ -4,6 +4,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -229,6 +230,10 @@ pub(crate) struct Checkpointing {
     pub(crate) resumed: Option<u64>,
     /// The last completed checkpoints.
     pub(crate) history: Arc<History<CheckpointInfo>>,
+    /// Tells the writer to drop what it has; set by [`finish`](Self::finish)
+    /// for a stopped deployment with `Config::drop_checkpoints_on_stop`.
+    dropped: Arc<AtomicBool>,
+    drop_on_stop: bool,
 }
 
 /// Starts the writer, if the deployment checkpoints.
@@ -238,6 +243,7 @@ pub(crate) fn start(
     prepared: Prepared,
 ) -> Result<Checkpointing, DeployError> {
     let history = Arc::new(History::new(CHECKPOINTS_KEPT));
+    let dropped = Arc::new(AtomicBool::new(false));
     let mut writer_thread = None;
     if let Some(root) = &config.checkpoint_dir {
         let io = |e: std::io::Error| {
@@ -266,6 +272,7 @@ pub(crate) fn start(
             spares: Arc::clone(&co.spares),
             keep_older: config.keep_older_checkpoints,
             _lock: lock,
+            dropped: Arc::clone(&dropped),
         };
         let (tx, t) = writer::start(setup).map_err(|e| DeployError::Spawn(e.to_string()))?;
         *co.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
@@ -277,6 +284,8 @@ pub(crate) fn start(
         periodic: None,
         resumed: prepared.resumed,
         history,
+        dropped,
+        drop_on_stop: config.drop_checkpoints_on_stop,
     })
 }
 
@@ -345,11 +354,19 @@ impl Checkpointing {
     }
 
     /// Ends the checkpoint side: no more requests, barriers still in
-    /// flight fail with `why`, and the writer finishes what it has.
-    pub(crate) fn finish(&mut self, why: &str) {
+    /// flight fail with `why`, and the writer finishes what it has (or,
+    /// for a `stopped` deployment with
+    /// `Config::drop_checkpoints_on_stop`, drops it: with checkpoints
+    /// asked for faster than the disk completes them, finishing them could
+    /// take far longer than the stop should).
+    pub(crate) fn finish(&mut self, why: &str, stopped: bool) {
         if let Some((stop, t)) = self.periodic.take() {
             drop(stop);
             let _ = t.join();
+        }
+        if stopped && self.drop_on_stop {
+            // Release: pairs with the Acquire load in the writer's loop.
+            self.dropped.store(true, Ordering::Release);
         }
         self.co.abandon(why);
         if let Some(t) = self.writer.take() {

@@ -66,6 +66,12 @@ pub struct Config {
     /// so that a checkpoint a lost member may still be writing never has
     /// the number of one its successor writes).
     pub(crate) first_checkpoint: Option<u64>,
+    /// Drop the checkpoints still being written when the deployment is
+    /// stopped, rather than finish them (a distributed pipeline's part: an
+    /// aborted attempt's checkpoints are never committed, and its member
+    /// answers the abort only once its writer is done, within a deadline
+    /// after which the coordinator counts it as lost).
+    pub(crate) drop_checkpoints_on_stop: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -102,6 +108,7 @@ impl Config {
             keep_older_checkpoints: false,
             lock_checkpoint_dir: true,
             first_checkpoint: None,
+            drop_checkpoints_on_stop: false,
         }
     }
 

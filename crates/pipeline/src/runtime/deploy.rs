@@ -388,7 +388,8 @@ impl Running {
                 }),
             }
         }
-        self.ckpt.finish("the pipeline ended");
+        self.ckpt
+            .finish("the pipeline ended", self.control.stopped());
         let metrics = self.metrics.snapshot();
         self.watch.finish(metrics.clone());
         if let Some(e) = self.control.take_error() {
@@ -417,7 +418,8 @@ impl Drop for Running {
                 let _ = t.join();
             }
         }
-        self.ckpt.finish("the pipeline was dropped");
+        self.ckpt
+            .finish("the pipeline was dropped", self.control.stopped());
         self.watch.finish(self.metrics.snapshot());
     }
 }
