@@ -5,16 +5,21 @@
 use statepipe_bench::report::ResultRow;
 
 /// The most a case may take over its mode's fault-free run: 5 % of the
-/// workers killed 1.15×, 10 % killed 1.25×, 5 % stopped 1.3× (the chaos
-/// schedules have none).
+/// workers killed 1.15×, 10 % killed 1.25×, 5 % stopped 1.3×, 5 % asked
+/// to leave (SIGTERM) 1.03× (the chaos schedules have none).
 fn bound(case: &str) -> Option<f64> {
     match case {
         "5%-killed" => Some(1.15),
         "10%-killed" => Some(1.25),
         "5%-stopped" => Some(1.3),
+        "5%-drained" => Some(1.03),
         _ => None,
     }
 }
+
+/// How much faster than staying at half the workers a run that starts
+/// with half and gets the rest at step 3 of 10 must end.
+const SCALE_OUT_SPEEDUP: f64 = 1.3;
 
 /// One line per fault case of each `faults/…/wall` table, or nothing if
 /// the run had none.
@@ -32,7 +37,22 @@ pub fn targets(rows: &[ResultRow]) -> String {
             Some(c) => (Some("buddy"), c),
             None => (None, r.imp.as_str()),
         };
-        if case == "no-faults" || case == "recovery-off" {
+        if case == "no-faults" || case == "recovery-off" || case == "half" {
+            continue;
+        }
+        if case == "scale-out" {
+            // Against staying at half the workers (the master's copies).
+            if let Some(half) = walls.iter().find(|b| b.case == r.case && b.imp == "half") {
+                let speedup = half.median / r.median;
+                out.push_str(&format!(
+                    "  {}: {:.2} s = {speedup:.3}x faster than half the workers throughout \
+                     ({:.2} s) [need >= {SCALE_OUT_SPEEDUP}x: {}]\n",
+                    r.imp,
+                    r.median,
+                    half.median,
+                    mark(speedup >= SCALE_OUT_SPEEDUP)
+                ));
+            }
             continue;
         }
         let base_imp = mode.map_or("no-faults".to_string(), |m| format!("{m}/no-faults"));
@@ -80,6 +100,9 @@ mod tests {
             wall("buddy/chaos/10%", 6.0),
             wall("chaos/10%", 4.8),
             wall("recovery-off", 4.0),
+            wall("5%-drained", 4.08),
+            wall("half", 8.0),
+            wall("scale-out", 5.6),
         ];
         let t = targets(&rows);
         assert!(
@@ -100,6 +123,18 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("recovery-off"));
+        assert!(
+            t.contains("  5%-drained: 4.08 s = 1.020x no-faults (4.00 s) [need <= 1.03x: met]"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "  scale-out: 5.60 s = 1.429x faster than half the workers throughout (8.00 s) \
+                 [need >= 1.3x: met]"
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("  half:"), "{t}");
         assert_eq!(targets(&[]), "");
     }
 }

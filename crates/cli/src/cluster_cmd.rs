@@ -188,6 +188,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             // Refuse a wrong filter or checkpoint before waiting for
             // anyone.
             let _lock = check_before_start(&a.filter)?;
+            stop_on_sigterm()?;
             let l = Listener::bind(&a.listen, Secret::from_env()?)
                 .with_context(|| format!("binding {}", a.listen))?;
             eprintln!(
@@ -335,6 +336,27 @@ struct Run {
     /// Where the in-process rule put the run, if it was asked.
     decision: Option<Decision>,
     wall: Duration,
+}
+
+/// Set by SIGTERM to `statepipe master`: the run stops after the step in
+/// progress, with a checkpoint of it when `--checkpoint` is given.
+static TERM: std::sync::LazyLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// SIGTERM (a Kubernetes pod's end, a drain) stops the run after the step
+/// in progress, writes a checkpoint of it if `--checkpoint` is given, lets
+/// the workers go and exits non-zero, naming the checkpoint. A second
+/// SIGTERM exits at once with status 143 (the last checkpoint written
+/// stands).
+fn stop_on_sigterm() -> anyhow::Result<()> {
+    use signal_hook::consts::SIGTERM;
+    // Registered first, so that it sees the flag as it was before this
+    // signal: only a second SIGTERM ends the process at once.
+    signal_hook::flag::register_conditional_shutdown(SIGTERM, 143, std::sync::Arc::clone(&TERM))
+        .context("installing the SIGTERM handler")?;
+    signal_hook::flag::register(SIGTERM, std::sync::Arc::clone(&TERM))
+        .context("installing the SIGTERM handler")?;
+    Ok(())
 }
 
 /// What a filter run needs of its engine besides [`Restore`].
@@ -514,6 +536,9 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
         None => None,
     };
     let mut failed = None;
+    // The step after which a SIGTERM ended the run (`statepipe master`).
+    let mut terminated: Option<usize> = None;
+    let term = || TERM.load(std::sync::atomic::Ordering::Relaxed);
     let mut said = false;
     let mut step = |engine: &mut G, st: &PfState| {
         bar.set_position(st.t as u64);
@@ -537,10 +562,18 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
                 match p {
                     Progress::Step { state, checkpoint } => {
                         step(engine, state);
-                        if let Some(snapshot) = checkpoint {
+                        let stop = term();
+                        // Asked to stop: a checkpoint of this step, whatever
+                        // `--every` says, then the end.
+                        let snapshot = match checkpoint {
+                            Some(s) => Some(s.clone()),
+                            None if stop => Some(engine.snapshot()?),
+                            None => None,
+                        };
+                        if let Some(snapshot) = snapshot {
                             let c = Checkpoint {
                                 run: run_key(a),
-                                snapshot: snapshot.clone(),
+                                snapshot,
                                 filter: state.clone(),
                             };
                             if let Err(e) = w.submit(c) {
@@ -549,6 +582,10 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
                                     "checkpoint failed".into(),
                                 ));
                             }
+                        }
+                        if stop {
+                            terminated = Some(state.t);
+                            return Err(statepipe_cluster::Error::Interrupted);
                         }
                     }
                     Progress::RolledBack {
@@ -565,6 +602,10 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
         }
         None => pf::run_from(engine, m, cfg, start, |engine, st| {
             step(engine, st);
+            if term() {
+                terminated = Some(st.t);
+                return Err(statepipe_cluster::Error::Interrupted);
+            }
             Ok(())
         }),
     };
@@ -574,6 +615,23 @@ fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
         return Err(
             anyhow::Error::new(e).context(format!("writing the checkpoint {}", path.display()))
         );
+    }
+    if let Some(t) = terminated {
+        bar.finish_and_clear();
+        match &a.checkpoint {
+            Some(p) => anyhow::bail!(
+                "terminated by SIGTERM after step {t} of {}; checkpoint {} written: go on \
+                 with --resume {} (the workers were let go)",
+                m.steps(),
+                p.display(),
+                p.display()
+            ),
+            None => anyhow::bail!(
+                "terminated by SIGTERM after step {t} of {}; nothing was saved (with \
+                 --checkpoint FILE a SIGTERM writes one to --resume from)",
+                m.steps()
+            ),
+        }
     }
     let result = result?;
     let wall = t0.elapsed();

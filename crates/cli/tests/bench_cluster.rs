@@ -39,6 +39,11 @@ fn the_fault_cases_run_and_log_their_steps() {
         "buddy/no-faults",
         "buddy/5%-killed",
         "buddy/5%-stopped",
+        "5%-drained",
+        "buddy/5%-drained",
+        "half",
+        "scale-out",
+        "buddy/scale-out",
         "recovery-off",
     ];
     assert_eq!(lines.len(), cases.len(), "{text}");
@@ -62,16 +67,18 @@ fn the_fault_cases_run_and_log_their_steps() {
         );
         // One of 20 workers (5%) signalled in the faulty cases, none else.
         let signalled = line.split("; signalled ").nth(1).unwrap();
-        match (case.ends_with("killed"), case.ends_with("stopped")) {
-            (true, _) => assert!(
-                signalled.contains('K') && !signalled.contains(','),
-                "{line}"
-            ),
-            (_, true) => assert!(
-                signalled.contains('S') && !signalled.contains(','),
-                "{line}"
-            ),
-            _ => assert_eq!(signalled, "none", "{line}"),
+        let letter = if case.ends_with("killed") {
+            Some('K')
+        } else if case.ends_with("stopped") {
+            Some('S')
+        } else if case.ends_with("drained") {
+            Some('T')
+        } else {
+            None
+        };
+        match letter {
+            Some(k) => assert!(signalled.contains(k) && !signalled.contains(','), "{line}"),
+            None => assert_eq!(signalled, "none", "{line}"),
         }
     }
 }

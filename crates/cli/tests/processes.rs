@@ -753,3 +753,85 @@ fn a_second_sigterm_is_a_crash_recovered_from_with_the_same_bits() {
     }
     assert!(statuses[1..].iter().all(|s| s.success()), "{statuses:?}");
 }
+
+#[test]
+fn a_sigtermed_master_checkpoints_lets_its_workers_go_and_names_the_file() {
+    // SIGTERM to the master mid-run: it ends the step in progress, writes
+    // a checkpoint of it (whatever --every says), tells its workers to
+    // exit (they exit 0) and exits non-zero naming the file to --resume
+    // from. A new master resumed from it ends with the clean run's bits.
+    let dir = std::env::temp_dir().join(format!("statepipe-term-master-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ckpt, out) = (dir.join("run.ckpt"), dir.join("resumed.json"));
+    let c = ckpt.to_str().unwrap().to_string();
+    let o = out.to_str().unwrap().to_string();
+    let filter = [
+        "--particles",
+        "1000",
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "24",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (clean, _) = master_with_sigterm(&filter, 2, Duration::ZERO, 0);
+    let mut first = Command::new(EXE)
+        .args([
+            "master",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--quiet",
+        ])
+        .args(filter)
+        .args(["--checkpoint", &c, "--every", "1000"])
+        .env("STATEPIPE_SECRET", "t")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, lines) = stderr_line(&mut first, "listening on ");
+    let addr = line["listening on ".len()..]
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let ws = start_workers(&addr, "t", 2);
+    std::thread::sleep(Duration::from_millis(800));
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).unwrap();
+    let said: String = lines.map_while(Result::ok).collect::<Vec<_>>().join("\n");
+    let status = first.wait().unwrap();
+    assert!(!status.success(), "a SIGTERMed master exited 0: {said}");
+    assert!(
+        said.contains("terminated by SIGTERM") && said.contains(&format!("--resume {c}")),
+        "{said}"
+    );
+    assert!(ckpt.exists(), "no checkpoint was written: {said}");
+    for w in ws {
+        let o = w.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let mut args: Vec<&str> = filter.to_vec();
+    args.extend(["--resume", &c, "--json", &o]);
+    let (mut second, addr) = start_master_with("t", "2", &args);
+    let ws = start_workers(&addr, "t", 2);
+    assert!(
+        second.wait().unwrap().success(),
+        "the resumed master failed"
+    );
+    for mut w in ws {
+        let _ = w.wait();
+    }
+    let resumed: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(
+            clean[key], resumed[key],
+            "{key} differs after a SIGTERM and a resume"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -106,6 +106,7 @@ impl WorkerCommand {
 pub struct LocalCluster {
     children: Vec<Child>,
     listener: Listener,
+    secret: Secret,
 }
 
 impl LocalCluster {
@@ -119,11 +120,34 @@ impl LocalCluster {
     pub fn spawn(cmd: &WorkerCommand, n: usize, pins: &[usize]) -> Result<Self, Error> {
         let secret = Secret::random();
         let listener = Listener::bind("127.0.0.1:0", secret.clone())?;
-        let addr = listener.local_addr()?.to_string();
         let mut c = LocalCluster {
             children: Vec::with_capacity(n),
             listener,
+            secret,
         };
+        c.start(cmd, n, pins)?;
+        Ok(c)
+    }
+
+    /// Starts `n` more workers with `cmd` on the same listener and secret
+    /// (workers that join a running master: take them with
+    /// [`accept_more`](Self::accept_more) and give them to
+    /// [`Master::admit`](crate::Master::admit)).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_more(
+        &mut self,
+        cmd: &WorkerCommand,
+        n: usize,
+        pins: &[usize],
+    ) -> Result<(), Error> {
+        self.start(cmd, n, pins)
+    }
+
+    fn start(&mut self, cmd: &WorkerCommand, n: usize, pins: &[usize]) -> Result<(), Error> {
+        let addr = self.listener.local_addr()?.to_string();
+        let (c, secret) = (&mut self.children, &self.secret);
         for k in 0..n {
             let mut p = Command::new(&cmd.program);
             p.args(&cmd.args)
@@ -141,9 +165,9 @@ impl LocalCluster {
                 source,
             })?;
             children().push(child.id());
-            c.children.push(child);
+            c.push(child);
         }
-        Ok(c)
+        Ok(())
     }
 
     /// Waits until every worker has joined.
@@ -153,18 +177,26 @@ impl LocalCluster {
     /// [`Error::WorkerFailed`] as soon as a worker exits before it joined
     /// (one that failed to start says why on standard error).
     pub fn accept(&self, timeout: Duration) -> Result<Vec<Joined>, Error> {
+        self.accept_more(self.children.len(), timeout)
+    }
+
+    /// Waits until `n` more workers have joined (those of
+    /// [`spawn_more`](Self::spawn_more)).
+    ///
+    /// # Errors
+    /// As [`accept`](Self::accept).
+    pub fn accept_more(&self, n: usize, timeout: Duration) -> Result<Vec<Joined>, Error> {
         // A worker that exits before it joins (it could not start, or was
         // killed: a Ctrl-C) never will: no use waiting out the timeout.
-        self.listener
-            .accept_while(self.children.len(), timeout, || {
-                match self.children.iter().find(|c| exited(c.id())) {
-                    Some(c) => Err(Error::WorkerFailed(format!(
-                        "worker process {} exited before it joined (its standard error says why)",
-                        c.id()
-                    ))),
-                    None => Ok(()),
-                }
-            })
+        self.listener.accept_while(n, timeout, || {
+            match self.children.iter().find(|c| exited(c.id())) {
+                Some(c) => Err(Error::WorkerFailed(format!(
+                    "worker process {} exited before it joined (its standard error says why)",
+                    c.id()
+                ))),
+                None => Ok(()),
+            }
+        })
     }
 
     /// The workers' process ids.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rand::{Rng as _, SeedableRng as _};
 use statepipe_cluster::config::DEFAULT_REPLICAS;
 
-use super::{Kill, Rng};
+use super::{Kill, Rng, Sig};
 
 /// How many schedules [`chaos`] draws before it gives up on leaving a copy
 /// (then the last one drawn, which the bench reports as it ends).
@@ -67,7 +67,7 @@ fn draw(
             let k = (first + j) % w;
             if !taken[k] {
                 taken[k] = true;
-                out.push((k, step, at, stop));
+                out.push((k, step, at, if stop { Sig::Stop } else { Sig::Kill }));
             }
         }
         cluster += 1;
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn three_neighbours_leave_no_copy_at_any_steps() {
         let t = Duration::ZERO;
-        let k = |w, s| (w, s, t, false);
+        let k = |w, s| (w, s, t, Sig::Kill);
         // 16 with its buddies 17 and 18, in one step or in two.
         assert!(!leaves_a_copy(200, &[k(16, 9), k(17, 9), k(18, 9)], 2));
         assert!(!leaves_a_copy(200, &[k(16, 9), k(17, 9), k(18, 8)], 2));

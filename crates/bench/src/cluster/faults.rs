@@ -9,7 +9,7 @@ use statepipe_cluster::config::{Recovery, SchedConfig};
 use statepipe_cluster::MasterImpl;
 
 use super::chaos::chaos;
-use super::{cluster, failed, kills, metric, run_plan, During, Workload};
+use super::{cluster, failed, kills, metric, run_plan, During, Sig, Workload};
 use super::{Ballast, ClusterOptions, Sleep};
 use crate::harness::{Contender, Group};
 use crate::report::ResultRow;
@@ -30,12 +30,19 @@ pub(super) struct Recorded {
 #[derive(Clone, Copy, PartialEq)]
 enum Faults {
     None,
-    /// This share of the workers SIGKILLed (or SIGSTOPped) once each, one
-    /// at a time at random steps and moments.
+    /// This share of the workers sent `sig` once each, one at a time at
+    /// random steps and moments.
     Each {
         percent: usize,
-        stop: bool,
+        sig: Sig,
     },
+    /// Half the workers from the start, the other half admitted at this
+    /// step.
+    ScaleOut {
+        at: usize,
+    },
+    /// Half the workers throughout (what `ScaleOut` is compared with).
+    Half,
     /// This share lost in clusters of one or two neighbours at one
     /// moment, some in the last step; with `stops`, every other cluster
     /// SIGSTOPped.
@@ -123,7 +130,7 @@ fn faults<'a>(
             Recovery::MasterCopy,
             Faults::Each {
                 percent: 5,
-                stop: false,
+                sig: Sig::Kill,
             },
         ),
         (
@@ -131,7 +138,7 @@ fn faults<'a>(
             Recovery::MasterCopy,
             Faults::Each {
                 percent: 5,
-                stop: true,
+                sig: Sig::Stop,
             },
         ),
         ("buddy/no-faults", Recovery::Buddy, Faults::None),
@@ -140,7 +147,7 @@ fn faults<'a>(
             Recovery::Buddy,
             Faults::Each {
                 percent: 5,
-                stop: false,
+                sig: Sig::Kill,
             },
         ),
         (
@@ -148,7 +155,38 @@ fn faults<'a>(
             Recovery::Buddy,
             Faults::Each {
                 percent: 5,
-                stop: true,
+                sig: Sig::Stop,
+            },
+        ),
+        (
+            "5%-drained",
+            Recovery::MasterCopy,
+            Faults::Each {
+                percent: 5,
+                sig: Sig::Term,
+            },
+        ),
+        (
+            "buddy/5%-drained",
+            Recovery::Buddy,
+            Faults::Each {
+                percent: 5,
+                sig: Sig::Term,
+            },
+        ),
+        ("half", Recovery::MasterCopy, Faults::Half),
+        (
+            "scale-out",
+            Recovery::MasterCopy,
+            Faults::ScaleOut {
+                at: (plan.len() * 3 / 10).max(1),
+            },
+        ),
+        (
+            "buddy/scale-out",
+            Recovery::Buddy,
+            Faults::ScaleOut {
+                at: (plan.len() * 3 / 10).max(1),
             },
         ),
         ("recovery-off", Recovery::Off, Faults::None),
@@ -160,7 +198,7 @@ fn faults<'a>(
                 Recovery::MasterCopy,
                 Faults::Each {
                     percent: 10,
-                    stop: false,
+                    sig: Sig::Kill,
                 },
             ),
             (
@@ -168,7 +206,7 @@ fn faults<'a>(
                 Recovery::Buddy,
                 Faults::Each {
                     percent: 10,
-                    stop: false,
+                    sig: Sig::Kill,
                 },
             ),
             (
@@ -218,17 +256,33 @@ fn faults<'a>(
             Faults::None => format!("{shape}; nothing killed"),
             Faults::Each {
                 percent,
-                stop: false,
+                sig: Sig::Kill,
             } => format!(
                 "{shape}; {} of {w} workers SIGKILLed once each, at random steps",
                 n_of(percent)
             ),
             Faults::Each {
                 percent,
-                stop: true,
+                sig: Sig::Stop,
             } => format!(
                 "{shape}; {} of {w} workers SIGSTOPped once each, at random steps ({silent})",
                 n_of(percent)
+            ),
+            Faults::Each {
+                percent,
+                sig: Sig::Term,
+            } => format!(
+                "{shape}; {} of {w} workers SIGTERMed once each (asked to leave), at random \
+                 steps",
+                n_of(percent)
+            ),
+            Faults::Half => format!("{shape}; {} workers throughout", (w / 2).max(1)),
+            Faults::ScaleOut { at } => format!(
+                "{shape}; {} workers, {} more joining at step {} of {}",
+                (w / 2).max(1),
+                w - (w / 2).max(1),
+                at + 1,
+                plan.len()
             ),
             Faults::Chaos { percent, stops } => format!(
                 "{shape}; {} of {w} workers lost in clusters of 1 or 2 neighbours at one \
@@ -250,29 +304,56 @@ fn faults<'a>(
             };
             seed.set(seed.get() + 1);
             let schedule = match faults {
-                Faults::None => Vec::new(),
-                Faults::Each { percent, stop } => {
+                Faults::None | Faults::Half | Faults::ScaleOut { .. } => Vec::new(),
+                Faults::Each { percent, sig } => {
                     let mut k = kills(w, n_of(percent), plan.len(), step_time, seed.get());
-                    k.iter_mut().for_each(|x| x.3 = stop);
+                    k.iter_mut().for_each(|x| x.3 = sig);
                     k
                 }
                 Faults::Chaos { percent, stops } => {
                     chaos(w, n_of(percent), plan.len(), step_time, seed.get(), stops)
                 }
             };
-            let (m, c) = cluster(worker, &Sleep, w, MasterImpl::EventLoop, sched)
+            let start = match faults {
+                Faults::Half | Faults::ScaleOut { .. } => (w / 2).max(1),
+                _ => w,
+            };
+            let (m, mut c) = cluster(worker, &Sleep, start, MasterImpl::EventLoop, sched)
                 .map_err(|e| failed(&case2, &e))?;
+            // The joiners start and connect before the run (off the clock),
+            // and are admitted at their step (on it).
+            let join = match faults {
+                Faults::ScaleOut { at } => {
+                    let err = |e: statepipe_cluster::Error| failed(&case2, &e.into());
+                    c.spawn_more(worker, w - start, &[]).map_err(err)?;
+                    let joined = c
+                        .accept_more(w - start, Duration::from_secs(120))
+                        .map_err(err)?;
+                    Some((at, RefCell::new(Some(joined))))
+                }
+                _ => None,
+            };
             let during = During {
                 kill: &schedule,
                 digest: true,
                 checkpoint: None,
+                join,
             };
             let s = run_plan(m, c, plan, (0..states as u64).collect(), &during)
                 .map_err(|e| failed(&case2, &e))?;
             // More losses than signals are a loaded host's false silences
             // (recovered like the others); fewer than one, with a worker
             // killed, would mean the schedule never ran.
-            let killed = schedule.iter().filter(|k| !k.3).count();
+            let killed = schedule.iter().filter(|k| k.3 == Sig::Kill).count();
+            let termed = schedule.iter().filter(|k| k.3 == Sig::Term).count();
+            if termed > 0 && (s.lost_workers > 0 || s.left_workers < termed) {
+                eprintln!(
+                    "{name}: {} of {termed} workers asked to leave left, {} lost (a SIGTERM \
+                     after the run's last operation leaves at the end; a loss is a loaded \
+                     host's false silence)",
+                    s.left_workers, s.lost_workers
+                );
+            }
             if s.lost_workers > schedule.len() {
                 eprintln!(
                     "{name}: {} workers lost of {} signalled: the rest fell silent on a \
@@ -332,10 +413,7 @@ fn log_steps(
     let steps: Vec<String> = step_ms.iter().map(|ms| format!("{ms:.0}")).collect();
     let signals: Vec<String> = schedule
         .iter()
-        .map(|&(w, step, delay, stop)| {
-            let k = if stop { 'S' } else { 'K' };
-            format!("{step}:{w}{k}@{}", delay.as_millis())
-        })
+        .map(|&(w, step, delay, sig)| format!("{step}:{w}{}@{}", sig.letter(), delay.as_millis()))
         .collect();
     let mut f = std::fs::OpenOptions::new()
         .append(true)

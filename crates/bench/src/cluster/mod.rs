@@ -51,8 +51,8 @@ use rand::{Rng as _, SeedableRng as _};
 use statepipe_cluster::config::{Batch, SchedConfig, StealVia};
 use statepipe_cluster::pf::systematic;
 use statepipe_cluster::{
-    Engine, Evolve, IdMap, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng, Snapshot,
-    StateId, WorkerCommand,
+    Engine, Evolve, IdMap, Joined, LocalCluster, Master, MasterConfig, MasterImpl, Registry, Rng,
+    Snapshot, StateId, WorkerCommand,
 };
 
 use crate::harness::{self, Contender, Group, Metric};
@@ -237,6 +237,8 @@ struct Sample {
     /// Kill to recovery, per killed worker, microseconds.
     reassign_us: Vec<f64>,
     lost_workers: usize,
+    /// Workers that were asked to leave and left (nothing lost).
+    left_workers: usize,
     /// Time spent writing checkpoints, seconds.
     checkpoint_s: f64,
     /// A hash of every step's outputs and, with `During::digest`, the final
@@ -287,9 +289,30 @@ fn sample(
     }
 }
 
-/// A worker to signal: (worker index, step, delay into the step, SIGSTOP
-/// rather than SIGKILL).
-pub(super) type Kill = (usize, usize, Duration, bool);
+/// What a worker is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sig {
+    /// SIGKILL: a crash (its connection resets).
+    Kill,
+    /// SIGSTOP: silence, as a stopped or preempted process.
+    Stop,
+    /// SIGTERM: asked to leave (a scale-in, a drain, a spot reclaim).
+    Term,
+}
+
+impl Sig {
+    /// Its letter in the step log.
+    pub(super) fn letter(self) -> char {
+        match self {
+            Sig::Kill => 'K',
+            Sig::Stop => 'S',
+            Sig::Term => 'T',
+        }
+    }
+}
+
+/// A worker to signal: (worker index, step, delay into the step, signal).
+pub(super) type Kill = (usize, usize, Duration, Sig);
 
 /// What happens during a run besides the steps.
 #[derive(Default)]
@@ -302,6 +325,9 @@ struct During<'p> {
     /// Write a checkpoint here every so many steps and after the last (the
     /// master's snapshot, as `statepipe pf --checkpoint` writes it).
     checkpoint: Option<(&'p std::path::Path, usize)>,
+    /// Workers (started and connected beforehand) admitted at the start of
+    /// this step.
+    join: Option<(usize, RefCell<Option<Vec<Joined>>>)>,
 }
 
 /// `count` kills of distinct workers of `w`, at random steps of `steps` and
@@ -317,7 +343,7 @@ fn kills(w: usize, count: usize, steps: usize, step_time: Duration, seed: u64) -
         .take(count.min(w.saturating_sub(1)))
         .map(|k| {
             let step = rng.random_range(0..steps.max(1));
-            (k, step, step_time.mul_f64(rng.random::<f64>()), false)
+            (k, step, step_time.mul_f64(rng.random::<f64>()), Sig::Kill)
         })
         .collect()
 }
@@ -347,12 +373,21 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
     let mut step_ms = Vec::with_capacity(plan.len());
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for (k, step) in plan.iter().enumerate() {
-        for &(who, _, delay, stop) in during.kill.iter().filter(|x| x.1 == k) {
+        if let Some((at, joiners)) = &during.join {
+            if *at == k {
+                let joined = joiners
+                    .borrow_mut()
+                    .take()
+                    .ok_or("the joiners were taken")?;
+                m.admit(joined)?;
+            }
+        }
+        for &(who, _, delay, sig) in during.kill.iter().filter(|x| x.1 == k) {
             let (pid, killed_at) = (pids[who], killed_at.clone());
-            let signal = if stop {
-                nix::sys::signal::Signal::SIGSTOP
-            } else {
-                nix::sys::signal::Signal::SIGKILL
+            let signal = match sig {
+                Sig::Stop => nix::sys::signal::Signal::SIGSTOP,
+                Sig::Kill => nix::sys::signal::Signal::SIGKILL,
+                Sig::Term => nix::sys::signal::Signal::SIGTERM,
             };
             std::thread::spawn(move || {
                 std::thread::sleep(delay);
@@ -422,6 +457,7 @@ fn run_plan<E: Evolve<Input = SleepInput>>(
         mb_in_per_step: (in1 - in0) as f64 / 1e6 / plan.len().max(1) as f64,
         reassign_us,
         lost_workers: st.lost_workers(),
+        left_workers: st.left_workers(),
         checkpoint_s,
         digest: std::hash::Hasher::finish(&digest),
     })
