@@ -153,7 +153,7 @@ impl Telemetry {
     }
 
     /// The run as it stands: a copy of the books (the lock is held only to
-    /// copy them), lane segments of the last [`LANE_WINDOW_S`] seconds.
+    /// copy them), lane segments of the last 60 seconds.
     pub fn snapshot(&self) -> TelemetrySnapshot {
         let now = self.now();
         let b = self.books();
@@ -497,7 +497,7 @@ pub struct TelemetrySnapshot {
     pub step_seconds: f64,
     /// One entry per worker connection, in the order they joined.
     pub workers: Vec<TelemetryWorker>,
-    /// Busy and transfer segments of the last [`LANE_WINDOW_S`] seconds.
+    /// Busy and transfer segments of the last 60 seconds.
     pub lanes: Vec<TelemetryLane>,
     /// Counters of the whole run.
     pub totals: TelemetryTotals,

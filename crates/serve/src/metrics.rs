@@ -58,8 +58,8 @@ pub struct IoLabels {
     pub io: u16,
 }
 
-/// The ring's stages, in the order their counters sit in
-/// [`Metrics::stage_events`].
+/// The ring's stages, in the order of their event counters (the `stage`
+/// label of `statepipe_serve_stage_events_total`).
 pub const STAGES: [&str; 4] = ["journal", "decode", "apply", "reply"];
 
 /// A (route, status) pair's count on one I/O thread.
