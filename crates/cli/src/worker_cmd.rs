@@ -48,6 +48,14 @@ pub struct WorkerArgs {
     /// must outlive the process (a pod's `emptyDir`).
     #[arg(long, value_name = "FILE")]
     pub served_file: Option<PathBuf>,
+    /// Ask the running worker with this process id to leave, as SIGTERM
+    /// does (what Kubernetes sends): its states move to the other workers
+    /// when the step in progress ends and it exits 0. Waits for it to exit.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["connect", "pin", "served_file"])]
+    pub drain: Option<u32>,
+    /// With --drain: how long to wait for the worker to exit, in seconds.
+    #[arg(long, default_value_t = 120.0, value_parser = positive_seconds, requires = "drain")]
+    pub drain_wait_s: f64,
 }
 
 fn positive_seconds(s: &str) -> Result<f64, String> {
@@ -63,6 +71,9 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 /// The worker's: the master could not be reached, refused it, cut it off,
 /// or a request failed; `statepipe` prints it and exits non-zero.
 pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
+    if let Some(pid) = a.drain {
+        return drain(pid, Duration::from_secs_f64(a.drain_wait_s));
+    }
     let leave = leave_on_sigterm()?;
     let Some(connect) = a.connect else {
         anyhow::ensure!(
@@ -132,4 +143,51 @@ fn leave_on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
     signal_hook::flag::register(SIGTERM, Arc::clone(&leave))
         .context("installing the SIGTERM handler")?;
     Ok(leave)
+}
+
+/// `statepipe worker --drain PID`: SIGTERM to that worker, then wait for it
+/// to exit.
+fn drain(pid: u32, wait: Duration) -> anyhow::Result<()> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .with_context(|| format!("no process {pid}: give the pid of a running statepipe worker"))?;
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let is_worker = args.first().is_some_and(|p| p.ends_with("statepipe"))
+        && args.get(1).is_some_and(|a| a == "worker");
+    anyhow::ensure!(
+        is_worker,
+        "process {pid} is not a statepipe worker ({}): nothing sent",
+        args.join(" ")
+    );
+    let p = Pid::from_raw(i32::try_from(pid).context("a process id")?);
+    kill(p, Signal::SIGTERM).with_context(|| format!("sending SIGTERM to {pid}"))?;
+    eprintln!("asked worker {pid} to leave; waiting for it to hand its states over and exit");
+    let deadline = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < deadline {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid) {
+            eprintln!("worker {pid} left");
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    anyhow::bail!(
+        "worker {pid} did not exit within {} s (a step longer than that, or a master not \
+         reading); it is still leaving: wait more, or SIGTERM it again to end it at once",
+        wait.as_secs_f64()
+    )
+}
+
+/// Whether `pid` has exited and waits for its parent to reap it.
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }

@@ -835,3 +835,54 @@ fn a_sigtermed_master_checkpoints_lets_its_workers_go_and_names_the_file() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn worker_drain_asks_a_running_worker_to_leave_and_waits_for_it() {
+    // `statepipe worker --drain PID` refuses a process that is no worker,
+    // saying so, and asks a running worker to leave (SIGTERM): it waits
+    // for the worker's exit; the run ends with the clean bits.
+    let not_a_worker = Command::new(EXE)
+        .args(["worker", "--drain", &std::process::id().to_string()])
+        .output()
+        .unwrap();
+    assert!(!not_a_worker.status.success());
+    let err = String::from_utf8_lossy(&not_a_worker.stderr);
+    assert!(err.contains("is not a statepipe worker"), "{err}");
+
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+        "--json",
+    ];
+    let json = std::env::temp_dir().join(format!("statepipe-drain-{}.json", std::process::id()));
+    let path = json.to_str().unwrap().to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.push(&path);
+    let (mut master, addr) = start_master_with("d", "3", &a);
+    let mut workers = start_workers(&addr, "d", 3);
+    std::thread::sleep(Duration::from_millis(400));
+    let drain = Command::new(EXE)
+        .args(["worker", "--drain", &workers[0].id().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        drain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drain.stderr)
+    );
+    assert!(master.wait().unwrap().success());
+    for w in &mut workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(j["lost_workers"].as_u64(), Some(0), "{j}");
+}
