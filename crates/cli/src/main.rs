@@ -16,6 +16,7 @@ mod bench_serve_targets;
 mod cluster_args;
 mod cluster_ckpt;
 mod cluster_cmd;
+mod cluster_drive;
 mod dashboard_cmd;
 mod demos;
 mod netns_cmd;
