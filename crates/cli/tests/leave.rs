@@ -1,0 +1,245 @@
+//! Workers and masters asked to go (SIGTERM, `statepipe worker --drain`)
+//! on real processes: the leaver exits 0 and the bits are the clean run's.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{start_master_with, start_workers, stderr_line, EXE, FAULT_PARTICLES};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// `statepipe master` with `n` worker processes this test owns (so their
+/// exit statuses are seen), the first of them sent SIGTERM `signals`
+/// times, 100 ms apart, `after` into the run. Returns the master's JSON
+/// result and each worker's exit status.
+fn master_with_sigterm(
+    args: &[&str],
+    n: usize,
+    after: Duration,
+    signals: usize,
+) -> (serde_json::Value, Vec<std::process::ExitStatus>) {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json =
+        std::env::temp_dir().join(format!("statepipe-term-{}-{call}.json", std::process::id()));
+    let path = json.to_str().unwrap().to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["--json", &path]);
+    let (mut master, addr) = start_master_with("term", &n.to_string(), &a);
+    let mut workers = start_workers(&addr, "term", n);
+    if signals > 0 {
+        std::thread::sleep(after);
+        let first = Pid::from_raw(workers[0].id() as i32);
+        for k in 0..signals {
+            if k > 0 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = kill(first, Signal::SIGTERM);
+        }
+    }
+    let status = master.wait().unwrap();
+    assert!(status.success(), "the master failed: {status}");
+    let statuses = workers.iter_mut().map(|w| w.wait().unwrap()).collect();
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    (j, statuses)
+}
+
+#[test]
+fn a_worker_told_to_leave_hands_its_states_over_and_exits_0() {
+    // SIGTERM one of three workers mid-run: it tells the master, its states
+    // move to the other two when the step ends, and it exits 0. Nothing is
+    // lost or recovered, and the bits are those of the run without it.
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (clean, _) = master_with_sigterm(&args, 3, Duration::ZERO, 0);
+    let (left, statuses) = master_with_sigterm(&args, 3, Duration::from_millis(400), 1);
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(clean[key], left[key], "{key} differs after a worker left");
+    }
+    assert_eq!(left["lost_workers"].as_u64(), Some(0), "{left}");
+    assert_eq!(left["left_workers"].as_u64(), Some(1), "{left}");
+    assert!(statuses.iter().all(|s| s.success()), "{statuses:?}");
+}
+
+#[test]
+fn a_second_sigterm_is_a_crash_recovered_from_with_the_same_bits() {
+    // Two SIGTERMs 100 ms apart: the worker exits at once (143) on the
+    // second, the master recovers its states as from any loss, and the
+    // bits are still those of the clean run.
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (clean, _) = master_with_sigterm(&args, 3, Duration::ZERO, 0);
+    let (hurt, statuses) = master_with_sigterm(&args, 3, Duration::from_millis(400), 2);
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(
+            clean[key], hurt[key],
+            "{key} differs after a second SIGTERM"
+        );
+    }
+    // Either it was still leaving (lost, recovered) or it had already left.
+    let (lost, left) = (hurt["lost_workers"].as_u64(), hurt["left_workers"].as_u64());
+    assert!(
+        (lost, left) == (Some(1), Some(0)) || (lost, left) == (Some(0), Some(1)),
+        "{hurt}"
+    );
+    if lost == Some(1) {
+        assert_eq!(statuses[0].code(), Some(143), "{statuses:?}");
+    }
+    assert!(statuses[1..].iter().all(|s| s.success()), "{statuses:?}");
+}
+
+#[test]
+fn a_sigtermed_master_checkpoints_lets_its_workers_go_and_names_the_file() {
+    // SIGTERM to the master mid-run: it ends the step in progress, writes
+    // a checkpoint of it (whatever --every says), tells its workers to
+    // exit (they exit 0) and exits non-zero naming the file to --resume
+    // from. A new master resumed from it ends with the clean run's bits.
+    let dir = std::env::temp_dir().join(format!("statepipe-term-master-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ckpt, out) = (dir.join("run.ckpt"), dir.join("resumed.json"));
+    let c = ckpt.to_str().unwrap().to_string();
+    let o = out.to_str().unwrap().to_string();
+    let filter = [
+        "--particles",
+        "1000",
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "24",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (clean, _) = master_with_sigterm(&filter, 2, Duration::ZERO, 0);
+    let mut first = Command::new(EXE)
+        .args([
+            "master",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--quiet",
+        ])
+        .args(filter)
+        .args(["--checkpoint", &c, "--every", "1000"])
+        .env("STATEPIPE_SECRET", "t")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, lines) = stderr_line(&mut first, "listening on ");
+    let addr = line["listening on ".len()..]
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let ws = start_workers(&addr, "t", 2);
+    std::thread::sleep(Duration::from_millis(800));
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).unwrap();
+    let said: String = lines.map_while(Result::ok).collect::<Vec<_>>().join("\n");
+    let status = first.wait().unwrap();
+    assert!(!status.success(), "a SIGTERMed master exited 0: {said}");
+    assert!(
+        said.contains("terminated by SIGTERM") && said.contains(&format!("--resume {c}")),
+        "{said}"
+    );
+    assert!(ckpt.exists(), "no checkpoint was written: {said}");
+    for w in ws {
+        let o = w.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let mut args: Vec<&str> = filter.to_vec();
+    args.extend(["--resume", &c, "--json", &o]);
+    let (mut second, addr) = start_master_with("t", "2", &args);
+    let ws = start_workers(&addr, "t", 2);
+    assert!(
+        second.wait().unwrap().success(),
+        "the resumed master failed"
+    );
+    for mut w in ws {
+        let _ = w.wait();
+    }
+    let resumed: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for key in ["loglik", "loglik_se", "filtered_means"] {
+        assert_eq!(
+            clean[key], resumed[key],
+            "{key} differs after a SIGTERM and a resume"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn worker_drain_asks_a_running_worker_to_leave_and_waits_for_it() {
+    // `statepipe worker --drain PID` refuses a process that is no worker,
+    // saying so, and asks a running worker to leave (SIGTERM): it waits
+    // for the worker's exit; the run ends with the clean bits.
+    let not_a_worker = Command::new(EXE)
+        .args(["worker", "--drain", &std::process::id().to_string()])
+        .output()
+        .unwrap();
+    assert!(!not_a_worker.status.success());
+    let err = String::from_utf8_lossy(&not_a_worker.stderr);
+    assert!(err.contains("is not a statepipe worker"), "{err}");
+
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+        "--json",
+    ];
+    let json = std::env::temp_dir().join(format!("statepipe-drain-{}.json", std::process::id()));
+    let path = json.to_str().unwrap().to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.push(&path);
+    let (mut master, addr) = start_master_with("d", "3", &a);
+    let mut workers = start_workers(&addr, "d", 3);
+    std::thread::sleep(Duration::from_millis(400));
+    let drain = Command::new(EXE)
+        .args(["worker", "--drain", &workers[0].id().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        drain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drain.stderr)
+    );
+    assert!(master.wait().unwrap().success());
+    for w in &mut workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(j["lost_workers"].as_u64(), Some(0), "{j}");
+}
