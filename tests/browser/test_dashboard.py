@@ -221,14 +221,20 @@ def test_pf_shows_one_lane_per_worker_and_metrics_parse(browser, procs):
     assert pf.p.wait(timeout=600) == 0, pf.stderr()
 
 
+def worker_pids(pf):
+    """The pids of the three worker processes `pf` started."""
+    children = subprocess.run(["pgrep", "-P", str(pf.p.pid)], capture_output=True, text=True)
+    pids = [int(x) for x in children.stdout.split()]
+    assert len(pids) == 3, f"three worker processes, found {pids}"
+    return pids
+
+
 def test_a_killed_worker_shows_as_lost_then_recovered(browser, procs):
     pf = start(procs, PF)
     url = pf.dashboard()
     open_page(browser, url, "evolve")
     wait_for("step 2", lambda: (number(browser, "#step") or 0) >= 2)
-    children = subprocess.run(["pgrep", "-P", str(pf.p.pid)], capture_output=True, text=True)
-    pids = [int(x) for x in children.stdout.split()]
-    assert len(pids) == 3, f"three worker processes, found {pids}"
+    pids = worker_pids(pf)
     os.kill(pids[0], signal.SIGKILL)
     wait_for("the loss", lambda: css(browser, '#events li.event[data-kind="lost"]'))
     wait_for("the recovery", lambda: css(browser, '#events li.event[data-kind="recovered"]'))
@@ -242,9 +248,7 @@ def test_a_worker_told_to_leave_shows_as_left_not_lost(browser, procs):
     url = pf.dashboard()
     open_page(browser, url, "evolve")
     wait_for("step 2", lambda: (number(browser, "#step") or 0) >= 2)
-    children = subprocess.run(["pgrep", "-P", str(pf.p.pid)], capture_output=True, text=True)
-    pids = [int(x) for x in children.stdout.split()]
-    assert len(pids) == 3, f"three worker processes, found {pids}"
+    pids = worker_pids(pf)
     os.kill(pids[0], signal.SIGTERM)
     wait_for("the request to leave", lambda: css(browser, '#events li.event[data-kind="leaving"]'))
     wait_for("the departure", lambda: css(browser, '#events li.event[data-kind="left"]'))

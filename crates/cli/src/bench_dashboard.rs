@@ -55,6 +55,14 @@ pub struct DashboardBenchArgs {
     pub json: Option<std::path::PathBuf>,
 }
 
+/// A connection to the dashboard at `url` that has asked for its stream.
+fn ask_for_stream(url: &str) -> anyhow::Result<TcpStream> {
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.write_all(b"GET /api/stream HTTP/1.1\r\nhost: bench\r\n\r\n")?;
+    Ok(s)
+}
+
 /// A client that reads a dashboard's stream until told to stop, counting
 /// the snapshots it got.
 struct Watcher {
@@ -65,13 +73,8 @@ struct Watcher {
 
 impl Watcher {
     fn attach(url: &str) -> anyhow::Result<Watcher> {
-        let addr = url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        let mut s = TcpStream::connect(&addr).with_context(|| format!("connecting to {addr}"))?;
+        let mut s = ask_for_stream(url)?;
         s.set_read_timeout(Some(Duration::from_millis(200)))?;
-        s.write_all(b"GET /api/stream HTTP/1.1\r\nhost: bench\r\n\r\n")?;
         let stop = Arc::new(AtomicBool::new(false));
         let events = Arc::new(AtomicU64::new(0));
         let (stop2, events2) = (Arc::clone(&stop), Arc::clone(&events));
@@ -114,14 +117,9 @@ struct Stalled {
 
 impl Stalled {
     fn attach(url: &str) -> anyhow::Result<Stalled> {
-        let addr = url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        let mut socket =
-            TcpStream::connect(&addr).with_context(|| format!("connecting to {addr}"))?;
-        socket.write_all(b"GET /api/stream HTTP/1.1\r\nhost: bench\r\n\r\n")?;
-        Ok(Stalled { socket })
+        Ok(Stalled {
+            socket: ask_for_stream(url)?,
+        })
     }
 
     /// Whether the dashboard closed the connection (read what is buffered
