@@ -20,8 +20,9 @@ use statepipe_sys::lock::{FolderLock, LockError};
 
 pub use crate::cluster_args::{MasterArg, RecoveryArg, StealViaArg};
 use crate::cluster_ckpt;
-use crate::cluster_drive::{drive, stop_on_sigterm, Run};
+use crate::cluster_drive::{drive, stop_on_sigterm, DriveOptions, Run};
 use crate::worker_cmd::{worker_command, WorkerArgs};
+use statepipe_cluster::pf::PfConfig;
 
 /// The cluster subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -328,8 +329,23 @@ fn filter(at: Where<'_>, a: &FilterArgs) -> anyhow::Result<()> {
     }
 }
 
+/// What `drive` takes of the options.
+fn drive_options(a: &FilterArgs) -> DriveOptions {
+    DriveOptions {
+        quiet: a.quiet,
+        pf: PfConfig {
+            particles: a.particles,
+            islands: a.islands,
+            seed: a.seed,
+        },
+        checkpoint: a.checkpoint.clone(),
+        every: a.every,
+        run_key: run_key(a),
+    }
+}
+
 /// What must match for a checkpoint to be resumed by this run.
-pub(crate) fn run_key(a: &FilterArgs) -> String {
+fn run_key(a: &FilterArgs) -> String {
     format!(
         "model {:?} (pk {}h x {} substeps), {} particles in {} islands, seed {}",
         a.model, a.pk_hours, a.pk_substeps, a.particles, a.islands, a.seed
@@ -417,7 +433,7 @@ fn run_model<M: SsModel + Clone>(
             if let Some(l) = late.filter(|_| a.master == MasterArg::EventLoop) {
                 master.admit_from(l);
             }
-            drive(&mut master, &m, start, a)
+            drive(&mut master, &m, start, &drive_options(a))
         }
         Where::Auto {
             threads,
@@ -441,7 +457,7 @@ fn run_model<M: SsModel + Clone>(
                 Some(c) => (Auto::resume(model, cfg, c.snapshot, start)?, Some(c.filter)),
                 None => (Auto::new(model, cfg, start), None),
             };
-            drive(&mut auto, &m, from, a)
+            drive(&mut auto, &m, from, &drive_options(a))
         }
     }
 }

@@ -3,7 +3,7 @@
 //! gives back.
 
 use std::io::IsTerminal as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -11,7 +11,6 @@ use statepipe_cluster::pf::{self, Bootstrap, Checkpoints, PfConfig, PfState, Pro
 use statepipe_cluster::{Auto, Decision, Joined, Master, Restore, Stats};
 
 use crate::cluster_ckpt::{self, Checkpoint};
-use crate::cluster_cmd::{run_key, FilterArgs};
 
 /// A filter run's outcome with its cost.
 pub(crate) struct Run {
@@ -74,21 +73,29 @@ where
 }
 
 /// Runs the filter on `engine` with the progress bar and checkpoints.
+/// What [`drive`] needs of the command's options.
+pub(crate) struct DriveOptions {
+    /// No progress bar.
+    pub(crate) quiet: bool,
+    pub(crate) pf: PfConfig,
+    /// Where checkpoints go, every `every` steps.
+    pub(crate) checkpoint: Option<PathBuf>,
+    pub(crate) every: u64,
+    /// What must match for a checkpoint to be resumed by this run.
+    pub(crate) run_key: String,
+}
+
 pub(crate) fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
     engine: &mut G,
     m: &M,
     start: Option<PfState>,
-    a: &FilterArgs,
+    a: &DriveOptions,
 ) -> anyhow::Result<Run> {
     let bar = indicatif::ProgressBar::new(m.steps() as u64);
     if a.quiet || !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let cfg = PfConfig {
-        particles: a.particles,
-        islands: a.islands,
-        seed: a.seed,
-    };
+    let cfg = a.pf;
     // Checkpoints are written on a thread of their own (temporary file,
     // fsync, rename, fsync of the folder): a step pays for the snapshot
     // only. A newer checkpoint replaces one still waiting for the write in
@@ -139,7 +146,7 @@ pub(crate) fn drive<M: SsModel, G: RunEngine<Bootstrap<M>> + Send>(
                         };
                         if let Some(snapshot) = snapshot {
                             let c = Checkpoint {
-                                run: run_key(a),
+                                run: a.run_key.clone(),
                                 snapshot,
                                 filter: state.clone(),
                             };
