@@ -60,8 +60,9 @@ impl OverloadLimits {
 /// The CPU quota the overload run falls back to where the disk cap it was
 /// given cannot be made (no `blkio`/`io` controller, `--data` on no block
 /// device) and it was given no quota: 0.3 CPU. Under a quota the run
-/// measures the quota's pauses as well as admission (the serve README
-/// derives the floor they put under every latency), so its notes say
+/// measures the quota's pauses as well as admission (the book's
+/// `docs/src/performance/serve.md` derives the floor they put under every
+/// latency), so its notes say
 /// that the fallback was taken and why.
 const FALLBACK_QUOTA: f64 = 0.3;
 

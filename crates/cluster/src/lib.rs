@@ -50,8 +50,10 @@
 //! }
 //! ```
 //!
-//! See `README.md` beside this crate for the protocol, the master's state
-//! machine and the guarantees.
+//! `README.md` beside this crate lists the API; the repository's book has
+//! the protocol and the master's state machine
+//! (`docs/src/concepts/evolve-internals.md`) and the guarantees
+//! (`docs/src/operations/recovery.md`).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]

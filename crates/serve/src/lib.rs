@@ -8,7 +8,9 @@
 //! `journal ∥ decode → apply → reply` handle them: every write is
 //! journalled and fsynced (one fsync per batch) before its answer leaves;
 //! `apply` owns the items without locks; answers go back to the I/O thread
-//! that owns the connection. See the crate README.
+//! that owns the connection. See the crate README (routes and errors) and
+//! the repository's book, `docs/src/concepts/service.md` (how a request
+//! flows, durability, the file formats).
 //!
 //! ```no_run
 //! use statepipe_serve::{Config, Server};

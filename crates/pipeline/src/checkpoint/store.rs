@@ -1,6 +1,6 @@
 //! The files of a checkpoint: one folder per checkpoint, one file per
-//! stage's state, and a manifest written last (see the crate README's
-//! "Checkpoint format").
+//! stage's state, and a manifest written last (see "Files" in the book's
+//! `docs/src/operations/checkpoints.md`).
 //!
 //! ```text
 //! DIR/ckpt-0000000007/0000.state   magic "SPSTATE1", u32 LE crc32c of the payload,

@@ -4,7 +4,8 @@
 //!
 //! - [`StatepipeEdge::RAW`] (`statepipe`, the row the targets read): a
 //!   [`RawLink`] of [`Item`]s, which are `bytemuck::Pod`, so each crosses as
-//!   its 64 bytes (as the pipeline README recommends for fixed-size items);
+//!   its 64 bytes (as the book's `docs/src/concepts/remote-pipelines.md`
+//!   recommends for fixed-size items);
 //! - [`StatepipeEdge::SERDE`] (`statepipe-serde`): a [`Link`], postcard, the
 //!   encoding of any serde type on a pipeline's edge (varint integers: the
 //!   items' large check and time words cost up to 10 bytes and a loop each).
