@@ -306,7 +306,8 @@ class Engine:
     def _on_workers(self) -> "_native.NativeEngine":
         if isinstance(self._native, _Batched):
             raise _native.StatepipeError(
-                'only an engine on workers from the start adds or retires workers: make it with placement="workers" (or listen=)'
+                "only an engine on workers from the start adds or retires workers: "
+                'make it with placement="workers" (or listen=)'
             )
         return self._native
 
