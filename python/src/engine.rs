@@ -501,7 +501,10 @@ impl NativeEngine {
     /// Retires workers `ids` (indices in the order they joined) between
     /// steps: their states move to the others and they exit 0.
     fn retire_workers(&mut self, py: Python<'_>, ids: Vec<usize>) -> PyResult<()> {
-        self.with(py, |inner| elastic::master(inner)?.retire_workers(&ids))
+        let n = ids.len();
+        self.with(py, |inner| elastic::master(inner)?.retire_workers(&ids))?;
+        self.workers = self.workers.saturating_sub(n);
+        Ok(())
     }
 
     /// The workers that take states now (indices in join order).

@@ -61,7 +61,7 @@ def test_retiring_and_adding_workers_mid_run_changes_nothing():
                 codes = _wait_exits(e, 2)
                 assert set(codes.values()) == {0}, f"a retired worker did not exit 0: {codes}"
                 assert set(codes) <= first and len(e.pids()) == 1
-                assert e.workers == 1
+                assert e.workers == 1 and e.placement == "on 1 workers"
             if step == 4:
                 e.add_workers(2)
                 assert e.staying_workers() == [1, 3, 4]
