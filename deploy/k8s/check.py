@@ -5,8 +5,9 @@
 Schema validity is kubernetes-validate's job (validate.sh runs both); this
 checks what a schema cannot: every container is Guaranteed QoS with whole
 CPUs, the worker count agrees wherever it appears, the workers reach the
-master's Service, the secret comes from a Secret, and serve keeps its
-journal on a claimed volume. Prints one line and exits 0, or names every
+master's Service, scale as a Deployment, leave gracefully within their
+grace period and report readiness, the secret comes from a Secret, and
+serve keeps its journal on a claimed volume. Prints one line and exits 0, or names every
 broken promise and exits 1.
 """
 
@@ -15,6 +16,9 @@ import sys
 import yaml
 
 DRAIN_S = 30  # how long `statepipe serve` may take to drain on SIGTERM
+# The least grace a worker gets to leave on SIGTERM: its states move when
+# the step in progress ends, so the grace must cover a step.
+LEAVE_S = 60
 
 
 def containers(doc):
@@ -41,20 +45,15 @@ def check(docs):
             errors.append(f"{kind}/{name}: runAsNonRoot is not set")
 
     master = by.get(("Job", "statepipe-master"))
-    workers = by.get(("Job", "statepipe-worker"))
+    workers = by.get(("Deployment", "statepipe-worker"))
     service = by.get(("Service", "statepipe-master"))
     if not (master and workers and service):
-        return errors + ["the master Job, its Service or the worker Job is missing"], ""
+        return errors + ["the master Job, its Service or the worker Deployment is missing"], ""
     args = containers(master)[0]["args"]
     n = int(args[args.index("--workers") + 1])
-    ws = workers["spec"]
-    if ws.get("completionMode") != "Indexed":
-        errors.append("the worker Job is not Indexed")
-    if not ws.get("completions") == ws.get("parallelism") == n:
-        errors.append(
-            f"master --workers {n}, worker completions {ws.get('completions')}, "
-            f"parallelism {ws.get('parallelism')}"
-        )
+    if workers["spec"].get("replicas") != n:
+        errors.append(f"master --workers {n}, worker Deployment replicas {workers['spec'].get('replicas')}")
+    errors += check_elastic(workers)
     wc = containers(workers)[0]
     connect = wc["args"][wc["args"].index("--connect") + 1]
     host, port = connect.rsplit(":", 1)
@@ -105,6 +104,35 @@ def check(docs):
 
     cpus = containers(workers)[0]["resources"]["limits"]["cpu"]
     return errors, f"{n} workers x {cpus} CPU, serve on {sc['resources']['limits']['cpu']} CPU"
+
+
+def check_elastic(workers):
+    """The workers scale in and out mid-run: the Deployment selects its own
+    pods, a scaled-in pod gets the grace to leave (SIGTERM), and the
+    readiness probe asks the worker's own health endpoint."""
+    errors = []
+    spec = workers["spec"]["template"]["spec"]
+    labels = workers["spec"]["template"]["metadata"].get("labels", {})
+    wanted = workers["spec"].get("selector", {}).get("matchLabels", {})
+    if not wanted or any(labels.get(k) != v for k, v in wanted.items()):
+        errors.append("the worker Deployment's selector does not match its pods' labels")
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    if grace < LEAVE_S:
+        errors.append(f"the workers' grace {grace} s is under {LEAVE_S} s: a leave must cover a step")
+    if spec.get("restartPolicy", "Always") != "Always":
+        errors.append("the worker Deployment's restartPolicy is not Always")
+    c = containers(workers)[0]
+    args = c["args"]
+    if "--health" not in args:
+        return errors + ["the workers have no --health endpoint for their readiness probe"]
+    port = int(args[args.index("--health") + 1].rsplit(":", 1)[1])
+    named = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+    probe = c.get("readinessProbe", {}).get("httpGet", {})
+    target = probe.get("port")
+    target = named.get(target) if isinstance(target, str) else target
+    if probe.get("path") != "/health" or target != port:
+        errors.append(f"the workers' readinessProbe is not GET /health on their --health port {port}")
+    return errors
 
 
 def check_pipeline(by):

@@ -6,6 +6,7 @@
 #   sudo deploy/netns/run.sh [--check]
 #   sudo deploy/netns/run.sh --serve [--check]
 #   sudo deploy/netns/run.sh --pipeline [--check]
+#   sudo deploy/netns/run.sh --elastic [--check]
 #
 # Runs, in order:
 #   1. the reference: `statepipe pf --engine workers --workers N` on this host's loopback;
@@ -37,6 +38,16 @@
 # one-process `statepipe run EXAMPLE`'s, and each prints its items/s and
 # that over the loopback run's (EXAMPLE: counts, ITEMS: 2000000).
 #
+# With --elastic it scales the cluster during a run instead: the pk
+# filter (PARTICLES particles in ISLANDS islands, PK_HOURS hours of
+# PK_SUBSTEPS substeps: seconds of work) by `statepipe master` across the
+# bridge, twice. Scale-in: WORKERS workers start the run and the last half
+# are sent SIGTERM SCALE_AFTER_S seconds in: each must leave (its states
+# moved to the others) and exit 0. Scale-out: the first half start the
+# run and the others start SCALE_AFTER_S seconds in, in their own
+# namespaces, and join it. Each result must equal `statepipe pf --engine
+# workers --workers WORKERS` on loopback bit for bit.
+#
 # It prints, per sleep run, wall time, efficiency (busy / workers / wall)
 # and that efficiency over the loopback run's. Exits 0 when every result is
 # identical, 1 when one is not or a run fails, 3 (saying why) when it cannot
@@ -52,7 +63,8 @@
 # temporary one, removed at exit), DELAY_MS (2), JITTER_MS (1), LOSS_PCT
 # (0.5), LINK (netem or tap; default: netem if the kernel has it); with
 # --serve: CONNS (50), SECS (5); with --pipeline: WORKERS (2), EXAMPLE,
-# ITEMS.
+# ITEMS; with --elastic: PARTICLES (10000), PK_HOURS (12), PK_SUBSTEPS
+# (10000), SCALE_AFTER_S (0.5).
 set -euo pipefail
 # Paths given in the environment are relative to the caller's directory.
 if [ -n "${STATEPIPE:-}" ]; then STATEPIPE=$(realpath -m "$STATEPIPE"); fi
@@ -65,6 +77,7 @@ WORKERS=${WORKERS:-4}
 SLEEP_MS=${SLEEP_MS:-30}
 STATES=${STATES:-32}
 STEPS=${STEPS:-8}
+PARTICLES_SET=${PARTICLES:-}
 PARTICLES=${PARTICLES:-2000}
 ISLANDS=${ISLANDS:-20}
 SEED=${SEED:-1}
@@ -84,6 +97,14 @@ if [ "${1:-}" = "--pipeline" ]; then
   shift
   WORKERS=${WORKERS_SET:-2}
 fi
+if [ "${1:-}" = "--elastic" ]; then
+  MODE=elastic
+  shift
+  PARTICLES=${PARTICLES_SET:-10000}
+fi
+PK_HOURS=${PK_HOURS:-12}
+PK_SUBSTEPS=${PK_SUBSTEPS:-10000}
+SCALE_AFTER_S=${SCALE_AFTER_S:-0.5}
 CONNS=${CONNS:-50}
 SECS=${SECS:-5}
 EXAMPLE=${EXAMPLE:-counts}
@@ -122,6 +143,10 @@ fi
 STATEPIPE=$(realpath "$STATEPIPE")
 if [ "$WORKERS" -lt 1 ] || [ "$WORKERS" -gt 200 ]; then
   echo "WORKERS must be 1..200" >&2
+  exit 1
+fi
+if [ "$MODE" = elastic ] && [ "$WORKERS" -lt 2 ]; then
+  echo "--elastic needs WORKERS >= 2 (half of them come or go)" >&2
   exit 1
 fi
 
@@ -246,11 +271,11 @@ sleep_run() {
   if [ "$1" = loopback ]; then EFF0=$eff; fi
 }
 
-# What must not change between runs: the JSON without its timings and
-# without the run's losses (a worker dropped as stopped on a loaded host is
+# What must not change between runs: the JSON without its timings, its
+# worker counts (workers that came or went) and the run's losses (a worker dropped as stopped on a loaded host is
 # recovered with the same bits; `losses` reports it).
 result() {
-  awk '/"(efficiency|wall_s|lost_workers|rollbacks|recovered_unix_s)":/ {
+  awk '/"(efficiency|wall_s|lost_workers|left_workers|workers|rollbacks|recovered_unix_s)":/ {
          if ($0 ~ /\[$/) skip = 1
          next
        }
@@ -370,7 +395,78 @@ pipeline_run() {
   if [ "$1" = loopback ]; then RATE0=$rate; fi
 }
 
+# The pk filter across the bridge while workers come or go: $1 is in
+# (the last half sent SIGTERM mid-run) or out (the last half started
+# mid-run).
+elastic_run() {
+  local half=$((WORKERS / 2)) i ns pid first=$WORKERS status bad=0
+  if [ "$1" = out ]; then first=$half; fi
+  WPIDS=()
+  for i in $(seq 1 "$first"); do
+    timeout --foreground 300 ip netns exec "$(node "$i")" "$STATEPIPE" worker --connect "$MASTER_IP:$PORT" \
+      >"$OUT/worker-scale-$1-$i.log" 2>&1 &
+    WPIDS+=("$!"); PIDS+=("$!")
+  done
+  timeout 300 ip netns exec "$(node 0)" "$STATEPIPE" master --listen "0.0.0.0:$PORT" \
+    --workers "$first" --quiet --seed "$SEED" "${PK[@]}" --json "$OUT/scale-$1.json" \
+    >"$OUT/scale-$1.log" 2>&1 &
+  local master=$!
+  PIDS+=("$master")
+  sleep "$SCALE_AFTER_S"
+  if [ "$1" = in ]; then
+    # `timeout --foreground` passes one TERM on to the worker it runs
+    # (without it, a second reaches the worker through the process group,
+    # and a worker's second SIGTERM is a crash).
+    for i in $(seq $((half + 1)) "$WORKERS"); do kill -TERM "${WPIDS[$((i - 1))]}"; done
+  else
+    for i in $(seq $((half + 1)) "$WORKERS"); do
+      timeout --foreground 300 ip netns exec "$(node "$i")" "$STATEPIPE" worker --connect "$MASTER_IP:$PORT" \
+        >"$OUT/worker-scale-$1-$i.log" 2>&1 &
+      WPIDS+=("$!"); PIDS+=("$!")
+    done
+  fi
+  wait "$master" || { cat "$OUT/scale-$1.log" >&2; FAILED=1; wait_workers; return; }
+  i=0
+  for pid in "${WPIDS[@]}"; do
+    i=$((i + 1))
+    status=0
+    wait "$pid" || status=$?
+    if [ "$status" != 0 ]; then
+      echo "scale-$1: worker $i exited $status"; cat "$OUT/worker-scale-$1-$i.log" >&2; bad=1
+    fi
+  done
+  [ "$bad" = 0 ] || FAILED=1
+  local how
+  if [ "$1" = in ]; then
+    how="$(field left_workers "$OUT/scale-$1.json") of $WORKERS workers left mid-run"
+  else
+    how="$(field workers "$OUT/scale-$1.json") workers took part, $((WORKERS - half)) of them joining mid-run"
+  fi
+  if cmp -s <(result "$OUT/scale-reference.json") <(result "$OUT/scale-$1.json"); then
+    echo "scale-$1: identical to the local reference (loglik $(field loglik "$OUT/scale-$1.json"); $how$(losses "$OUT/scale-$1.json"))"
+  else
+    echo "scale-$1: DIFFERS from the local reference ($how)"
+    diff <(result "$OUT/scale-reference.json") <(result "$OUT/scale-$1.json") | head -5
+    FAILED=1
+  fi
+}
+
 FAILED=0
+if [ "$MODE" = elastic ]; then
+  PK=(--model pk --pk-hours "$PK_HOURS" --pk-substeps "$PK_SUBSTEPS" --particles "$PARTICLES"
+    --islands "$ISLANDS")
+  echo "run $RUN: pk filter, $PARTICLES particles in $ISLANDS islands, seed $SEED; $WORKERS workers," \
+    "half of them leaving (SIGTERM), then joining, $SCALE_AFTER_S s into the run"
+  timeout 300 "$STATEPIPE" pf --engine workers --workers "$WORKERS" --quiet --seed "$SEED" "${PK[@]}" \
+    --json "$OUT/scale-reference.json" >"$OUT/scale-reference.log" 2>&1 \
+    || { cat "$OUT/scale-reference.log" >&2; exit 1; }
+  echo "pk reference (statepipe pf --engine workers --workers $WORKERS, loopback): loglik $(field loglik "$OUT/scale-reference.json")"
+  elastic_run in
+  elastic_run out
+  if [ "$FAILED" = 0 ]; then echo "all results identical"; exit 0; fi
+  echo "FAILED: see above" >&2
+  exit 1
+fi
 if [ "$MODE" = pipeline ]; then
   DIGEST=$("$STATEPIPE" run "$EXAMPLE" --items "$ITEMS" --no-pin 2>/dev/null | grep '^digest:')
   echo "run $RUN: \`$EXAMPLE\`, $ITEMS items, $WORKERS members; one process: $DIGEST"

@@ -207,6 +207,10 @@ class Engine:
         steps: Optional[int],
     ) -> None:
         board = self._board
+        # What add_workers starts: the workers of placement="workers".
+        self._command = [python or sys.executable, "-m", "statepipe.worker", "--sys-path", os.pathsep.join(sys.path)]
+        self._pins = list(pins)
+        self._timeout = timeout
         if local:
             if vectorised and callable(getattr(model, "evolve_batch", None)):
                 self._native = _Batched(model, self.seed)  # type: ignore[assignment]
@@ -219,7 +223,7 @@ class Engine:
                 model, pickled, self.seed, workers, listen, secret, timeout, board
             )
         else:
-            cmd = [python or sys.executable, "-m", "statepipe.worker", "--sys-path", os.pathsep.join(sys.path)]
+            cmd = self._command
             if placement == "workers":
                 self._native = _native.NativeEngine.spawn(
                     model, pickled, self.seed, workers, cmd, list(pins), timeout, board
@@ -297,6 +301,79 @@ class Engine:
     def stats(self) -> str:
         """The master's per-worker statistics, as a table."""
         return self._native.stats_table()
+
+    # -- workers joining and leaving mid-run ---------------------------
+    def _on_workers(self) -> "_native.NativeEngine":
+        if isinstance(self._native, _Batched):
+            raise _native.StatepipeError(
+                "only an engine on workers from the start adds or retires workers: "
+                'make it with placement="workers" (or listen=)'
+            )
+        return self._native
+
+    def add_workers(self, n: int, *, timeout: Optional[float] = None) -> None:
+        """Starts ``n`` more worker processes on this machine (``python -m
+        statepipe.worker``, as ``placement="workers"`` does) and admits
+        them between steps, waiting ``timeout`` seconds (default: the
+        engine's) for them to join. From the next :meth:`evolve_many` on
+        they take states: the master's start-of-step rebalance and its
+        steals give them work. Results do not change.
+
+        Only an engine on workers from the start (``placement="workers"``
+        or ``listen=``) adds workers; the others raise
+        :class:`StatepipeError`. A ``listen=`` engine also admits, at the
+        start of each step, any remote worker that joined its address."""
+        if int(n) < 1:
+            raise ValueError(f"add_workers needs n >= 1, not {n}")
+        t = self._timeout if timeout is None else float(timeout)
+        self._on_workers().add_workers(int(n), self._command, self._pins, t)
+
+    def retire_workers(self, which: Union[int, Sequence[int]]) -> List[int]:
+        """Retires workers between steps and returns their indices.
+
+        ``which`` is a count ``n`` (the ``n`` workers that joined last) or
+        a list of worker indices (their order of joining, as in
+        :meth:`worker_stats`). Each goes the way of a worker sent SIGTERM:
+        its states move to the workers that stay, a replication round
+        commits without it, and it exits 0 (:meth:`exited_workers` shows
+        the exit of those this engine started). Nothing is lost or
+        recovered, so results do not change. Raises
+        :class:`StatepipeError`, retiring nothing, for an index that names
+        no worker taking states, or when none would stay."""
+        native = self._on_workers()
+        if isinstance(which, int):
+            staying = native.staying_workers()
+            if not 0 < which < len(staying):
+                raise ValueError(
+                    f"retire_workers({which}): {len(staying)} workers take states; retire from 1 to {len(staying) - 1}"
+                )
+            ids = staying[-which:]
+        else:
+            ids = [int(w) for w in which]
+        native.retire_workers(ids)
+        return ids
+
+    def staying_workers(self) -> List[int]:
+        """The indices of the workers that take states now (not retired,
+        left or lost), in the order they joined."""
+        return self._on_workers().staying_workers()
+
+    def worker_stats(self) -> List[Dict[str, int]]:
+        """Each worker's counters, in the order they joined (empty in
+        process): ``evolved`` (calls), ``batches``, ``stolen_states`` and
+        ``rebalanced_states`` (states moved to it), ``left`` (1 once it
+        left or was retired)."""
+        if isinstance(self._native, _Batched):
+            return []
+        return [dict(w) for w in self._native.worker_stats()]
+
+    def exited_workers(self) -> Dict[int, int]:
+        """Worker processes this engine started that have exited since the
+        last call: ``{pid: exit code}`` (minus the signal's number for one
+        a signal ended). A retired worker exits 0."""
+        if isinstance(self._native, _Batched):
+            return {}
+        return dict(self._native.exited())
 
     # -- operations ----------------------------------------------------
     def reset(self, states: Union[int, Iterable[Any]]) -> List[int]:

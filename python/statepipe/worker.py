@@ -4,6 +4,11 @@ Serves one master: the one named by ``--connect`` (or ``STATEPIPE_CONNECT``)
 with the secret of ``--secret`` (or ``STATEPIPE_SECRET``), until the master
 shuts it down or goes away. The model's code comes from the master
 (cloudpickled); modules it imports must be importable here.
+
+SIGTERM (a Kubernetes pod's end, a scale-in, ``kill PID``) is a graceful
+leave: the worker tells its master, its states move to the other workers
+when the step in progress ends, and it exits 0. A second SIGTERM exits at
+once (status 143), as a crash the master recovers from.
 """
 
 from __future__ import annotations
@@ -30,13 +35,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if a.connect is None and "STATEPIPE_CONNECT" in os.environ:
-            _native.serve_worker()
+            _native.serve_worker(leave_on_sigterm=True)
         elif a.connect is None:
             p.error("give --connect HOST:PORT (or set STATEPIPE_CONNECT)")
         else:
             if a.secret is None and "STATEPIPE_SECRET" not in os.environ:
                 p.error("give the master's secret: set STATEPIPE_SECRET (or --secret)")
-            _native.serve_worker(a.connect, a.secret, a.pin, False)
+            _native.serve_worker(a.connect, a.secret, a.pin, False, leave_on_sigterm=True)
     except _native.StatepipeError as e:
         print(f"statepipe-worker: {e}", file=sys.stderr)
         return 1

@@ -25,6 +25,7 @@ mod remote_cmd;
 mod remote_metrics;
 mod serve_cmd;
 mod worker_cmd;
+mod worker_health;
 
 use clap::{Parser, Subcommand};
 

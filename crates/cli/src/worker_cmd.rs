@@ -51,8 +51,12 @@ pub struct WorkerArgs {
     /// Ask the running worker with this process id to leave, as SIGTERM
     /// does (what Kubernetes sends): its states move to the other workers
     /// when the step in progress ends and it exits 0. Waits for it to exit.
-    #[arg(long, value_name = "PID", conflicts_with_all = ["connect", "pin", "served_file"])]
+    #[arg(long, value_name = "PID", conflicts_with_all = ["connect", "pin", "served_file", "health"])]
     pub drain: Option<u32>,
+    /// Serve `GET /health` on HOST:PORT for a readiness probe: 200 while
+    /// the worker is joined, set up and not leaving, 503 otherwise.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub health: Option<String>,
     /// With --drain: how long to wait for the worker to exit, in seconds.
     #[arg(long, default_value_t = 120.0, value_parser = positive_seconds, requires = "drain")]
     pub drain_wait_s: f64,
@@ -75,6 +79,10 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
         return drain(pid, Duration::from_secs_f64(a.drain_wait_s));
     }
     let leave = leave_on_sigterm()?;
+    let ready = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = &a.health {
+        crate::worker_health::serve(addr, Arc::clone(&ready), Arc::clone(&leave))?;
+    }
     let Some(connect) = a.connect else {
         anyhow::ensure!(
             worker::launched(),
@@ -83,6 +91,7 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
         );
         let opts = WorkerOptions {
             leave: Some(leave),
+            ready: Some(ready),
             ..WorkerOptions::default()
         };
         return Ok(worker::serve_with_options(registry(), &opts)?);
@@ -94,6 +103,7 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
         pin: a.pin,
         connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
         leave: Some(leave),
+        ready: Some(ready),
         ..WorkerOptions::default()
     };
     // The record of an earlier start of this worker, if there is one.

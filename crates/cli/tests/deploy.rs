@@ -152,3 +152,68 @@ fn the_kubernetes_overlays_render_and_validate() {
         );
     }
 }
+
+#[test]
+fn the_check_names_workers_that_cannot_scale_in_gracefully() {
+    // The base rendering, then the worker Deployment broken three ways:
+    // replicas that disagree with the master's --workers, a grace period
+    // shorter than a step, a readiness probe off the health endpoint.
+    let render = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(repo().join("deploy/k8s/base"))
+        .output();
+    let rendered = match render {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap(),
+        _ => {
+            skip::skip(Lack::Tool, "kubectl (to render deploy/k8s/base)");
+            return;
+        }
+    };
+    let has_yaml = Command::new("python3")
+        .args(["-c", "import yaml"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_yaml {
+        skip::skip(
+            Lack::Tool,
+            "python3 with PyYAML (to run deploy/k8s/check.py)",
+        );
+        return;
+    }
+    let (deploy, rest) = rendered
+        .split_once("kind: Deployment\nmetadata:\n")
+        .expect("the rendering has a Deployment");
+    assert!(rest.contains("name: statepipe-worker"), "{rest}");
+    let broken = rest
+        .replacen("replicas: 2", "replicas: 3", 1)
+        .replacen(
+            "terminationGracePeriodSeconds: 120",
+            "terminationGracePeriodSeconds: 10",
+            1,
+        )
+        .replacen("path: /health", "path: /metrics", 1);
+    let file = std::env::temp_dir().join(format!("statepipe-broken-{}.yaml", std::process::id()));
+    std::fs::write(
+        &file,
+        format!("{deploy}kind: Deployment\nmetadata:\n{broken}"),
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg(repo().join("deploy/k8s/check.py"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    for want in [
+        "master --workers 2, worker Deployment replicas 3",
+        "the workers' grace 10 s is under 60 s",
+        "readinessProbe is not GET /health",
+    ] {
+        assert!(
+            said.contains(want),
+            "check.py did not say {want:?}:\n{said}"
+        );
+    }
+}

@@ -243,3 +243,90 @@ fn worker_drain_asks_a_running_worker_to_leave_and_waits_for_it() {
     let _ = std::fs::remove_file(&json);
     assert_eq!(j["lost_workers"].as_u64(), Some(0), "{j}");
 }
+
+/// `GET /health` from `addr` (HOST:PORT): the status code, or None when
+/// nothing answers (the worker exited).
+fn health(addr: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET /health HTTP/1.1\r\nhost: probe\r\n\r\n").ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    r.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A `statepipe worker --health 127.0.0.1:0` for the master at `connect`,
+/// and the address its health endpoint listens on.
+fn worker_with_health(connect: &str, secret: &str) -> (std::process::Child, String) {
+    let mut w = Command::new(EXE)
+        .args(["worker", "--connect", connect, "--health", "127.0.0.1:0"])
+        .args(["--connect-timeout-s", "120"])
+        .env("STATEPIPE_SECRET", secret)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, lines) = stderr_line(&mut w, "health: http://");
+    std::thread::spawn(move || lines.for_each(drop));
+    let addr = line["health: http://".len()..]
+        .trim_end_matches("/health")
+        .to_string();
+    (w, addr)
+}
+
+#[test]
+fn worker_health_is_ready_once_set_up_and_not_from_its_sigterm_on() {
+    // Nothing at the address yet: alive, but not ready.
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let free = nobody.local_addr().unwrap().to_string();
+    drop(nobody);
+    let (mut early, h) = worker_with_health(&free, "h");
+    assert_eq!(
+        health(&h),
+        Some(503),
+        "a worker that has not joined is ready"
+    );
+    early.kill().unwrap();
+    let _ = early.wait();
+
+    let args = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "24",
+        "--pk-substeps",
+        "10000",
+    ];
+    let (mut master, addr) = start_master_with("h", "2", &args);
+    let mut other = start_workers(&addr, "h", 1);
+    let (mut w, h) = worker_with_health(&addr, "h");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while health(&h) != Some(200) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker was not ready within 120 s of its start (last answer {:?})",
+            health(&h)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).unwrap();
+    // Not ready once the signal is handled (a moment), until it is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match health(&h) {
+            Some(503) | None => break,
+            Some(200) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            said => panic!("{said:?} from a worker sent SIGTERM"),
+        }
+    }
+    assert!(w.wait().unwrap().success(), "the leaving worker failed");
+    assert!(master.wait().unwrap().success(), "the master failed");
+    assert!(other[0].wait().unwrap().success());
+}

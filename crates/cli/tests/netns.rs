@@ -7,7 +7,9 @@
 //! workers' links delayed (2 ms ± 1 ms), then also lossy (0.5 %).
 //! Efficiency figures are printed, not asserted; so is a worker lost on the
 //! way (on a loaded host one can fall silent long enough to be dropped as
-//! stopped), whose loss must leave the result the same bits.
+//! stopped), whose loss must leave the result the same bits. With
+//! `--elastic`, half the workers leave (SIGTERM) mid-run, or join it, and
+//! the result is the same bits again.
 //!
 //! Needs root and network namespaces; where they are missing the test
 //! records a skip, saying why, and returns (a failure instead under
@@ -92,4 +94,49 @@ fn a_pipeline_across_namespaces_ends_with_the_one_process_digest() {
             .unwrap_or_else(|| panic!("no pipeline {run} line:\n{stdout}"));
         assert!(line.ends_with("digest identical"), "{line}");
     }
+}
+
+/// Workers that come and go mid-run (`run.sh --elastic`): the pk filter
+/// across the bridge with 4 workers, 2 of them sent SIGTERM half a second
+/// in (each leaves and exits 0), then with 2 workers and 2 more joining
+/// half a second in from their own namespaces. Both results equal the
+/// loopback run's bit for bit.
+#[test]
+fn workers_leaving_and_joining_across_namespaces_change_nothing() {
+    // Seconds of work in either build: the scaling lands mid-run.
+    let particles = if cfg!(debug_assertions) {
+        "1000"
+    } else {
+        "10000"
+    };
+    let env = [
+        ("WORKERS", "4"),
+        ("PARTICLES", particles),
+        ("ISLANDS", "10"),
+        ("PK_HOURS", "24"),
+        ("SCALE_AFTER_S", "0.5"),
+    ];
+    let Some(stdout) = run_script(&["--elastic"], &env) else {
+        return;
+    };
+    let line = |run: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("scale-{run}: ")))
+            .unwrap_or_else(|| panic!("no scale-{run} line:\n{stdout}"))
+            .to_string()
+    };
+    let scale_in = line("in");
+    assert!(
+        scale_in.contains("identical to the local reference")
+            && scale_in.contains("2 of 4 workers left mid-run"),
+        "{scale_in}"
+    );
+    let scale_out = line("out");
+    assert!(
+        scale_out.contains("identical to the local reference")
+            && scale_out.contains("4 workers took part"),
+        "{scale_out}"
+    );
+    assert!(stdout.contains("all results identical"), "{stdout}");
 }

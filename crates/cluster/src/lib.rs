@@ -11,6 +11,12 @@
 //!   can run, and [`worker::serve`] (started by [`LocalCluster`] or any
 //!   launcher) or [`worker::run`] serves a master. A master admits workers
 //!   through a [`Listener`] once they prove the shared [`Secret`].
+//! - Workers come and go mid-run, and the results do not change: joiners
+//!   ([`Master::admit`], [`Master::admit_from`]) evolve states from the
+//!   step after they are admitted (the start-of-step rebalance or steals
+//!   give them work); a worker that asks to leave (SIGTERM) or that the
+//!   caller retires ([`Master::retire_workers`]) hands its states to the
+//!   workers that stay ([`Master::staying_workers`]) and exits 0.
 //! - [`pf`] runs a bootstrap particle filter on any engine.
 //! - A [`Telemetry`] given to the master ([`MasterConfig::telemetry`])
 //!   shows the run while it goes: steps, workers, losses, the filter's

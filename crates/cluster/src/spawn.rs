@@ -188,8 +188,11 @@ impl LocalCluster {
     pub fn accept_more(&self, n: usize, timeout: Duration) -> Result<Vec<Joined>, Error> {
         // A worker that exits before it joins (it could not start, or was
         // killed: a Ctrl-C) never will: no use waiting out the timeout.
+        // Only the newest `n` are waited for: an earlier one may have
+        // exited meanwhile (retired: `Master::retire_workers`).
+        let newest = &self.children[self.children.len().saturating_sub(n)..];
         self.listener.accept_while(n, timeout, || {
-            match self.children.iter().find(|c| exited(c.id())) {
+            match newest.iter().find(|c| exited(c.id())) {
                 Some(c) => Err(Error::WorkerFailed(format!(
                     "worker process {} exited before it joined (its standard error says why)",
                     c.id()
@@ -202,6 +205,25 @@ impl LocalCluster {
     /// The workers' process ids.
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(Child::id).collect()
+    }
+
+    /// Reaps the workers that have exited (one retired by
+    /// [`Master::retire_workers`](crate::Master::retire_workers), or that
+    /// asked to leave, exits 0): their process ids and exit statuses. They
+    /// are this cluster's no more ([`pids`](Self::pids)).
+    pub fn reap(&mut self) -> Vec<(u32, std::process::ExitStatus)> {
+        let mut gone = Vec::new();
+        let mut reg = children();
+        self.children.retain_mut(|ch| match ch.try_wait() {
+            Ok(Some(status)) => {
+                let pid = ch.id();
+                reg.retain(|&p| p != pid);
+                gone.push((pid, status));
+                false
+            }
+            _ => true,
+        });
+        gone
     }
 
     /// Kills and reaps every worker.

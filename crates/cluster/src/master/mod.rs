@@ -373,6 +373,38 @@ impl<E: Evolve> Master<E> {
         Ok(())
     }
 
+    /// Retires workers `ids` (indices into [`Stats::workers`], the order
+    /// they joined), between operations: the master's own scale-in. Each
+    /// goes the way of a worker that asked to leave (SIGTERM): it is
+    /// marked leaving, its states move to the workers that stay as a steal
+    /// moves them, a replication round without it commits
+    /// (`Recovery::Buddy`), and it is told to shut down: its `serve` returns
+    /// `Ok` and its process exits 0. Nothing is lost or recovered, so the
+    /// rest of the run gives the bits it would have given without the
+    /// retirement. Returns when they are gone ([`WorkerStats::left`]).
+    ///
+    /// [`WorkerStats::left`]: crate::WorkerStats::left
+    ///
+    /// # Errors
+    /// [`Error::Config`], with nothing retired, when an index names no
+    /// worker, one that is lost, gone or leaving, or when no worker would
+    /// stay ([`staying_workers`](Self::staying_workers) lists those that
+    /// can go); as any operation when a worker is lost meanwhile.
+    pub fn retire_workers(&mut self, ids: &[usize]) -> Result<(), Error> {
+        self.go_on()?;
+        self.sched.begin_retire(ids)?;
+        self.settle()?;
+        self.sched.finish()?;
+        tracing::info!(retired = ids.len(), "workers retired");
+        Ok(())
+    }
+
+    /// The workers that take states now: connected, neither lost nor
+    /// leaving (indices into [`Stats::workers`]).
+    pub fn staying_workers(&self) -> Vec<usize> {
+        self.sched.staying()
+    }
+
     /// Keeps `listener` and, at the start of every `evolve_many`, admits
     /// the workers that joined it since (elastic workers).
     pub fn admit_from(&mut self, listener: Listener) {

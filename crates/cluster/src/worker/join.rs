@@ -41,6 +41,10 @@ pub struct WorkerOptions {
     /// the other workers, and returns `Ok` when the master lets it go. A
     /// worker that is the only one stays until the run ends.
     pub leave: Option<Arc<AtomicBool>>,
+    /// Set once the worker is set up (it joined and holds the model, so
+    /// the master may give it states), cleared when it stops serving: what
+    /// a readiness probe reports (`statepipe worker --health`).
+    pub ready: Option<Arc<AtomicBool>>,
 }
 
 impl Default for WorkerOptions {
@@ -52,6 +56,7 @@ impl Default for WorkerOptions {
             die_with_parent: false,
             unreachable_timeout: Duration::from_secs(30),
             leave: None,
+            ready: None,
         }
     }
 }

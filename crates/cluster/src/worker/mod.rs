@@ -474,7 +474,14 @@ pub fn run(
         }
     }
     let s = join::join(addr, secret, opts)?;
-    serve_conn(s, registry, Some(secret), opts.leave.clone()).map_err(|e| match e {
+    serve_conn(
+        s,
+        registry,
+        Some(secret),
+        opts.leave.clone(),
+        opts.ready.clone(),
+    )
+    .map_err(|e| match e {
         Error::Refused { .. } => Error::Refused {
             addr: addr.to_string(),
         },
@@ -496,6 +503,7 @@ fn serve_conn(
     registry: Registry,
     secret: Option<&Secret>,
     leave: Option<Arc<std::sync::atomic::AtomicBool>>,
+    ready: Option<Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<(), Error> {
     let conn = Conn {
         writer: Arc::new(Mutex::new(s.try_clone()?)),
@@ -589,6 +597,11 @@ fn serve_conn(
                 if conn.send(&out).is_err() {
                     break;
                 }
+                if let (Some(r), Kind::Setup) = (&ready, kind) {
+                    // Relaxed: a flag a readiness probe polls; nothing
+                    // else rides on it.
+                    r.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
             }
             Ok(Next::Exit) => {
                 told_to_exit = true;
@@ -603,6 +616,9 @@ fn serve_conn(
     drop(tx);
     drop(leaver);
     drop(heartbeat);
+    if let Some(r) = &ready {
+        r.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     let failed = lock(&conn.failed).clone();
     match failed {
         Some(m) => Err(Error::WorkerFailed(m)),

@@ -12,8 +12,13 @@
 //! period runs out), it is lost as any worker is, and recovered from.
 //! The last worker that takes states cannot leave: it is kept, with a
 //! warning, until another joins or the run ends.
+//!
+//! The caller may retire workers itself (`Master::retire_workers`, a
+//! scale-in decided by the program): they are marked leaving as if they
+//! had said `Leaving`, and go the same way.
 
 use super::{Scheduler, WorkerId};
+use crate::error::Error;
 use crate::evolve::StateId;
 use crate::protocol::{self, Kind};
 
@@ -31,8 +36,49 @@ impl Scheduler {
         }
     }
 
+    /// Between operations: the caller retires workers `ws` (indices in
+    /// join order). Each is marked leaving, as if it had said `Leaving`;
+    /// the operation's settling moves their states and lets them go.
+    ///
+    /// # Errors
+    /// [`Error::Config`], with nothing marked, for an index that names no
+    /// worker, one that is lost or already left or leaving, or when no
+    /// worker would stay to hold the states.
+    pub(crate) fn begin_retire(&mut self, ws: &[WorkerId]) -> Result<(), Error> {
+        self.begin_op()?;
+        for &w in ws {
+            match self.slots.get(w) {
+                None => {
+                    return Err(Error::Config(format!(
+                        "no worker {w}: this master has workers 0..{} (in the order they \
+                         joined; Stats::workers)",
+                        self.slots.len()
+                    )))
+                }
+                Some(s) if !s.alive || s.leaving => {
+                    return Err(Error::Config(format!(
+                        "worker {w} cannot be retired: it is already lost, gone or leaving \
+                         (Master::staying_workers lists those that can)"
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        if self.staying().iter().all(|w| ws.contains(w)) {
+            return Err(Error::Config(
+                "retiring these workers would leave none to hold the states: keep at least \
+                 one (or admit another first)"
+                    .into(),
+            ));
+        }
+        for &w in ws {
+            self.mark_leaving(w);
+        }
+        Ok(())
+    }
+
     /// Live workers that stay (not leaving).
-    pub(super) fn staying(&self) -> Vec<WorkerId> {
+    pub(crate) fn staying(&self) -> Vec<WorkerId> {
         (0..self.slots.len())
             .filter(|&w| self.slots[w].alive && !self.slots[w].leaving)
             .collect()
