@@ -85,7 +85,7 @@ fn read_number(bytes: &[u8], start: usize) -> (Quoted, usize) {
             && !digits.contains('.')
             && bytes.len() >= i + 4
             && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
-            && bytes.get(i + 4).is_none_or(|c| !c.is_ascii_digit())
+            && !bytes.get(i + 4).is_some_and(u8::is_ascii_digit)
         {
             i += 1;
         } else if b == b'.'

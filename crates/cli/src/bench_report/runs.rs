@@ -50,7 +50,7 @@ pub fn load(root: &Path) -> anyhow::Result<Vec<Run>> {
             runs.push(load_run(&entry.path())?);
         }
     }
-    runs.sort_by(|a, b| natural_key(&a.name).cmp(&natural_key(&b.name)));
+    runs.sort_by_key(|run| natural_key(&run.name));
     Ok(runs)
 }
 
@@ -66,7 +66,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Run> {
     let host = read("host.txt").map(|s| s.trim().to_string());
     let date = host.as_deref().and_then(|h| {
         h.lines()
-            .find_map(|l| l.strip_prefix("date:").map(|d| d.trim().to_string()))
+            .find_map(|l| l.strip_prefix("date:"))
+            .and_then(|d| d.split_whitespace().next())
+            .map(str::to_string)
     });
     let mut reports = Vec::new();
     for file in files
@@ -128,35 +130,62 @@ fn natural_key(name: &str) -> Vec<(String, u64)> {
 }
 
 impl Run {
-    /// The note's first paragraph (after any headings), links reduced to their text and
-    /// lines joined.
+    /// The note's first paragraph of prose (after any headings; a paragraph that is a
+    /// table, a list, code, or only introduces a command is passed over unless nothing else
+    /// is left), links reduced to their text and lines joined.
     pub fn summary(&self) -> String {
         let Some(notes) = &self.notes else {
             return "(no NOTES.md)".to_string();
         };
-        let mut para: Vec<&str> = Vec::new();
-        for line in notes.lines() {
-            let t = line.trim();
-            if t.starts_with('#') && para.is_empty() {
-                continue;
-            }
-            if t.is_empty() {
-                if para.is_empty() {
-                    continue;
-                }
-                break;
-            }
-            para.push(t);
-        }
-        unlink(&para.join(" "))
+        let paragraphs = paragraphs(notes);
+        let prose = |p: &&String| {
+            let first = p.trim_start();
+            !(first.starts_with(['|', '-', '*', '#', '>', '<'])
+                || first.starts_with("Command")
+                || first.starts_with("See ")
+                || first.starts_with("Same ")
+                || first.starts_with("The command of")
+                || first.trim_end().ends_with(':'))
+        };
+        let chosen = paragraphs
+            .iter()
+            .find(prose)
+            .or(paragraphs.iter().find(|p| !p.starts_with('#')))
+            .cloned()
+            .unwrap_or_default();
+        unlink(&chosen)
     }
 
-    /// The summary's first sentence, for the one-line index.
+    /// The note's title (its `# ` line) where it says more than the run's name, without
+    /// a leading "<runs>: ".
+    pub fn title(&self) -> Option<String> {
+        let line = self
+            .notes
+            .as_deref()?
+            .lines()
+            .next()?
+            .strip_prefix("# ")?
+            .trim();
+        let line = match line.split_once(": ") {
+            Some((runs, rest)) if runs.contains(&self.name) || runs.contains("-run") => rest,
+            _ => line,
+        };
+        let line = unlink(line);
+        let mut chars = line.chars();
+        let line = match chars.next() {
+            Some(first) => first.to_uppercase().chain(chars).collect::<String>(),
+            None => return None,
+        };
+        (line != self.name).then_some(line)
+    }
+
+    /// What the run is, in one line for the index: the note's title, else the first
+    /// sentence of its first paragraph.
     pub fn first_sentence(&self) -> String {
-        let s = self.summary();
+        let s = self.title().unwrap_or_else(|| self.summary());
         let cut = s
             .char_indices()
-            .find(|&(i, c)| (c == '.' || c == ':') && s[i + 1..].starts_with(' ') && i > 20)
+            .find(|&(i, c)| c == '.' && s[i + 1..].starts_with(' ') && i > 20)
             .map_or(s.len(), |(i, _)| i + 1);
         let mut out: String = s[..cut].to_string();
         if out.chars().count() > 200 {
@@ -165,7 +194,8 @@ impl Run {
         out.replace('|', "\\|")
     }
 
-    /// The host in one line: `host.txt`'s lines but the date, joined.
+    /// The host in one line: `host.txt`'s `machine:`, `host:` (the bench's host check) and
+    /// `notebook:` lines, else its first lines, the date left out.
     pub fn host_line(&self) -> String {
         let Some(host) = &self.host else {
             return "not recorded".to_string();
@@ -174,14 +204,63 @@ impl Run {
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with("date:"))
-            .take(4)
             .collect();
-        if lines.is_empty() {
-            "not recorded".to_string()
+        let tagged: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| {
+                ["machine:", "host:", "notebook:"]
+                    .iter()
+                    .any(|t| l.starts_with(t))
+            })
+            .take(3)
+            .collect();
+        let chosen = if tagged.is_empty() {
+            lines.into_iter().take(2).collect()
         } else {
-            lines.join("; ")
+            tagged
+        };
+        if chosen.is_empty() {
+            return "not recorded".to_string();
         }
+        chosen
+            .iter()
+            .map(|l| {
+                if l.chars().count() > 240 {
+                    l.chars().take(237).collect::<String>() + "..."
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
+}
+
+/// The paragraphs of `text` (blank-line separated, lines trimmed and joined by spaces);
+/// fenced code blocks are one paragraph each, starting with the fence.
+fn paragraphs(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+        }
+        if t.is_empty() && !fenced {
+            if !current.is_empty() {
+                out.push(current.join(" "));
+                current.clear();
+            }
+            continue;
+        }
+        current.push(t);
+    }
+    if !current.is_empty() {
+        out.push(current.join(" "));
+    }
+    out
 }
 
 /// Links reduced to their text (their targets are relative to the note, not to the page
@@ -271,6 +350,9 @@ fn runs_page(runs: &[Run]) -> String {
             }
             None => out.push_str("\nCommand not recorded.\n"),
         }
+        if let Some(title) = run.title() {
+            let _ = writeln!(out, "\n**{title}**");
+        }
         let _ = writeln!(out, "\n{}", run.summary());
     }
     out
@@ -310,7 +392,9 @@ mod tests {
             date: None,
             command: None,
             host: None,
-            notes: Some("# x\n\nFirst [line](a.md)\nsecond.\n\nMore.\n".into()),
+            notes: Some(
+                "# x\n\nCommand:\n\n```\nrun\n```\n\nFirst [line](a.md)\nsecond.\n\nMore.\n".into(),
+            ),
             files: vec![],
             reports: vec![],
         };
