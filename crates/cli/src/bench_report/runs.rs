@@ -141,6 +141,8 @@ impl Run {
         let prose = |p: &&String| {
             let first = p.trim_start();
             !(first.starts_with(['|', '-', '*', '#', '>', '<'])
+                || first.starts_with("```")
+                || first.starts_with("~~~")
                 || first.starts_with("Command")
                 || first.starts_with("See ")
                 || first.starts_with("Same ")
