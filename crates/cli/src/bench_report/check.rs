@@ -282,7 +282,7 @@ fn check_target(
 
 /// The problems of the run folders themselves: a file a run needs that is missing, a
 /// program or patch kept among the results.
-pub fn check_runs(runs: &[Run], out: &mut Vec<Problem>) {
+pub fn check_runs(root: &Path, runs: &[Run], out: &mut Vec<Problem>) {
     for run in runs {
         let file = format!("{RESULTS}/{}/", run.name);
         for (what, missing) in [
@@ -300,7 +300,10 @@ pub fn check_runs(runs: &[Run], out: &mut Vec<Problem>) {
         }
         for f in &run.files {
             let ext = f.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if matches!(ext, "sh" | "py" | "rs" | "diff" | "patch") {
+            let program = matches!(ext, "sh" | "py" | "rs" | "c" | "lua" | "diff" | "patch")
+                || f.file_name().is_some_and(|n| n == "Cargo.toml")
+                || is_executable(&root.join(RESULTS).join(&run.name).join(f));
+            if program {
                 out.push(Problem {
                     file: format!("{file}{}", f.display()),
                     line: 0,
@@ -308,6 +311,20 @@ pub fn check_runs(runs: &[Run], out: &mut Vec<Problem>) {
                 });
             }
         }
+    }
+}
+
+/// Whether `path` has an execute bit (always false where there are none).
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
     }
 }
 

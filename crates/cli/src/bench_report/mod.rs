@@ -92,7 +92,7 @@ fn check_all(
     files: &[PathBuf],
 ) -> anyhow::Result<Vec<Problem>> {
     let mut problems = Vec::new();
-    check::check_runs(all, &mut problems);
+    check::check_runs(root, all, &mut problems);
     check::check_generated(root, generated, &mut problems);
     let mut data = RunData::default();
     let mut anchors = HashMap::new();
