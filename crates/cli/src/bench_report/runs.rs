@@ -173,12 +173,15 @@ impl Run {
             _ => line,
         };
         let line = unlink(line);
+        if line == self.name {
+            return None;
+        }
         let mut chars = line.chars();
         let line = match chars.next() {
             Some(first) => first.to_uppercase().chain(chars).collect::<String>(),
             None => return None,
         };
-        (line != self.name).then_some(line)
+        Some(line)
     }
 
     /// What the run is, in one line for the index: the note's title, else the first
@@ -227,6 +230,7 @@ impl Run {
         }
         chosen
             .iter()
+            .map(|l| l.strip_prefix("host: ").unwrap_or(l))
             .map(|l| {
                 if l.chars().count() > 240 {
                     l.chars().take(237).collect::<String>() + "..."
