@@ -58,8 +58,8 @@ pub enum BenchWhich {
     Cluster(ClusterArgs),
     /// Graph500 BFS and k-nucleotide against rayon and plain-threads peers.
     Apps(AppsArgs),
-    /// The recorded runs (bench/results/<run>/): writes their index
-    /// (bench/results/README.md, docs/src/performance/runs.md, tables/<run>.md); with
+    /// The recorded runs (bench/results/RUN/): writes their index
+    /// (bench/results/README.md, docs/src/performance/runs.md, tables/RUN.md); with
     /// --check, checks the docs' figures and links against them.
     Report(crate::bench_report::ReportArgs),
     /// The Python package against Dask, Ray and `particles` (python/bench/):

@@ -159,7 +159,7 @@ impl Run {
     }
 
     /// The note's title (its `# ` line) where it says more than the run's name, without
-    /// a leading "<runs>: ".
+    /// a leading `RUNS: `.
     pub fn title(&self) -> Option<String> {
         let line = self
             .notes
