@@ -3,7 +3,7 @@
 # benchmarks (run.sh) into .device-kit/ at the repository root (ignored by
 # git; carry it there). Run from the repository root, here, with network.
 # With --keep-awake it also builds statepipe with
-# bench/results/pf-phases-run1/keep-awake.patch applied (pool threads kept
+# bench/device/keep-awake.patch applied (pool threads kept
 # awake through a filter's run), which run.sh's pf part then measures
 # beside the plain build: about 5 minutes more here, 15 s more there.
 set -euo pipefail
@@ -21,7 +21,7 @@ if [ -n "$variant" ]; then
   echo "kit: building the keep-awake variant (a worktree of HEAD with the patch, target/keep-awake)"
   wt=$(mktemp -d)
   git worktree add --quiet --detach "$wt" HEAD
-  (cd "$wt" && git apply "$root/bench/results/pf-phases-run1/keep-awake.patch" &&
+  (cd "$wt" && git apply "$root/bench/device/keep-awake.patch" &&
     CARGO_TARGET_DIR="$root/target/keep-awake" cargo build --release --locked -p statepipe)
   git worktree remove --force "$wt"
 fi

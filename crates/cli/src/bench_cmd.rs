@@ -58,6 +58,10 @@ pub enum BenchWhich {
     Cluster(ClusterArgs),
     /// Graph500 BFS and k-nucleotide against rayon and plain-threads peers.
     Apps(AppsArgs),
+    /// The recorded runs (bench/results/RUN/): writes their index
+    /// (bench/results/README.md, docs/src/performance/runs.md, tables/RUN.md); with
+    /// --check, checks the docs' figures and links against them.
+    Report(crate::bench_report::ReportArgs),
     /// The Python package against Dask, Ray and `particles` (python/bench/):
     /// sets up target/bench-pyenv (peers from PyPI) and runs
     /// bench_python.py with the arguments after `--`.
@@ -232,6 +236,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhich::Serve(args) => crate::bench_serve::run(args),
         BenchWhich::Pf(args) => crate::bench_pf::run(&args),
         BenchWhich::Dashboard(args) => crate::bench_dashboard::run(&args),
+        BenchWhich::Report(args) => crate::bench_report::run(&args),
     }
 }
 

@@ -10,6 +10,7 @@ mod bench_common;
 mod bench_dashboard;
 mod bench_pf;
 mod bench_pf_targets;
+mod bench_report;
 mod bench_serve;
 mod bench_serve_extras;
 mod bench_serve_targets;

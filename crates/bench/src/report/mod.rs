@@ -15,6 +15,7 @@
 //! "how many times better ours is": `ours / row` for a throughput, `row / ours` for a
 //! latency. Above 1.0, statepipe wins.
 
+pub mod markdown;
 pub mod svg;
 pub mod table;
 
