@@ -44,9 +44,16 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// A table cell: `|` escaped, line breaks and surrounding spaces gone.
+/// A table cell: `|`, `<`, `>` and `&` escaped (a peer's name such as
+/// `Mutex<HashMap>` is text, not an HTML tag), line breaks and surrounding
+/// spaces gone.
 fn cell(text: &str) -> String {
-    text.trim().replace('|', "\\|").replace(['\n', '\r'], " ")
+    text.trim()
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
 }
 
 #[cfg(test)]
@@ -65,5 +72,10 @@ mod tests {
         );
         assert!(text.contains("(ours)"), "{text}");
         assert_eq!(text.lines().count(), 2 + report.results.len());
+    }
+
+    #[test]
+    fn angle_brackets_are_text_not_tags() {
+        assert_eq!(cell(" Mutex<HashMap> & co "), "Mutex&lt;HashMap&gt; &amp; co");
     }
 }
