@@ -101,7 +101,9 @@ pub use link::{Link, LinkListener, LinkReceiver, RawLink, RawLinkReceiver};
 pub use member::Member;
 pub use metrics::{MemberInfo, RemoteMetrics, RestoreInfo, RESTORES_KEPT};
 pub use part::{Parts, Wire};
-pub use run::{RemoteConfig, RemoteFailure, RemoteRun, Restore, SkippedCheckpoint, SKIPPED_KEPT};
+pub use run::{
+    RemoteConfig, RemoteFailure, RemoteRun, Restore, RestoreKind, SkippedCheckpoint, SKIPPED_KEPT,
+};
 
 /// Every decoder over bytes from a peer; nothing may panic (the fuzz
 /// target's entry point).
