@@ -23,7 +23,9 @@ pub struct RemoteConfig {
 /// What the coordinator tells a person watching: members joining and
 /// leaving, parts moving, what it waits for.
 #[derive(Clone, Default)]
-pub(crate) struct Notes(Option<Arc<dyn Fn(&str) + Send + Sync>>);
+pub(crate) struct Notes(Option<Arc<Note>>);
+
+type Note = dyn Fn(&str) + Send + Sync;
 
 impl Notes {
     pub(crate) fn say(&self, note: &str) {
