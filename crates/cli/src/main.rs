@@ -8,6 +8,7 @@ mod bench_cluster_targets;
 mod bench_cmd;
 mod bench_common;
 mod bench_dashboard;
+mod bench_elastic;
 mod bench_pf;
 mod bench_pf_targets;
 mod bench_serve;

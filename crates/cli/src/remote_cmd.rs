@@ -40,13 +40,13 @@ pub struct MemberArgs {
 }
 
 /// The app string a coordinator sends: what the members build.
-fn app(pipeline: &str, iters: u32, parts: usize) -> String {
+pub(crate) fn app(pipeline: &str, iters: u32, parts: usize) -> String {
     format!("{pipeline} {iters} {parts}")
 }
 
 /// The example `name` cut into `parts` parts (contiguous stages; the
 /// digest is the last part's last stage).
-fn parts_of(name: &str, iters: u32, parts: usize) -> anyhow::Result<Parts<u64, u64>> {
+pub(crate) fn parts_of(name: &str, iters: u32, parts: usize) -> anyhow::Result<Parts<u64, u64>> {
     let stages = demos::stages(name, iters).ok_or_else(|| demos::unknown(name))?;
     let mut groups: Vec<Vec<demos::Maker>> = Vec::new();
     let n = stages.len();

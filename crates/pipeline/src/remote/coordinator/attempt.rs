@@ -39,7 +39,10 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         self.failures.retain(|f| f.seq < from);
         if self.live().is_empty() {
             return Err(RemoteError::NoMembers(
-                "no member is left to run the parts".into(),
+                "no member is left to run the parts (the last one left or was lost): resume \
+                 from the checkpoint folder with members, or set a minimum of members to wait \
+                 for them instead"
+                    .into(),
             ));
         }
         self.routes.forget_before(epoch);
