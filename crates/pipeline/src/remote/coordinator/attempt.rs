@@ -124,7 +124,9 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 }
                 return Ok(Ok(states));
             }
-            if let Some((kind, why, base)) = &rescale {
+            // Once every input is out, the run ends instead: the leaver
+            // is let go with the others.
+            if let Some((kind, why, base)) = rescale.as_ref().filter(|_| !source_done) {
                 if self.root().is_none() || self.committed.map(|c| c.id) > *base {
                     break Cause::Rescale(*kind, why.clone());
                 }
