@@ -14,7 +14,9 @@
 //! or delivered twice (both must be 0, else the command fails), the exit
 //! status of the member that left (must be 0), and the time lost: the
 //! longest pause between two outputs at the sink, less the steady run's.
-//! The target is a lost time of at most one checkpoint interval.
+//! The target is a lost time of at most one checkpoint interval. The
+//! wall-clock difference is printed too; the join run has one member for
+//! its first third, so its wall clock also shows that member's capacity.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -109,11 +111,12 @@ pub fn run(filter: Option<&str>, quick: bool) -> anyhow::Result<()> {
             .longest_pause
             .saturating_sub(steady.seen.longest_pause);
         println!(
-            "{case}: {:.3} M items/s ({:.2}x steady), {} rescale(s) {:?}, longest pause {:.3} s: \
-             lost time {:.3} s against a checkpoint interval of {:.1} s: {}; outputs lost {lost_n}, \
-             duplicated {dup_n}, {}{}",
+            "{case}: {:.3} M items/s ({:.2}x steady, wall {:+.3} s), {} rescale(s) {:?}, longest \
+             pause {:.3} s: lost time {:.3} s against a checkpoint interval of {:.1} s: {}; \
+             outputs lost {lost_n}, duplicated {dup_n}, {}{}",
             rate(items, o.wall),
             steady.wall.as_secs_f64() / o.wall.as_secs_f64(),
+            o.wall.as_secs_f64() - steady.wall.as_secs_f64(),
             o.rescales.len(),
             o.rescales,
             o.seen.longest_pause.as_secs_f64(),
