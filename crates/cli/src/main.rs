@@ -59,7 +59,9 @@ enum Command {
     /// bottleneck with the cost simulator, then measure it.
     Plan(pipeline_cmd::PlanArgs),
     /// Join a distributed pipeline run (`statepipe run EXAMPLE
-    /// --coordinator ADDR`) and run the parts it gives.
+    /// --coordinator ADDR`) and run the parts it gives. SIGTERM asks to
+    /// leave: it exits 0 once its parts run on the other members; a second
+    /// SIGTERM ends it at once (143), recovered as a crash.
     Member(remote_cmd::MemberArgs),
     /// Serve items over HTTP, durably, on the ring.
     Serve(serve_cmd::ServeArgs),
