@@ -2,7 +2,8 @@
 //! process joining over loopback TCP, as member processes do): a member
 //! asked to leave is let go once its parts run on the others, from a
 //! checkpoint taken when it asked; a member that joins gets parts at the
-//! next checkpoint; below the minimum of members the coordinator waits.
+//! next checkpoint; below the minimum of members the coordinator waits;
+//! without checkpoints a leave restarts every part from the start.
 //! Each time every output reaches the sink once, in order. The tests with
 //! real processes and signals are the command line's
 //! (`crates/cli/tests/remote_elastic.rs`).
@@ -63,6 +64,10 @@ impl Run {
     /// A coordinator of [`parts`] waiting for `members`, with checkpoints
     /// every 20 ms.
     fn start(members: usize, min: Option<usize>) -> Run {
+        Run::start_with(members, min, true)
+    }
+
+    fn start_with(members: usize, min: Option<usize>, checkpoints: bool) -> Run {
         let dir = tempfile::tempdir().unwrap();
         let secret = Secret::random();
         let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "elastic").unwrap();
@@ -82,9 +87,12 @@ impl Run {
         let said = Arc::clone(&notes);
         let mut config = RemoteConfig::new()
             .members(members)
-            .checkpoint_dir(dir.path())
-            .checkpoint_every(Duration::from_millis(20))
             .on_note(move |n| said.lock().unwrap().push(n.to_string()));
+        if checkpoints {
+            config = config
+                .checkpoint_dir(dir.path())
+                .checkpoint_every(Duration::from_millis(20));
+        }
         if let Some(min) = min {
             config = config.min_members(min);
         }
@@ -203,5 +211,25 @@ fn below_the_minimum_of_members_the_coordinator_waits_for_one_to_join() {
         assert!(last.contains("member 2 "), "{notes:?}");
         stays.join().unwrap().unwrap();
         third.join().unwrap().unwrap();
+    })
+}
+
+#[test]
+fn without_checkpoints_a_leave_restarts_from_the_start_and_delivers_each_output_once() {
+    watchdog(|| {
+        let r = Run::start_with(2, None, false);
+        let leave = Arc::new(AtomicBool::new(false));
+        let stays = member(&r.addr, &r.secret, None);
+        let leaves = member(&r.addr, &r.secret, Some(Arc::clone(&leave)));
+        while r.outputs.lock().unwrap().len() < FIRST as usize {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        leave.store(true, Ordering::Relaxed);
+        leaves.join().unwrap().unwrap();
+        let (run, notes) = r.finish();
+        let kinds: Vec<RestoreKind> = run.restores.iter().map(|x| x.kind).collect();
+        assert_eq!(kinds, [RestoreKind::Left], "{notes:?}");
+        assert_eq!(run.restores[0].from, None);
+        stays.join().unwrap().unwrap();
     })
 }
