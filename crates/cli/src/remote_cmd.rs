@@ -95,7 +95,7 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
             );
         }
     }
-    let members = args.members.unwrap_or(1);
+    let members = args.members.unwrap_or(1).max(args.min_members.unwrap_or(1));
     let iters = calibrate_iters_for(1000);
     let stages =
         demos::stages(&args.pipeline, iters).ok_or_else(|| demos::unknown(&args.pipeline))?;
