@@ -33,7 +33,8 @@ pub enum BenchWhich {
     Ring(RingArgs),
     /// Pipelines of state machines against threads and channels, tokio and
     /// tracing-appender: laundry, thread-ring, message-ring, trivial3, scaling, fan-out,
-    /// logger, sizing (the Go thread-ring runs separately: bench/go/run.sh).
+    /// logger, sizing (the Go thread-ring runs separately: bench/go/run.sh); a
+    /// distributed run's member leaving (`remote-leave`) and joining (`remote-join`).
     Pipeline(PipelineArgs),
     /// One CPU-bound pipeline inside a real cgroup with a 1-CPU quota: statepipe sized
     /// by the quota, statepipe forced to the host's CPUs, workers that spin, tokio
@@ -352,18 +353,27 @@ fn run_pipeline(args: PipelineArgs) -> anyhow::Result<()> {
             "remote-child".into(),
         ]),
     };
-    let started = Instant::now();
-    let setup = Setup::new(&options);
-    println!("{}", pipeline::describe(&setup, &host));
-    println!();
-    let report =
-        pipeline::run(&setup, &host, &mut print_progress).context("bench pipeline failed")?;
-    finish(
-        &report,
-        &args.common,
-        started,
-        &pipeline::targets::summary(&report),
-    )
+    let filter = options.filter.clone();
+    // `remote-leave` and `remote-join` alone: none of the other cases.
+    let elastic_only = filter.as_deref().is_some_and(|f| {
+        !pipeline::case_names().iter().any(|c| c.contains(f))
+            && crate::bench_elastic::CASES.iter().any(|c| c.contains(f))
+    });
+    if !elastic_only {
+        let started = Instant::now();
+        let setup = Setup::new(&options);
+        println!("{}", pipeline::describe(&setup, &host));
+        println!();
+        let report =
+            pipeline::run(&setup, &host, &mut print_progress).context("bench pipeline failed")?;
+        finish(
+            &report,
+            &args.common,
+            started,
+            &pipeline::targets::summary(&report),
+        )?;
+    }
+    crate::bench_elastic::run(filter.as_deref(), args.common.quick)
 }
 
 fn run_sizing(args: SizingArgs) -> anyhow::Result<()> {

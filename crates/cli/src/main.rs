@@ -8,6 +8,7 @@ mod bench_cluster_targets;
 mod bench_cmd;
 mod bench_common;
 mod bench_dashboard;
+mod bench_elastic;
 mod bench_pf;
 mod bench_pf_targets;
 mod bench_report;
@@ -60,7 +61,9 @@ enum Command {
     /// bottleneck with the cost simulator, then measure it.
     Plan(pipeline_cmd::PlanArgs),
     /// Join a distributed pipeline run (`statepipe run EXAMPLE
-    /// --coordinator ADDR`) and run the parts it gives.
+    /// --coordinator ADDR`) and run the parts it gives. SIGTERM asks to
+    /// leave: it exits 0 once its parts run on the other members; a second
+    /// SIGTERM ends it at once (143), recovered as a crash.
     Member(remote_cmd::MemberArgs),
     /// Serve items over HTTP, durably, on the ring.
     Serve(serve_cmd::ServeArgs),

@@ -75,6 +75,17 @@ pub struct RunArgs {
     /// Members to wait for (with --coordinator; default 1).
     #[arg(long, requires = "coordinator", value_parser = crate::arg_values::at_least_one::<usize>)]
     pub members: Option<usize>,
+    /// Never run on fewer members (with --coordinator): below it, the
+    /// coordinator waits for members to join, saying so, then goes on
+    /// from the last checkpoint. Without it, the run goes on with the
+    /// members left.
+    #[arg(long, value_name = "N", requires = "coordinator", value_parser = crate::arg_values::at_least_one::<usize>)]
+    pub min_members: Option<usize>,
+    /// Parts to cut the pipeline into (with --coordinator; default: one
+    /// per member waited for, at most one per stage); members that join
+    /// later get parts while there are more parts than members.
+    #[arg(long, value_name = "N", requires = "coordinator", value_parser = crate::arg_values::at_least_one::<usize>)]
+    pub parts: Option<usize>,
     /// Items each cut edge's receiver grants its sender (with
     /// --coordinator; default 65,536).
     #[arg(long, requires = "coordinator", value_parser = crate::arg_values::at_least_one::<u64>)]

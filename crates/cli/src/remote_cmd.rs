@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use statepipe_bench::pipeline::workload::calibrate_iters_for;
-use statepipe_pipeline::remote::{Coordinator, Member, Parts, RemoteConfig};
+use statepipe_pipeline::remote::{Coordinator, Member, Parts, RemoteConfig, RestoreKind};
 use statepipe_pipeline::Config;
 use statepipe_sys::auth::Secret;
 
@@ -40,13 +40,13 @@ pub struct MemberArgs {
 }
 
 /// The app string a coordinator sends: what the members build.
-fn app(pipeline: &str, iters: u32, parts: usize) -> String {
+pub(crate) fn app(pipeline: &str, iters: u32, parts: usize) -> String {
     format!("{pipeline} {iters} {parts}")
 }
 
 /// The example `name` cut into `parts` parts (contiguous stages; the
 /// digest is the last part's last stage).
-fn parts_of(name: &str, iters: u32, parts: usize) -> anyhow::Result<Parts<u64, u64>> {
+pub(crate) fn parts_of(name: &str, iters: u32, parts: usize) -> anyhow::Result<Parts<u64, u64>> {
     let stages = demos::stages(name, iters).ok_or_else(|| demos::unknown(name))?;
     let mut groups: Vec<Vec<demos::Maker>> = Vec::new();
     let n = stages.len();
@@ -95,11 +95,11 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
             );
         }
     }
-    let members = args.members.unwrap_or(1);
+    let members = args.members.unwrap_or(1).max(args.min_members.unwrap_or(1));
     let iters = calibrate_iters_for(1000);
     let stages =
         demos::stages(&args.pipeline, iters).ok_or_else(|| demos::unknown(&args.pipeline))?;
-    let n_parts = members.clamp(1, stages.len());
+    let n_parts = args.parts.unwrap_or(members).clamp(1, stages.len());
     let parts = parts_of(&args.pipeline, iters, n_parts)?;
     let co = Coordinator::bind(addr, secret()?, app(&args.pipeline, iters, n_parts))
         .context("starting the coordinator")?;
@@ -128,7 +128,12 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let mut config = RemoteConfig::new().members(members);
+    let mut config = RemoteConfig::new()
+        .members(members)
+        .on_note(|n| eprintln!("coordinator: {n}"));
+    if let Some(n) = args.min_members {
+        config = config.min_members(n);
+    }
     if let Some(c) = args.credits {
         config = config.credits(c);
     }
@@ -164,11 +169,13 @@ pub fn coordinate(args: &RunArgs, addr: &str) -> anyhow::Result<()> {
         );
     }
     for r in &run.restores {
+        let after = match (r.kind, &r.lost) {
+            (RestoreKind::Left | RestoreKind::Joined, _) => "rescaled".to_string(),
+            (_, Some(m)) => format!("restored after member {m}"),
+            (_, None) => "restored after a failure".to_string(),
+        };
         println!(
-            "restored after {}: {} (stopped within {:.3} s), from {} at input {}",
-            r.lost
-                .as_ref()
-                .map_or("a failure".to_string(), |m| format!("member {m}")),
+            "{after}: {} (stopped within {:.3} s), from {} at input {}",
             r.why,
             r.detected_after.as_secs_f64(),
             r.from
@@ -195,7 +202,9 @@ pub fn member(args: MemberArgs) -> anyhow::Result<()> {
         "member: joining the coordinator at {} (retrying while it starts)",
         args.connect
     );
-    let m = Member::join(&args.connect, secret()?, &args.listen)?;
+    // Installed before joining: a SIGTERM while it joins asks to leave too.
+    let leave = crate::worker_cmd::leave_on_sigterm()?;
+    let m = Member::join(&args.connect, secret()?, &args.listen)?.leave_when(Arc::clone(&leave));
     let app: Vec<&str> = m.app().split(' ').collect();
     let [name, iters, parts] = app[..] else {
         anyhow::bail!(
@@ -216,6 +225,24 @@ pub fn member(args: MemberArgs) -> anyhow::Result<()> {
         m.number(),
         args.connect
     );
+    let number = m.number();
+    {
+        let leave = Arc::clone(&leave);
+        std::thread::Builder::new()
+            .name("sigterm".into())
+            .spawn(move || {
+                while !leave.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                eprintln!(
+                    "member {number}: SIGTERM: asking the coordinator to let it go once its \
+                     parts run elsewhere (a second SIGTERM ends it at once, status 143)"
+                );
+            })?;
+    }
     m.run(&parts, &cfg)?;
+    if leave.load(Ordering::Relaxed) {
+        eprintln!("member {number}: left; its parts run on the other members");
+    }
     Ok(())
 }

@@ -139,11 +139,12 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
 }
 
 /// SIGTERM (how Kubernetes and every cluster manager ask a process to go)
-/// sets the returned flag: the worker tells its master, its states move to
-/// the other workers, and it exits 0 when the master lets it go. A second
-/// SIGTERM exits at once with status 143, as a crash: the master recovers
-/// its states as from any lost worker.
-fn leave_on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
+/// sets the returned flag: the worker (or pipeline member) tells its
+/// master (or coordinator), its states (or parts) move to the others, and
+/// it exits 0 when it is let go. A second SIGTERM exits at once with
+/// status 143, as a crash: the master recovers its states as from any
+/// lost worker (the coordinator, from the last committed checkpoint).
+pub(crate) fn leave_on_sigterm() -> anyhow::Result<Arc<AtomicBool>> {
     use signal_hook::consts::SIGTERM;
     let leave = Arc::new(AtomicBool::new(false));
     // Registered first, so that it sees the flag as it was before this

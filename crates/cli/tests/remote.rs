@@ -4,117 +4,14 @@
 //! without checkpoints the run ends non-zero naming the lost member; a
 //! member with a wrong secret is refused and exits non-zero saying why.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+use common::remote::{coordinator, digest, finish, member, one_process, wait_for, SECRET};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-
-const EXE: &str = env!("CARGO_BIN_EXE_statepipe");
-const SECRET: &str = "remote-test-secret";
-
-fn digest(stdout: &str) -> String {
-    stdout
-        .lines()
-        .find(|l| l.starts_with("digest: "))
-        .unwrap_or_else(|| panic!("no digest line in\n{stdout}"))
-        .to_string()
-}
-
-fn one_process(example: &str, items: &str) -> String {
-    let out = Command::new(EXE)
-        .args([
-            "run",
-            example,
-            "--items",
-            items,
-            "--workers",
-            "1",
-            "--no-pin",
-        ])
-        .env("STATEPIPE_SECRET", SECRET)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    digest(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// Starts a coordinator; returns it, the address its members join, and
-/// the rest of its stderr (read on, so it never blocks on a full pipe).
-#[allow(clippy::zombie_processes)] // a test that panics here ends the process
-fn coordinator(
-    example: &str,
-    items: &str,
-    members: &str,
-    extra: &[&str],
-) -> (Child, String, std::thread::JoinHandle<String>) {
-    let mut c = Command::new(EXE)
-        .args([
-            "run",
-            example,
-            "--items",
-            items,
-            "--coordinator",
-            "127.0.0.1:0",
-            "--members",
-            members,
-        ])
-        .args(extra)
-        .env("STATEPIPE_SECRET", SECRET)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(c.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "the coordinator ended before listening"
-        );
-        if let Some(addr) = line.trim().split("--connect ").nth(1) {
-            let addr = addr.to_string();
-            let rest = std::thread::spawn(move || {
-                err.lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
-            return (c, addr, rest);
-        }
-    }
-}
-
-fn member(addr: &str, secret: &str) -> Child {
-    Command::new(EXE)
-        .args(["member", "--connect", addr, "--workers", "1", "--no-pin"])
-        .env("STATEPIPE_SECRET", secret)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn finish(c: Child) -> (Output, String) {
-    let out = c.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out, stdout)
-}
-
-fn wait_for(path: &Path, limit: Duration) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(start.elapsed() < limit, "{} never appeared", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn a_distributed_run_ends_with_the_one_process_digest() {
@@ -149,7 +46,7 @@ fn a_killed_member_is_recovered_from_the_last_checkpoint() {
     kill(Pid::from_raw(b.id() as i32), Signal::SIGKILL).unwrap();
     let _ = b.wait();
     let (out, stdout) = finish(c);
-    let stderr = rest.join().unwrap();
+    let stderr = rest.rest();
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("restored after member"), "{stdout}");
     assert_eq!(digest(&stdout), want, "{stdout}");
@@ -178,7 +75,7 @@ fn without_checkpoints_a_lost_member_ends_the_run_naming_it() {
     let _ = b.wait();
     let out = c.wait_with_output().unwrap();
     assert!(!out.status.success());
-    let stderr = rest.join().unwrap();
+    let stderr = rest.rest();
     assert!(
         stderr.contains("was lost") && stderr.contains("checkpoint"),
         "{stderr}"

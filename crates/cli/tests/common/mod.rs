@@ -73,3 +73,4 @@ pub fn start_workers(addr: &str, secret: &str, n: usize) -> Vec<std::process::Ch
         })
         .collect()
 }
+pub mod remote;

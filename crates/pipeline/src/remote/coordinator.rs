@@ -2,7 +2,7 @@
 //! output, places its parts on members, commits checkpoints, and restores
 //! every part from the last committed one when a member is lost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -19,7 +19,7 @@ use super::metrics::RemoteMetrics;
 use super::part::{Parts, Wire};
 use super::routes::{self, Routes};
 use super::run::{
-    RemoteConfig, RemoteFailure, RemoteRun, Restore, SkippedCheckpoint, SKIPPED_KEPT,
+    RemoteConfig, RemoteFailure, RemoteRun, Restore, RestoreKind, SkippedCheckpoint, SKIPPED_KEPT,
 };
 use super::wire::{Msg, WireFailure};
 
@@ -140,6 +140,10 @@ impl Coordinator {
             skipped: std::collections::VecDeque::new(),
             positions: Positions::default(),
             issued: Arc::default(),
+            place: Vec::new(),
+            leaving: BTreeSet::new(),
+            joined: None,
+            checkpoint_now: Arc::default(),
         };
         let result = run.drive(parts);
         done.store(true, Ordering::Relaxed);
@@ -213,12 +217,24 @@ struct Driver<'a, I, O> {
     positions: Positions,
     /// The highest barrier number sent, in any attempt.
     issued: Arc<AtomicU64>,
+    /// Which member runs each part in the attempt under way (empty
+    /// between attempts).
+    place: Vec<u32>,
+    /// Members that asked to leave, still running parts: let go once the
+    /// attempt is stopped.
+    leaving: BTreeSet<u32>,
+    /// The last member that joined, not yet looked at by the attempt.
+    joined: Option<u32>,
+    /// Set to have the input's edge send a checkpoint's barrier at once.
+    checkpoint_now: Arc<AtomicBool>,
 }
 
 /// Why an attempt ended early.
 enum Cause {
     Lost(u32, String, Vec<u32>),
     Failed(u32, u32, String),
+    /// A member left or joined: the parts move at a committed checkpoint.
+    Rescale(RestoreKind, String),
 }
 
 /// An attempt's edges at the coordinator, to stop them.
@@ -235,7 +251,11 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
 
     fn drive(&mut self, parts: &Parts<I, O>) -> Result<RemoteRun, RemoteError> {
         let deadline = Instant::now() + self.config.join_timeout;
-        while self.live().len() < self.config.members {
+        let need = self
+            .config
+            .members
+            .max(self.config.min_members.unwrap_or(0));
+        while self.live().len() < need {
             match self
                 .rx
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -248,7 +268,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                         "{} of {} members joined within {:?}: start them with the coordinator's \
                          address and the same {}",
                         self.live().len(),
-                        self.config.members,
+                        need,
                         self.config.join_timeout,
                         statepipe_sys::auth::SECRET_ENV
                     )))
@@ -264,9 +284,13 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         let mut epoch = 0;
         let mut fruitless = 0;
         loop {
+            self.release_leavers();
+            self.wait_for_min_members();
             epoch += 1;
             let started_from = self.committed.map(|c| c.id);
-            match self.attempt(parts, epoch)? {
+            let attempt = self.attempt(parts, epoch);
+            self.place.clear();
+            match attempt? {
                 Ok(states) => {
                     let mut all = Vec::new();
                     for (k, (_, p)) in parts.units().iter().enumerate() {
@@ -299,9 +323,14 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                     });
                 }
                 Err((cause, detected)) => {
-                    let (lost, why, parts_of) = match &cause {
-                        Cause::Lost(n, why, of) => (Some(*n), why.clone(), of.clone()),
-                        Cause::Failed(_, part, e) => (None, e.clone(), vec![*part]),
+                    let (kind, lost, why, parts_of) = match &cause {
+                        Cause::Lost(n, why, of) => {
+                            (RestoreKind::Lost, Some(*n), why.clone(), of.clone())
+                        }
+                        Cause::Failed(_, part, e) => {
+                            (RestoreKind::Failed, None, e.clone(), vec![*part])
+                        }
+                        Cause::Rescale(kind, why) => (*kind, None, why.clone(), Vec::new()),
                     };
                     let member = |n: u32| {
                         self.members
@@ -326,12 +355,13 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                                 });
                             }
                         }
-                        Cause::Lost(..) => {}
+                        Cause::Lost(..) | Cause::Rescale(..) => {}
                     }
                     if self.committed.map(|c| c.id) != started_from {
                         fruitless = 0;
                     }
                     let restore = Restore {
+                        kind,
                         lost: lost.map(member),
                         why,
                         from: self.committed.map(|c| c.id),
@@ -347,12 +377,83 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         }
     }
 
+    /// The members alive that stay: parts go on them.
     fn live(&self) -> Vec<u32> {
+        self.members
+            .iter()
+            .filter(|(n, m)| m.alive && !self.leaving.contains(n))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Every member alive, those leaving too.
+    fn alive(&self) -> Vec<u32> {
         self.members
             .iter()
             .filter(|(_, m)| m.alive)
             .map(|(n, _)| *n)
             .collect()
+    }
+
+    fn name(&self, n: u32) -> String {
+        self.members.get(&n).map_or(format!("member {n}"), |m| {
+            format!("member {n} ({})", m.addr)
+        })
+    }
+
+    /// Lets member `n` go: the run is over for it, and it exits.
+    fn release(&mut self, n: u32) {
+        let name = self.name(n);
+        if let Some(k) = self.members.get_mut(&n).filter(|k| k.alive) {
+            k.send(&Msg::Finish);
+            k.drop_connection();
+            self.co.metrics.member_gone(n);
+            self.config.notes.say(&format!(
+                "{name} left: released, its parts run on the others"
+            ));
+        }
+    }
+
+    /// Lets go every member that asked to leave (their parts are stopped).
+    fn release_leavers(&mut self) {
+        for n in std::mem::take(&mut self.leaving) {
+            self.release(n);
+        }
+    }
+
+    /// With [`RemoteConfig::min_members`], waits until that many members
+    /// are alive (no deadline: the run resumes once they join).
+    fn wait_for_min_members(&mut self) {
+        let Some(min) = self.config.min_members else {
+            return;
+        };
+        let mut said = usize::MAX;
+        loop {
+            let have = self.live().len();
+            if have >= min {
+                if said != usize::MAX {
+                    self.config
+                        .notes
+                        .say(&format!("{have} members: going on (at least {min} wanted)"));
+                }
+                return;
+            }
+            if have != said {
+                self.config.notes.say(&format!(
+                    "waiting for {} more member(s) to join: {have} alive, the run needs at \
+                     least {min} (minimum members); it goes on from the last checkpoint once \
+                     they join",
+                    min - have
+                ));
+                said = have;
+            }
+            if let Ok(ev) = self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                let _ = self.on_event(ev);
+            }
+            if self.rx.is_empty() {
+                let _ = self.check_silence();
+            }
+        }
     }
 
     /// Which member runs part `k` of `p`: contiguous runs of parts, spread
@@ -368,6 +469,8 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             Ev::Joined(n, k) => {
                 self.co.metrics.member_joined(n, &k.addr);
                 self.members.insert(n, k);
+                self.config.notes.say(&format!("{} joined", self.name(n)));
+                self.joined = Some(n);
                 None
             }
             Ev::Msg(n, m) => {
@@ -376,6 +479,21 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 }
                 match m {
                     Msg::Heartbeat => None,
+                    Msg::Leave if self.place.contains(&n) => {
+                        if self.leaving.insert(n) {
+                            self.config.notes.say(&format!(
+                                "{} asks to leave: its parts move to the others at the next \
+                                 checkpoint",
+                                self.name(n)
+                            ));
+                        }
+                        Some(Ev::Msg(n, Msg::Leave))
+                    }
+                    // It runs no part: it may go at once.
+                    Msg::Leave => {
+                        self.release(n);
+                        None
+                    }
                     Msg::Failures {
                         epoch, failures, ..
                     } if epoch == self.epoch => {
@@ -387,6 +505,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                 }
             }
             Ev::Lost(n, why) => {
+                self.leaving.remove(&n);
                 let was_alive = self.members.get_mut(&n).is_some_and(|k| {
                     let a = k.alive;
                     k.drop_connection();

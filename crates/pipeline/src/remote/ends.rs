@@ -34,7 +34,8 @@ pub(crate) type Inputs<I> = Arc<dyn Fn(u64) -> Box<dyn Iterator<Item = I>> + Sen
 const MAX_UNSEEN: u64 = 2;
 
 /// Sends the inputs from `position`, a barrier every `every` (or later,
-/// while [`MAX_UNSEEN`] have not reached the output). With
+/// while [`MAX_UNSEEN`] have not reached the output; or sooner, once
+/// `now` is set). With
 /// barriers, the end goes only once a barrier sent after the last input
 /// reached the output (`seen`): the parts still draining go on taking
 /// checkpoints until then.
@@ -45,7 +46,7 @@ pub(crate) fn feed<I: Wire>(
     position: u64,
     mut next_id: u64,
     every: Option<Duration>,
-    (positions, issued): (&Positions, &AtomicU64),
+    (positions, issued, now): (&Positions, &AtomicU64, &AtomicBool),
     stop: &AtomicBool,
     seen: &AtomicU64,
 ) -> Result<(), String> {
@@ -99,6 +100,10 @@ pub(crate) fn feed<I: Wire>(
         if waited || n % 64 == 0 || !tx.has_credit() {
             if stop.load(Ordering::Relaxed) {
                 return Err("stopped".to_string());
+            }
+            // A checkpoint asked for now (a member leaving) is due at once.
+            if now.swap(false, Ordering::Relaxed) {
+                due = due.map(|_| Instant::now());
             }
             if let (Some(d), Some(e)) = (due, every) {
                 // A barrier is committed once the sink has passed it: with

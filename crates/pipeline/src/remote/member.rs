@@ -30,6 +30,7 @@ pub struct Member {
     secret: Secret,
     listener: TcpListener,
     metrics: RemoteMetrics,
+    leave: Option<Arc<AtomicBool>>,
 }
 
 impl Member {
@@ -78,6 +79,7 @@ impl Member {
             secret,
             listener,
             metrics: RemoteMetrics::default(),
+            leave: None,
         })
     }
 
@@ -96,6 +98,18 @@ impl Member {
     /// [`run`](Self::run) runs.
     pub fn metrics(&self) -> RemoteMetrics {
         self.metrics.clone()
+    }
+
+    /// Asks the coordinator to let this member go once `flag` is set (by
+    /// a SIGTERM handler, say; it is looked at every heartbeat, 200 ms):
+    /// the coordinator moves its parts to the other members at a
+    /// checkpoint it takes then, and [`run`](Self::run) returns `Ok` once
+    /// it lets this member go. Nothing is lost or delivered twice. A
+    /// member that stops without asking is recovered as lost, from the
+    /// last committed checkpoint.
+    pub fn leave_when(mut self, flag: Arc<AtomicBool>) -> Member {
+        self.leave = Some(flag);
+        self
     }
 
     /// Runs the parts the coordinator gives, each deployed with `config`
@@ -149,11 +163,17 @@ impl Member {
                 .map_err(|e| RemoteError::Io(e.to_string()))?;
         }
         {
-            let (send, done) = (send.clone(), Arc::clone(&done));
+            let (send, done, leave) = (send.clone(), Arc::clone(&done), self.leave.clone());
             std::thread::Builder::new()
                 .name("member-heartbeat".into())
                 .spawn(move || {
+                    let mut asked = false;
                     while !done.load(Ordering::Relaxed) && send(&Msg::Heartbeat).is_ok() {
+                        // Relaxed: the flag carries no data with it.
+                        if !asked && leave.as_ref().is_some_and(|l| l.load(Ordering::Relaxed)) {
+                            asked = true;
+                            let _ = send(&Msg::Leave);
+                        }
                         std::thread::sleep(HEARTBEAT);
                     }
                 })

@@ -42,6 +42,23 @@
 //! feeds the input again from its position; the sink recognises outputs
 //! it already delivered, so each is delivered once. Without checkpoints
 //! the run ends with [`RemoteError::MemberLost`] naming the member.
+//! **Leaving and joining.** A member asked to leave
+//! ([`Member::leave_when`]: the command line sets it on SIGTERM) tells its
+//! coordinator, which has the input's edge send a checkpoint's barrier at
+//! once; once a checkpoint taken after the request is committed, it stops
+//! the attempt, restores every part from that checkpoint on the other
+//! members, and lets the leaver go ([`Member::run`] returns `Ok`). A member
+//! that joins a running run gets parts the same way, at the next
+//! checkpoint, when spreading the parts over it changes where they run
+//! (otherwise it waits as a spare). Either is a [`Restore`] of kind
+//! [`RestoreKind::Left`] or [`RestoreKind::Joined`]; the sink's
+//! exactly-once holds as for a loss. Without checkpoints a leave restarts
+//! every part from the start (the sink drops what it has delivered), and
+//! a member that joins waits as a spare. With
+//! [`RemoteConfig::min_members`], the coordinator waits, below that many
+//! members, for more to join instead of going on with fewer; without it,
+//! the run ends once none is left.
+//!
 //! The coordinator itself is not replicated: if it dies, the members stop,
 //! and a new coordinator can [`resume`](RemoteConfig::resume) from the
 //! committed checkpoint.
@@ -101,7 +118,9 @@ pub use link::{Link, LinkListener, LinkReceiver, RawLink, RawLinkReceiver};
 pub use member::Member;
 pub use metrics::{MemberInfo, RemoteMetrics, RestoreInfo, RESTORES_KEPT};
 pub use part::{Parts, Wire};
-pub use run::{RemoteConfig, RemoteFailure, RemoteRun, Restore, SkippedCheckpoint, SKIPPED_KEPT};
+pub use run::{
+    RemoteConfig, RemoteFailure, RemoteRun, Restore, RestoreKind, SkippedCheckpoint, SKIPPED_KEPT,
+};
 
 /// Every decoder over bytes from a peer; nothing may panic (the fuzz
 /// target's entry point).

@@ -1,6 +1,7 @@
 //! What a distributed run is configured with and what it hands back.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::failure::StageState;
@@ -15,6 +16,33 @@ pub struct RemoteConfig {
     pub(crate) credits: u64,
     pub(crate) resume: bool,
     pub(crate) silence: Duration,
+    pub(crate) min_members: Option<usize>,
+    pub(crate) notes: Notes,
+}
+
+/// What the coordinator tells a person watching: members joining and
+/// leaving, parts moving, what it waits for.
+#[derive(Clone, Default)]
+pub(crate) struct Notes(Option<Arc<Note>>);
+
+type Note = dyn Fn(&str) + Send + Sync;
+
+impl Notes {
+    pub(crate) fn say(&self, note: &str) {
+        if let Some(f) = &self.0 {
+            f(note);
+        }
+    }
+}
+
+impl std::fmt::Debug for Notes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Notes(..)"
+        } else {
+            "Notes(none)"
+        })
+    }
 }
 
 impl Default for RemoteConfig {
@@ -35,6 +63,8 @@ impl RemoteConfig {
             credits: 1 << 16,
             resume: false,
             silence: Duration::from_secs(1),
+            min_members: None,
+            notes: Notes::default(),
         }
     }
 
@@ -86,6 +116,26 @@ impl RemoteConfig {
         self.silence = t;
         self
     }
+
+    /// Never runs on fewer than `n` members: with fewer left (lost, or
+    /// gone after asking to leave), the coordinator waits, without a
+    /// deadline, until enough have joined, then restores from the last
+    /// committed checkpoint on them. Without it, the run goes on with
+    /// whatever members are left, and ends with
+    /// [`RemoteError::NoMembers`](super::RemoteError::NoMembers) when
+    /// none is. The run also waits for `n` members to start.
+    pub fn min_members(mut self, n: usize) -> RemoteConfig {
+        self.min_members = Some(n.max(1));
+        self
+    }
+
+    /// Calls `f` with each note the coordinator has for a person
+    /// watching: a member joining, asking to leave or released, the parts
+    /// moving (which member runs which), and what it waits for.
+    pub fn on_note(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> RemoteConfig {
+        self.notes = Notes(Some(Arc::new(f)));
+        self
+    }
 }
 
 /// An item that failed in some part, as reported across processes.
@@ -101,9 +151,26 @@ pub struct RemoteFailure {
     pub error: String,
 }
 
-/// A restore after a loss.
+/// Why an attempt was stopped and its parts restored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreKind {
+    /// A member was lost (its connection closed, or it fell silent).
+    Lost,
+    /// A part failed.
+    Failed,
+    /// A member asked to leave: its parts moved to the others at a
+    /// checkpoint taken after it asked.
+    Left,
+    /// A member joined: the parts were spread over it too at the next
+    /// checkpoint.
+    Joined,
+}
+
+/// A restore after a loss, or a rescale after a member left or joined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restore {
+    /// Why.
+    pub kind: RestoreKind,
     /// The member lost, if one was.
     pub lost: Option<String>,
     /// Why the attempt ended.

@@ -184,6 +184,10 @@ pub(crate) enum Msg {
         id: u64,
         error: String,
     },
+    /// Member → coordinator: it asks to leave. The coordinator moves its
+    /// parts to the other members at the next committed checkpoint, then
+    /// lets it go with [`Msg::Finish`].
+    Leave,
 }
 
 /// Writes one frame.
@@ -651,6 +655,7 @@ mod tests {
             for m in [
                 Msg::Hello { epoch, part, slot: part },
                 Msg::Failed { epoch, part, error: s.clone() },
+                Msg::Leave,
                 Msg::Start { epoch, parts: vec![Assign { part, restore: Some(epoch), outputs: vec![Target { addr: s.clone(), part, slot: 0 }], inputs: 1, next_checkpoint: epoch + 1 }], checkpoints: None, credits: 3 },
             ] {
                 let mut out = Vec::new();

@@ -17,6 +17,7 @@ use super::super::join::Ev;
 use super::super::member::part_dir;
 use super::super::part::{Parts, Wire};
 use super::super::routes::{self};
+use super::super::run::RestoreKind;
 use super::super::wire::{self, Assign, EncodedState, Msg, Target, CONNECT_TIMEOUT};
 use super::super::wiring::{parts_on, wiring};
 use super::{Cause, Driver, Ends};
@@ -38,12 +39,19 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         self.failures.retain(|f| f.seq < from);
         if self.live().is_empty() {
             return Err(RemoteError::NoMembers(
-                "no member is left to run the parts".into(),
+                "no member is left to run the parts (the last one left or was lost): resume \
+                 from the checkpoint folder with members, or set a minimum of members to wait \
+                 for them instead"
+                    .into(),
             ));
         }
         self.routes.forget_before(epoch);
         let place = self.placement(p);
         self.co.metrics.placed(&place);
+        self.place = place.clone();
+        self.joined = None;
+        self.checkpoint_now.store(false, Ordering::Relaxed);
+        self.note_placement(epoch, &place);
         let restore = self.committed.map(|c| c.id);
         let position = self.committed.map_or(0, |c| c.position);
         let next_checkpoint = self.next_checkpoint(restore, p);
@@ -105,12 +113,39 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         let mut durable: BTreeSet<u64> = BTreeSet::new();
         let mut passed = 0u64;
         let (mut source_done, mut sink_done) = (false, false);
+        // A member left or joined: why, and the checkpoint committed then;
+        // the parts move once a later one is committed (at once without
+        // checkpoints: from the start, the sink dropping what it has).
+        let mut rescale: Option<(RestoreKind, String, Option<u64>)> = None;
         let cause = loop {
             if source_done && sink_done && states.len() == p {
                 for t in ends.threads {
                     let _ = t.join();
                 }
                 return Ok(Ok(states));
+            }
+            // Once every input is out, the run ends instead: the leaver
+            // is let go with the others.
+            if let Some((kind, why, base)) = rescale.as_ref().filter(|_| !source_done) {
+                if self.root().is_none() || self.committed.map(|c| c.id) > *base {
+                    break Cause::Rescale(*kind, why.clone());
+                }
+            }
+            if let Some(n) = self.joined.take() {
+                // Only when the new member would get parts; without
+                // checkpoints it waits as a spare.
+                if rescale.is_none() && self.root().is_some() && self.placement(p) != place {
+                    self.config.notes.say(&format!(
+                        "{} gets parts at the next checkpoint",
+                        self.name(n)
+                    ));
+                    rescale = Some((
+                        RestoreKind::Joined,
+                        format!("{} joined", self.name(n)),
+                        self.committed.map(|c| c.id),
+                    ));
+                    self.checkpoint_now.store(true, Ordering::Relaxed);
+                }
             }
             // Only with no message waiting: a heartbeat queued while a
             // commit was being written (on a slow shared disk, say) is no
@@ -130,6 +165,17 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             match self.on_event(ev) {
                 Some(Ev::Lost(n, why)) if place.contains(&n) => {
                     break Cause::Lost(n, why, parts_on(&place, n));
+                }
+                Some(Ev::Msg(n, Msg::Leave)) => {
+                    if !matches!(rescale, Some((RestoreKind::Left, ..))) {
+                        rescale = Some((
+                            RestoreKind::Left,
+                            format!("{} asked to leave", self.name(n)),
+                            self.committed.map(|c| c.id),
+                        ));
+                    }
+                    // Relaxed: the input's edge only needs to see it soon.
+                    self.checkpoint_now.store(true, Ordering::Relaxed);
                 }
                 Some(Ev::Msg(_, Msg::Checkpointed { epoch: e, id, .. }))
                     if e == epoch && !skipped.contains(&id) =>
@@ -226,7 +272,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             let _ = s.shutdown(Shutdown::Both);
         }
         let mut waiting: Vec<u32> = self
-            .live()
+            .alive()
             .into_iter()
             .filter(|n| place.contains(n))
             .collect();
@@ -309,6 +355,26 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
         self.commit(id, parts)
     }
 
+    /// Tells which member runs which parts.
+    fn note_placement(&self, epoch: u64, place: &[u32]) {
+        let mut on: Vec<String> = Vec::new();
+        for n in self.live() {
+            let mine: Vec<String> = (0..place.len())
+                .filter(|&k| place[k] == n)
+                .map(|k| k.to_string())
+                .collect();
+            if !mine.is_empty() {
+                on.push(format!("{} runs part(s) {}", self.name(n), mine.join(", ")));
+            }
+        }
+        let from = self
+            .committed
+            .map_or("the start".to_string(), |c| format!("checkpoint {}", c.id));
+        self.config
+            .notes
+            .say(&format!("attempt {epoch} from {from}: {}", on.join("; ")));
+    }
+
     fn sink_addr(&self, last: u32) -> String {
         let port = self.co.data.local_addr().map_or(0, |a| a.port());
         // The address the last part's member reached the coordinator at.
@@ -389,6 +455,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
             let every = self.root().and(every);
             let positions = Arc::clone(&self.positions);
             let issued = Arc::clone(&self.issued);
+            let now = Arc::clone(&self.checkpoint_now);
             threads.push(
                 std::thread::Builder::new()
                     .name("coordinator-source".into())
@@ -407,7 +474,7 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
                                 position,
                                 next_checkpoint,
                                 every,
-                                (&positions, &issued),
+                                (&positions, &issued, &now),
                                 &stop,
                                 &seen,
                             )
