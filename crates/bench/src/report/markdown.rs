@@ -76,6 +76,9 @@ mod tests {
 
     #[test]
     fn angle_brackets_are_text_not_tags() {
-        assert_eq!(cell(" Mutex<HashMap> & co "), "Mutex&lt;HashMap&gt; &amp; co");
+        assert_eq!(
+            cell(" Mutex<HashMap> & co "),
+            "Mutex&lt;HashMap&gt; &amp; co"
+        );
     }
 }
