@@ -373,7 +373,8 @@
     const fill = $('progress-fill');
     fill.classList.toggle('indeterminate', total == null && !d.finished);
     fill.classList.toggle('done', !!d.finished);
-    fill.style.width = d.finished ? '100%' : total ? Math.min(100, (100 * step) / total).toFixed(2) + '%' : '';
+    const scale = d.finished || !total ? '' : 'scaleX(' + Math.min(1, step / total).toFixed(4) + ')';
+    if (fill.style.transform !== scale) fill.style.transform = scale;
     setText('elapsed', fmtDur(d.elapsed_s));
 
     const times = Array.isArray(d.step_times) ? d.step_times.filter((p) => Array.isArray(p) && isNum(p[1])) : [];
@@ -599,16 +600,39 @@
     setText(c[10], fmtInt(w.recovered_states));
   }
 
+  /* The events list, newest first, updated in place: an item per event, made
+     once (keyed by its time, kind, worker and detail) and moved, so a new
+     event adds one item instead of rebuilding the list. */
+  const eventItems = new Map();
   function renderEvents(events) {
+    const ul = $('events');
     const list = events.slice().sort((a, b) => (b.t || 0) - (a.t || 0));
-    const html = list.map((e) => {
+    const seen = new Set();
+    let prev = null;
+    for (const e of list) {
       const kind = String(e.kind || 'event');
       const who = e.worker == null ? '' : 'worker ' + e.worker + (e.detail ? ': ' : '');
-      return '<li class="event" data-kind="' + esc(kind) + '"><span class="t">' + fmtClock(e.t) + '</span>' +
-        '<span class="k">' + esc(kind.replace(/_/g, ' ')) + '</span>' +
-        '<span class="d" title="' + esc(who + (e.detail || '')) + '">' + esc(who + (e.detail || '')) + '</span></li>';
-    }).join('');
-    setHTML($('events'), html || '<li class="empty">no events yet</li>');
+      const text = who + (e.detail || '');
+      let key = e.t + '\n' + kind + '\n' + text;
+      while (seen.has(key)) key += '\n'; // the same event twice: two items
+      seen.add(key);
+      let li = eventItems.get(key);
+      if (!li) {
+        li = document.createElement('li');
+        li.className = 'event';
+        li.dataset.kind = kind;
+        li.innerHTML = '<span class="t">' + fmtClock(e.t) + '</span><span class="k">' + esc(kind.replace(/_/g, ' ')) +
+          '</span><span class="d" title="' + esc(text) + '">' + esc(text) + '</span>';
+        eventItems.set(key, li);
+      }
+      const before = prev ? prev.nextElementSibling : ul.firstElementChild;
+      if (li !== before) ul.insertBefore(li, before);
+      prev = li;
+    }
+    for (const [key, li] of eventItems) if (!seen.has(key)) { li.remove(); eventItems.delete(key); }
+    const empty = ul.querySelector(':scope > li.empty');
+    if (!list.length && !empty) ul.insertAdjacentHTML('beforeend', '<li class="empty">no events yet</li>');
+    else if (list.length && empty) empty.remove();
   }
 
   // ------------------------------------------------------------------- pipeline
