@@ -344,6 +344,8 @@
   function accept(snap, parsedFrom) {
     const t0 = parsedFrom != null ? parsedFrom : performance.now();
     applySnapshot(snap);
+    const dot = $('status').firstElementChild; // the live dot's beat: dim on odd seconds
+    dot.classList.toggle('dim', (Math.floor(t0 / 1000) & 1) === 1);
     void document.body.offsetHeight; // style and layout now, inside `work`
     const t1 = performance.now();
     requestAnimationFrame(() => setTimeout(() => {
