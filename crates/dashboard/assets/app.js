@@ -4,8 +4,8 @@
  * Events, one snapshot per event), falls back to polling `api/snapshot` every
  * 500 ms when the stream fails, and renders the snapshot by its `kind`
  * (evolve | pipeline | service; see crates/dashboard/README.md). Charts are
- * uPlot (global `uPlot`, vendored); the task stream is canvas and the pipeline
- * graph SVG drawn here. Rates come from counter differences between snapshots; the
+ * uPlot (global `uPlot`, vendored); the task stream and the pipeline graph are
+ * SVG drawn here. Rates come from counter differences between snapshots; the
  * client keeps at most HISTORY points per chart.
  *
  * Stable DOM hooks (browser tests rely on these; keep them exact):
@@ -33,6 +33,7 @@
   const PALETTE = ['#2f6fde', '#e0883a', '#2e9d5b', '#8e5cd9', '#d64545', '#1fa2a8', '#b8860b', '#c2478f', '#6b7687'];
 
   const $ = (id) => document.getElementById(id);
+  const SVG_NS = 'http://www.w3.org/2000/svg';
 
   // ------------------------------------------------------------------ formatting
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
@@ -453,26 +454,13 @@
   };
 
 
-  /* The task stream: one canvas strip per worker, its segments in the 60 s
-     window painted afresh on each update (a few dozen rectangles): no element
-     per segment, so an update costs no style or layout in the lanes. The
-     strips' width comes from a ResizeObserver on the first one (they are all
-     as wide), so an update never reads layout. */
-  const laneBox = { w: 0, watched: null };
-  const laneColors = (() => {
-    const css = getComputedStyle(document.documentElement);
-    return { busy: css.getPropertyValue('--busy').trim() || '#3b82c4', transfer: css.getPropertyValue('--transfer').trim() || '#e0a030' };
-  })();
-  const laneSizer = window.ResizeObserver ? new ResizeObserver((es) => {
-    const w = es[es.length - 1].contentRect.width;
-    if (w === laneBox.w || w <= 0) return;
-    laneBox.w = w;
-    for (const el of $('lanes').children) if (el._lane && el._visible !== false) paintLane(el);
-  }) : null;
-
+  /* The task stream: one SVG strip per worker whose rects sit at absolute
+     times (10 units per second); sliding the viewBox moves the 60 s window, and
+     only the segments that appear or vanish touch the DOM. */
   function renderLanes(workers, lanes, now) {
     const wrap = $('lanes');
     const t0 = now - LANE_WINDOW_S;
+    const scale = 10; // viewBox units per second
     const byWorker = new Map();
     for (const s of lanes) {
       if (!Array.isArray(s) || s.length < 4) continue;
@@ -493,7 +481,8 @@
         el = document.createElement('div');
         el.className = 'lane';
         el.dataset.worker = key;
-        el.innerHTML = '<div class="lane-label"></div><canvas height="20"></canvas>';
+        el.innerHTML = '<div class="lane-label"></div><svg preserveAspectRatio="none" xmlns="' + SVG_NS + '"><g></g><g></g></svg>';
+        el._rects = new Map();
         inView.watch(el);
       }
       const before = prev ? prev.nextElementSibling : wrap.firstElementChild;
@@ -501,15 +490,9 @@
       prev = el;
       el.classList.toggle('lost', !w.alive && !w.left);
       el.classList.toggle('left', !!w.left);
-      inView.draw(el, () => drawLane(el, w, byWorker.get(w.id) || [], t0));
+      inView.draw(el, () => drawLane(el, w, byWorker.get(w.id) || [], t0, scale));
     }
     for (const [key, el] of existing) if (!seen.has(key)) el.remove();
-    const head = wrap.firstElementChild, first = head && head.classList.contains('lane') ? head.lastChild : null;
-    if (laneSizer && first !== laneBox.watched) {
-      if (laneBox.watched) laneSizer.unobserve(laneBox.watched);
-      if (first) laneSizer.observe(first);
-      laneBox.watched = first;
-    }
     let note = wrap.querySelector(':scope > .lanes-empty');
     if (!workers.length && !note) {
       note = document.createElement('div');
@@ -526,33 +509,32 @@
   }
 
   /** One worker's lane: its label and its segments in the window from t0. */
-  function drawLane(el, w, segs, t0) {
+  function drawLane(el, w, segs, t0, scale) {
     const label = el.firstChild;
     const name = String(w.name || 'worker ' + w.id), m = /^(.*?)\s*\((.*)\)$/.exec(name);
     setHTML(label, m ? '<span class="wid">' + esc(m[1]) + '</span> <span class="addr">' + esc(m[2]) + '</span>' : '<span class="wid">' + esc(name) + '</span>');
     const tip = (w.name || 'worker ' + w.id) + (w.alive ? '' : w.left ? ' — left' : ' — lost');
     if (label.title !== tip) label.title = tip;
-    el._lane = { segs, t0 };
-    paintLane(el);
-  }
-
-  /** A lane's strip: busy segments, then transfers over them; at least 0.02 s
-      and 0.1 s wide so that short ones still show. */
-  function paintLane(el) {
-    const cv = el.lastChild, lane = el._lane;
-    const cssW = laneBox.w || (laneSizer ? 0 : cv.clientWidth); // no ResizeObserver: read it
-    if (!lane || !cssW) return; // painted once the strip has a width
-    const dpr = window.devicePixelRatio || 1;
-    const W = Math.round(cssW * dpr), H = Math.round(20 * dpr);
-    const ctx = cv.getContext('2d', { willReadFrequently: true });
-    if (cv.width !== W || cv.height !== H) { cv.width = W; cv.height = H; } else ctx.clearRect(0, 0, W, H);
-    const k = W / LANE_WINDOW_S; // pixels per second
-    for (const [kind, min, y, h] of [['busy', 0.02, 2, 16], ['transfer', 0.1, 5, 10]]) {
-      ctx.fillStyle = laneColors[kind];
-      for (const [sk, a, b] of lane.segs) {
-        if (sk === kind) ctx.fillRect((a - lane.t0) * k, y * dpr, Math.max(min, b - a) * k, h * dpr);
+    const svg = el.lastChild;
+    svg.setAttribute('viewBox', (t0 * scale).toFixed(2) + ' 0 ' + LANE_WINDOW_S * scale + ' 20');
+    const live = new Set();
+    for (const [kind, a, b] of segs) {
+      const k = kind[0] + a;
+      live.add(k);
+      const width = Math.max(kind === 'busy' ? 0.2 : 1, (b - a) * scale).toFixed(2);
+      let r = el._rects.get(k);
+      if (!r) {
+        r = document.createElementNS(SVG_NS, 'rect');
+        r.setAttribute('class', kind);
+        r.setAttribute('x', (a * scale).toFixed(2));
+        r.setAttribute('y', kind === 'busy' ? '2' : '5');
+        r.setAttribute('height', kind === 'busy' ? '16' : '10');
+        (kind === 'busy' ? svg.firstChild : svg.lastChild).appendChild(r);
+        el._rects.set(k, r);
       }
+      if (r._w !== width) { r.setAttribute('width', width); r._w = width; }
     }
+    for (const [k, r] of el._rects) if (!live.has(k)) { r.remove(); el._rects.delete(k); }
   }
 
   /** shareBar's bar in `el`, made once and then changed in place. */
