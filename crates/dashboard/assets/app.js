@@ -100,7 +100,11 @@
 
   function setText(id, text) {
     const el = typeof id === 'string' ? $(id) : id;
-    if (el && el.textContent !== text) el.textContent = text;
+    if (!el) return;
+    const t = el.firstChild;
+    // Change a lone text node's data rather than replace the node: the
+    // browser then lays out the text again but rebuilds nothing.
+    if (t && t === el.lastChild && t.nodeType === 3 && text) { if (t.data !== text) t.data = text; } else if (el.textContent !== text) el.textContent = text;
   }
   function setHTML(el, html) {
     if (el && el._html !== html) { el.innerHTML = html; el._html = html; }
@@ -146,6 +150,31 @@
     }
   }
 
+  // ------------------------------------------------------------------ in view
+  /* Rows and charts out of view (out of the window, or scrolled out of their
+     box: the lanes and the workers' table each scroll at some 20 rows) are
+     not redrawn on updates; one that comes into view is drawn at once from
+     the latest snapshot. So a page of 200 workers costs what a page of 20
+     does, and only what is on screen is redrawn. */
+  class Visible {
+    constructor() {
+      // In view means in the window and in every box that scrolls around it.
+      this.io = window.IntersectionObserver
+        ? new IntersectionObserver((es) => {
+          for (const e of es) {
+            e.target._visible = e.isIntersecting;
+            if (e.isIntersecting && e.target._redraw) { const f = e.target._redraw; e.target._redraw = null; f(); }
+          }
+        }, { rootMargin: '40px 0px', scrollMargin: '40px 0px' })
+        : null;
+    }
+    /** Calls `draw` now if `el` is (or may be) in view, else when it scrolls in. */
+    draw(el, draw) {
+      if (!this.io || el._visible !== false) { el._redraw = null; draw(); } else el._redraw = draw;
+    }
+    watch(el) { if (this.io) this.io.observe(el); }
+  }
+  const inView = new Visible();
   // -------------------------------------------------------------------- charts
   const charts = [];
   const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400];
@@ -155,6 +184,9 @@
     return [min - pad, max + pad];
   };
   const zeroRange = (u, min, max) => [0, isNum(max) && max > 0 ? max * 1.12 : 1];
+
+  const sameData = (a, b) => a.length === b.length && a.every((col, i) =>
+    col.length === b[i].length && col.every((v, j) => v === b[i][j]));
 
   /** One uPlot chart in element `id`, created once the element has a width. */
   class Chart {
@@ -168,14 +200,16 @@
       if (window.ResizeObserver) {
         new ResizeObserver((es) => { this.seen = Math.floor(es[es.length - 1].contentRect.width); this.fit(); }).observe(this.el);
       }
+      inView.watch(this.el);
       charts.push(this);
     }
     /** series: [{label, color, scale?, dash?, fill?}], data: [xs, ys...]. */
     set(series, data) {
       const key = series.map((s) => s.label + '|' + (s.scale || 'y')).join('\n');
       if (this.u && key !== this.key) this.destroy();
+      else if (this.u && sameData(this.data, data)) return; // nothing new to draw
       this.key = key; this.series = series; this.data = data;
-      this.fit();
+      inView.draw(this.el, () => this.fit());
     }
     fit() {
       if (!this.data) return;
@@ -311,6 +345,8 @@
   function accept(snap, parsedFrom) {
     const t0 = parsedFrom != null ? parsedFrom : performance.now();
     applySnapshot(snap);
+    const dot = $('status').firstElementChild; // the live dot's beat: dim on odd seconds
+    dot.classList.toggle('dim', (Math.floor(t0 / 1000) & 1) === 1);
     void document.body.offsetHeight; // style and layout now, inside `work`
     const t1 = performance.now();
     requestAnimationFrame(() => setTimeout(() => {
@@ -373,7 +409,8 @@
     const fill = $('progress-fill');
     fill.classList.toggle('indeterminate', total == null && !d.finished);
     fill.classList.toggle('done', !!d.finished);
-    fill.style.width = d.finished ? '100%' : total ? Math.min(100, (100 * step) / total).toFixed(2) + '%' : '';
+    const scale = d.finished || !total ? '' : 'scaleX(' + Math.min(1, step / total).toFixed(4) + ')';
+    if (fill.style.transform !== scale) fill.style.transform = scale;
     setText('elapsed', fmtDur(d.elapsed_s));
 
     const times = Array.isArray(d.step_times) ? d.step_times.filter((p) => Array.isArray(p) && isNum(p[1])) : [];
@@ -416,29 +453,6 @@
     }
   };
 
-  /* Rows scrolled out of their box (the lanes, the workers' table: each
-     scrolls at some 20 rows) are not redrawn on updates; a row that scrolls
-     in is drawn at once from the latest snapshot. So a page of 200 workers
-     costs what a page of 20 does. */
-  class Visible {
-    constructor(root) {
-      this.io = window.IntersectionObserver
-        ? new IntersectionObserver((es) => {
-          for (const e of es) {
-            e.target._visible = e.isIntersecting;
-            if (e.isIntersecting && e.target._redraw) { const f = e.target._redraw; e.target._redraw = null; f(); }
-          }
-        }, { root, rootMargin: '40px 0px' })
-        : null;
-    }
-    /** Calls `draw` now if `el` is (or may be) in view, else when it scrolls in. */
-    draw(el, draw) {
-      if (!this.io || el._visible !== false) { el._redraw = null; draw(); } else el._redraw = draw;
-    }
-    watch(el) { if (this.io) this.io.observe(el); }
-  }
-  const laneView = new Visible($('lanes'));
-  const rowView = new Visible($('workers-scroll'));
 
   /* The task stream: one SVG strip per worker whose rects sit at absolute
      times (10 units per second); sliding the viewBox moves the 60 s window, and
@@ -469,14 +483,14 @@
         el.dataset.worker = key;
         el.innerHTML = '<div class="lane-label"></div><svg preserveAspectRatio="none" xmlns="' + SVG_NS + '"><g></g><g></g></svg>';
         el._rects = new Map();
-        laneView.watch(el);
+        inView.watch(el);
       }
       const before = prev ? prev.nextElementSibling : wrap.firstElementChild;
       if (el !== before) wrap.insertBefore(el, before); // keeps lanes in id order
       prev = el;
       el.classList.toggle('lost', !w.alive && !w.left);
       el.classList.toggle('left', !!w.left);
-      laneView.draw(el, () => drawLane(el, w, byWorker.get(w.id) || [], t0, scale));
+      inView.draw(el, () => drawLane(el, w, byWorker.get(w.id) || [], t0, scale));
     }
     for (const [key, el] of existing) if (!seen.has(key)) el.remove();
     let note = wrap.querySelector(':scope > .lanes-empty');
@@ -499,7 +513,8 @@
     const label = el.firstChild;
     const name = String(w.name || 'worker ' + w.id), m = /^(.*?)\s*\((.*)\)$/.exec(name);
     setHTML(label, m ? '<span class="wid">' + esc(m[1]) + '</span> <span class="addr">' + esc(m[2]) + '</span>' : '<span class="wid">' + esc(name) + '</span>');
-    label.title = (w.name || 'worker ' + w.id) + (w.alive ? '' : w.left ? ' — left' : ' — lost');
+    const tip = (w.name || 'worker ' + w.id) + (w.alive ? '' : w.left ? ' — left' : ' — lost');
+    if (label.title !== tip) label.title = tip;
     const svg = el.lastChild;
     svg.setAttribute('viewBox', (t0 * scale).toFixed(2) + ' 0 ' + LANE_WINDOW_S * scale + ' 20');
     const live = new Set();
@@ -568,12 +583,12 @@
           tr.appendChild(td);
         }
         workerRows.set(key, tr);
-        rowView.watch(tr);
+        inView.watch(tr);
       }
       const before = prev ? prev.nextElementSibling : body.firstElementChild;
       if (tr !== before) body.insertBefore(tr, before);
       prev = tr;
-      rowView.draw(tr, () => drawWorkerRow(tr, w));
+      inView.draw(tr, () => drawWorkerRow(tr, w));
     }
     for (const [key, tr] of workerRows) if (!seen.has(key)) { tr.remove(); workerRows.delete(key); }
     let empty = body.querySelector('td.empty');
@@ -599,16 +614,43 @@
     setText(c[10], fmtInt(w.recovered_states));
   }
 
+  /* The events list, newest first, updated in place: an item per event, made
+     once (keyed by its time, kind, worker and detail) and moved, so a new
+     event adds one item instead of rebuilding the list. */
+  const eventItems = new Map();
   function renderEvents(events) {
+    const ul = $('events');
     const list = events.slice().sort((a, b) => (b.t || 0) - (a.t || 0));
-    const html = list.map((e) => {
+    const keyed = [], seen = new Set();
+    for (const e of list) {
       const kind = String(e.kind || 'event');
       const who = e.worker == null ? '' : 'worker ' + e.worker + (e.detail ? ': ' : '');
-      return '<li class="event" data-kind="' + esc(kind) + '"><span class="t">' + fmtClock(e.t) + '</span>' +
-        '<span class="k">' + esc(kind.replace(/_/g, ' ')) + '</span>' +
-        '<span class="d" title="' + esc(who + (e.detail || '')) + '">' + esc(who + (e.detail || '')) + '</span></li>';
-    }).join('');
-    setHTML($('events'), html || '<li class="empty">no events yet</li>');
+      const text = who + (e.detail || '');
+      let key = e.t + '\n' + kind + '\n' + text;
+      while (seen.has(key)) key += '\n'; // the same event twice: two items
+      seen.add(key);
+      keyed.push([key, e, kind, text]);
+    }
+    // Gone ones first, so that the ones kept need not move.
+    for (const [key, li] of eventItems) if (!seen.has(key)) { li.remove(); eventItems.delete(key); }
+    let prev = null;
+    for (const [key, e, kind, text] of keyed) {
+      let li = eventItems.get(key);
+      if (!li) {
+        li = document.createElement('li');
+        li.className = 'event';
+        li.dataset.kind = kind;
+        li.innerHTML = '<span class="t">' + fmtClock(e.t) + '</span><span class="k">' + esc(kind.replace(/_/g, ' ')) +
+          '</span><span class="d" title="' + esc(text) + '">' + esc(text) + '</span>';
+        eventItems.set(key, li);
+      }
+      const before = prev ? prev.nextElementSibling : ul.firstElementChild;
+      if (li !== before) ul.insertBefore(li, before);
+      prev = li;
+    }
+    const empty = ul.querySelector(':scope > li.empty');
+    if (!list.length && !empty) ul.insertAdjacentHTML('beforeend', '<li class="empty">no events yet</li>');
+    else if (list.length && empty) empty.remove();
   }
 
   // ------------------------------------------------------------------- pipeline
