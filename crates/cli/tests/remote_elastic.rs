@@ -19,8 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::health;
 use common::remote::SECRET;
 use common::remote::{
-    coordinator, digest, finish, member, member_with_health, one_process, outputs, wait_for,
-    Lines,
+    coordinator, digest, finish, member, member_with_health, one_process, outputs, wait_for, Lines,
 };
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -233,7 +232,10 @@ fn a_member_started_again_after_its_run_with_its_served_file_exits_0() {
     let (out, stdout) = finish(c);
     assert!(out.status.success(), "{stdout}\n{}", lines.rest());
     assert!(finish(m).0.status.success(), "{}", m_lines.rest());
-    assert!(record.exists(), "the member wrote no {r} at the end of its run");
+    assert!(
+        record.exists(),
+        "the member wrote no {r} at the end of its run"
+    );
     // Started again (as a Deployment does): no coordinator, the record
     // there, so its run is over.
     let (again, _, again_lines) = member_with_health(&addr, &["--served-file", r]);
