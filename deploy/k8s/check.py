@@ -6,9 +6,10 @@ Schema validity is kubernetes-validate's job (validate.sh runs both); this
 checks what a schema cannot: every container is Guaranteed QoS with whole
 CPUs, the worker count agrees wherever it appears, the workers reach the
 master's Service, scale as a Deployment, leave gracefully within their
-grace period and report readiness, the secret comes from a Secret, and
-serve keeps its journal on a claimed volume. Prints one line and exits 0, or names every
-broken promise and exits 1.
+grace period and report readiness, the pipeline's members likewise (and
+as many as its coordinator waits for), the secret comes from a Secret,
+and serve keeps its journal on a claimed volume. Prints one line and
+exits 0, or names every broken promise and exits 1.
 """
 
 import sys
@@ -19,6 +20,10 @@ DRAIN_S = 30  # how long `statepipe serve` may take to drain on SIGTERM
 # The least grace a worker gets to leave on SIGTERM: its states move when
 # the step in progress ends, so the grace must cover a step.
 LEAVE_S = 60
+# The least grace a pipeline member gets to leave on SIGTERM: it is let go
+# once a checkpoint taken after its request is committed and its parts are
+# restored on the others, one checkpoint interval and a restore.
+MEMBER_LEAVE_S = 30
 
 
 def containers(doc):
@@ -53,26 +58,13 @@ def check(docs):
     n = int(args[args.index("--workers") + 1])
     if workers["spec"].get("replicas") != n:
         errors.append(f"master --workers {n}, worker Deployment replicas {workers['spec'].get('replicas')}")
-    errors += check_elastic(workers)
+    errors += check_elastic(workers, "worker", LEAVE_S, "a step")
     wc = containers(workers)[0]
     connect = wc["args"][wc["args"].index("--connect") + 1]
     host, port = connect.rsplit(":", 1)
     if host != "statepipe-master" or int(port) not in [p["port"] for p in service["spec"]["ports"]]:
         errors.append(f"workers connect to {connect}, not to the master's Service")
-    # A restarted worker needs its record of having served a master on a
-    # volume that outlives the container (the root filesystem is read-only).
-    if "--served-file" in wc["args"]:
-        record = wc["args"][wc["args"].index("--served-file") + 1]
-        vols = {v["name"]: v for v in workers["spec"]["template"]["spec"].get("volumes", [])}
-        mounted = [
-            m for m in wc.get("volumeMounts", [])
-            if record.startswith(m["mountPath"].rstrip("/") + "/")
-            and "emptyDir" in vols.get(m["name"], {})
-        ]
-        if not mounted:
-            errors.append(f"the workers' --served-file {record} is not on an emptyDir volume")
-    else:
-        errors.append("the workers have no --served-file: restarted after the run, they fail")
+    errors += check_served_file(workers, "workers")
     for job in (master, workers):
         env = {e["name"]: e for e in containers(job)[0].get("env", [])}
         ref = env.get("STATEPIPE_SECRET", {}).get("valueFrom", {}).get("secretKeyRef")
@@ -103,59 +95,93 @@ def check(docs):
     errors += check_pipeline(by)
 
     cpus = containers(workers)[0]["resources"]["limits"]["cpu"]
-    return errors, f"{n} workers x {cpus} CPU, serve on {sc['resources']['limits']['cpu']} CPU"
+    summary = f"{n} workers x {cpus} CPU, serve on {sc['resources']['limits']['cpu']} CPU"
+    co = by.get(("Job", "statepipe-pipeline-coordinator"))
+    if co:
+        a = containers(co)[0]["args"]
+        opt = lambda k: a[a.index(k) + 1] if k in a else "?"
+        summary += f", pipeline {opt('--members')} members ({opt('--parts')} parts)"
+    return errors, summary
 
 
-def check_elastic(workers):
-    """The workers scale in and out mid-run: the Deployment selects its own
-    pods, a scaled-in pod gets the grace to leave (SIGTERM), and the
-    readiness probe asks the worker's own health endpoint."""
+def check_elastic(d, who, least, covers):
+    """Workers or pipeline members scale in and out mid-run: the
+    Deployment selects its own pods, a scaled-in pod gets the grace to
+    leave (SIGTERM), and the readiness probe asks the process's own health
+    endpoint."""
     errors = []
-    spec = workers["spec"]["template"]["spec"]
-    labels = workers["spec"]["template"]["metadata"].get("labels", {})
-    wanted = workers["spec"].get("selector", {}).get("matchLabels", {})
+    spec = d["spec"]["template"]["spec"]
+    labels = d["spec"]["template"]["metadata"].get("labels", {})
+    wanted = d["spec"].get("selector", {}).get("matchLabels", {})
     if not wanted or any(labels.get(k) != v for k, v in wanted.items()):
-        errors.append("the worker Deployment's selector does not match its pods' labels")
+        errors.append(f"the {who} Deployment's selector does not match its pods' labels")
     grace = spec.get("terminationGracePeriodSeconds", 30)
-    if grace < LEAVE_S:
-        errors.append(f"the workers' grace {grace} s is under {LEAVE_S} s: a leave must cover a step")
+    if grace < least:
+        errors.append(f"the {who}s' grace {grace} s is under {least} s: a leave must cover {covers}")
     if spec.get("restartPolicy", "Always") != "Always":
-        errors.append("the worker Deployment's restartPolicy is not Always")
-    c = containers(workers)[0]
+        errors.append(f"the {who} Deployment's restartPolicy is not Always")
+    c = containers(d)[0]
     args = c["args"]
     if "--health" not in args:
-        return errors + ["the workers have no --health endpoint for their readiness probe"]
+        return errors + [f"the {who}s have no --health endpoint for their readiness probe"]
     port = int(args[args.index("--health") + 1].rsplit(":", 1)[1])
     named = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
     probe = c.get("readinessProbe", {}).get("httpGet", {})
     target = probe.get("port")
     target = named.get(target) if isinstance(target, str) else target
     if probe.get("path") != "/health" or target != port:
-        errors.append(f"the workers' readinessProbe is not GET /health on their --health port {port}")
+        errors.append(f"the {who}s' readinessProbe is not GET /health on their --health port {port}")
     return errors
 
 
+def check_served_file(d, who):
+    """A Deployment starts its pods again whatever their exit: the process
+    needs its record of having served a run on a volume that outlives the
+    container (the root filesystem is read-only), to exit 0 once that run
+    is over."""
+    c = containers(d)[0]
+    if "--served-file" not in c["args"]:
+        return [f"the {who} have no --served-file: restarted after the run, they fail"]
+    record = c["args"][c["args"].index("--served-file") + 1]
+    vols = {v["name"]: v for v in d["spec"]["template"]["spec"].get("volumes", [])}
+    mounted = [
+        m for m in c.get("volumeMounts", [])
+        if record.startswith(m["mountPath"].rstrip("/") + "/")
+        and "emptyDir" in vols.get(m["name"], {})
+    ]
+    if not mounted:
+        return [f"the {who}' --served-file {record} is not on an emptyDir volume"]
+    return []
+
+
 def check_pipeline(by):
-    """The distributed pipeline: one run, so Jobs that end when it does;
-    members join the coordinator's stable name, as many as it waits for;
-    every process proves the Secret and mounts the one shared checkpoint
-    volume."""
+    """The distributed pipeline: one run, so a coordinator Job that ends
+    when it does; members a Deployment that scales mid-run like the
+    workers, as many to start with as the coordinator waits for, joining
+    the coordinator's stable name; more parts than members (a member that
+    joins gets parts); every process proves the Secret and mounts the one
+    shared checkpoint volume."""
     errors = []
     co = by.get(("Job", "statepipe-pipeline-coordinator"))
-    members = by.get(("Job", "statepipe-pipeline-member"))
+    members = by.get(("Deployment", "statepipe-pipeline-member"))
     service = by.get(("Service", "statepipe-pipeline"))
     if not (co and members and service):
-        return ["the pipeline's coordinator Job, member Job or headless Service is missing"]
+        return ["the pipeline's coordinator Job, member Deployment or headless Service is missing"]
     if service["spec"].get("clusterIP") != "None":
         errors.append("the pipeline's Service is not headless (stable pod names)")
     args = containers(co)[0]["args"]
     n = int(args[args.index("--members") + 1])
-    ms = members["spec"]
-    if not ms.get("completions") == ms.get("parallelism") == n:
+    if members["spec"].get("replicas") != n:
         errors.append(
-            f"coordinator --members {n}, member completions {ms.get('completions')}, "
-            f"parallelism {ms.get('parallelism')}"
+            f"coordinator --members {n}, member Deployment replicas {members['spec'].get('replicas')}"
         )
+    if "--min-members" not in args:
+        errors.append("the coordinator has no --min-members: with no member left the run fails")
+    parts = int(args[args.index("--parts") + 1]) if "--parts" in args else n
+    if parts <= n:
+        errors.append(f"coordinator --parts {parts} is not above --members {n}: a member that joins gets no part")
+    errors += check_elastic(members, "member", MEMBER_LEAVE_S, "a checkpoint and a restore")
+    errors += check_served_file(members, "members")
     cospec = co["spec"]["template"]["spec"]
     if cospec.get("subdomain") != service["metadata"]["name"] or not cospec.get("hostname"):
         errors.append("the coordinator's pod has no hostname under the headless Service")
@@ -166,12 +192,12 @@ def check_pipeline(by):
         errors.append(f"members connect to {margs[margs.index('--connect') + 1]}, not {want}")
     if "--resume" not in args or args[args.index("--resume") + 1] != "/checkpoints":
         errors.append("a restarted coordinator does not --resume /checkpoints")
+    if co["spec"]["template"]["spec"].get("restartPolicy") not in ("OnFailure", "Never"):
+        errors.append("the coordinator's restartPolicy runs a finished run again")
     for s in (co, members):
         c = containers(s)[0]
         name = s["metadata"]["name"]
         spec = s["spec"]["template"]["spec"]
-        if spec.get("restartPolicy") not in ("OnFailure", "Never"):
-            errors.append(f"{name}: restartPolicy {spec.get('restartPolicy')} runs a finished run again")
         env = {e["name"]: e for e in c.get("env", [])}
         if not env.get("STATEPIPE_SECRET", {}).get("valueFrom", {}).get("secretKeyRef"):
             errors.append(f"{name}: STATEPIPE_SECRET is not from a secretKeyRef")

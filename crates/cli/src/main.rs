@@ -21,13 +21,13 @@ mod cluster_cmd;
 mod cluster_drive;
 mod dashboard_cmd;
 mod demos;
+mod health;
 mod netns_cmd;
 mod pipeline_cmd;
 mod remote_cmd;
 mod remote_metrics;
 mod serve_cmd;
 mod worker_cmd;
-mod worker_health;
 
 use clap::{Parser, Subcommand};
 

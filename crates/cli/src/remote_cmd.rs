@@ -2,14 +2,17 @@
 //! member --connect ADDR`: an example pipeline cut into parts over
 //! processes (`statepipe_pipeline::remote`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
 use statepipe_bench::pipeline::workload::calibrate_iters_for;
-use statepipe_pipeline::remote::{Coordinator, Member, Parts, RemoteConfig, RestoreKind};
+use statepipe_pipeline::remote::{
+    Coordinator, Member, Parts, RemoteConfig, RemoteError, RestoreKind,
+};
 use statepipe_pipeline::Config;
 use statepipe_sys::auth::Secret;
 
@@ -37,6 +40,21 @@ pub struct MemberArgs {
     /// http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// Serve `GET /health` on HOST:PORT for a readiness probe: 200 once
+    /// the coordinator has accepted this member, 503 before, from its
+    /// SIGTERM on and after its run.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub health: Option<String>,
+    /// For a launcher that starts the member again whatever its exit (a
+    /// Kubernetes Deployment): a member whose run ended, or whose
+    /// coordinator was lost, writes FILE; started again with FILE there
+    /// and no coordinator to join within 10 s, it exits 0, as the run it
+    /// took part in is over (the coordinator's own exit says how it
+    /// ended). A coordinator that is up (restarted with --resume, or a new
+    /// run) it joins as usual. FILE must outlive the process (a pod's
+    /// `emptyDir`).
+    #[arg(long, value_name = "FILE")]
+    pub served_file: Option<PathBuf>,
 }
 
 /// The app string a coordinator sends: what the members build.
@@ -204,7 +222,26 @@ pub fn member(args: MemberArgs) -> anyhow::Result<()> {
     );
     // Installed before joining: a SIGTERM while it joins asks to leave too.
     let leave = crate::worker_cmd::leave_on_sigterm()?;
-    let m = Member::join(&args.connect, secret()?, &args.listen)?.leave_when(Arc::clone(&leave));
+    let ready = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = &args.health {
+        crate::health::serve(addr, Arc::clone(&ready), Arc::clone(&leave))?;
+    }
+    let record = args.served_file.as_deref();
+    let m = match Member::join(&args.connect, secret()?, &args.listen) {
+        Ok(m) => m,
+        Err(e @ RemoteError::NoCoordinator(_)) if record.is_some_and(|f| f.exists()) => {
+            eprintln!(
+                "member: {e}; this member took part in a run before ({} exists): that run is \
+                 over, nothing left to do",
+                record.map_or(String::new(), |f| f.display().to_string())
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let m = m
+        .leave_when(Arc::clone(&leave))
+        .ready_when_admitted(Arc::clone(&ready));
     let app: Vec<&str> = m.app().split(' ').collect();
     let [name, iters, parts] = app[..] else {
         anyhow::bail!(
@@ -240,7 +277,12 @@ pub fn member(args: MemberArgs) -> anyhow::Result<()> {
                 );
             })?;
     }
-    m.run(&parts, &cfg)?;
+    let result = m.run(&parts, &cfg);
+    if let (Some(f), Ok(()) | Err(RemoteError::CoordinatorLost(_))) = (record, &result) {
+        std::fs::write(f, format!("{}\n", args.connect))
+            .with_context(|| format!("member {number}: writing {}", f.display()))?;
+    }
+    result?;
     if leave.load(Ordering::Relaxed) {
         eprintln!("member {number}: left; its parts run on the other members");
     }

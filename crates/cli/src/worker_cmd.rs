@@ -81,7 +81,7 @@ pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
     let leave = leave_on_sigterm()?;
     let ready = Arc::new(AtomicBool::new(false));
     if let Some(addr) = &a.health {
-        crate::worker_health::serve(addr, Arc::clone(&ready), Arc::clone(&leave))?;
+        crate::health::serve(addr, Arc::clone(&ready), Arc::clone(&leave))?;
     }
     let Some(connect) = a.connect else {
         anyhow::ensure!(

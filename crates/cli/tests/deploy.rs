@@ -153,11 +153,36 @@ fn the_kubernetes_overlays_render_and_validate() {
     }
 }
 
+/// `rendered` (a multi-document YAML) with each `(from, to)` replaced
+/// once in the document of `kind` named `name`.
+fn edit(rendered: &str, kind: &str, name: &str, changes: &[(&str, &str)]) -> String {
+    let mut found = false;
+    let docs: Vec<String> = rendered
+        .split("\n---\n")
+        .map(|d| {
+            let is = d.lines().any(|l| l == format!("kind: {kind}"))
+                && d.lines().any(|l| l == format!("  name: {name}"));
+            if !is {
+                return d.to_string();
+            }
+            found = true;
+            changes.iter().fold(d.to_string(), |d, (from, to)| {
+                assert!(d.contains(from), "{kind}/{name} has no {from:?}:\n{d}");
+                d.replacen(from, to, 1)
+            })
+        })
+        .collect();
+    assert!(found, "the rendering has no {kind}/{name}");
+    docs.join("\n---\n")
+}
+
 #[test]
-fn the_check_names_workers_that_cannot_scale_in_gracefully() {
-    // The base rendering, then the worker Deployment broken three ways:
-    // replicas that disagree with the master's --workers, a grace period
-    // shorter than a step, a readiness probe off the health endpoint.
+fn the_check_names_workers_and_members_that_cannot_scale_in_gracefully() {
+    // The base rendering, then the worker Deployment and the pipeline's
+    // member Deployment each broken three ways: replicas that disagree
+    // with the master's --workers (the coordinator's --members), a grace
+    // period shorter than a leave, a readiness probe off the health
+    // endpoint; and the coordinator without --min-members.
     let render = Command::new("kubectl")
         .args(["kustomize"])
         .arg(repo().join("deploy/k8s/base"))
@@ -180,24 +205,43 @@ fn the_check_names_workers_that_cannot_scale_in_gracefully() {
         );
         return;
     }
-    let (deploy, rest) = rendered
-        .split_once("kind: Deployment\nmetadata:\n")
-        .expect("the rendering has a Deployment");
-    assert!(rest.contains("name: statepipe-worker"), "{rest}");
-    let broken = rest
-        .replacen("replicas: 2", "replicas: 3", 1)
-        .replacen(
+    let broken_leave = [
+        ("replicas: 2", "replicas: 3"),
+        ("path: /health", "path: /metrics"),
+    ];
+    let broken = edit(&rendered, "Deployment", "statepipe-worker", &broken_leave);
+    let broken = edit(
+        &broken,
+        "Deployment",
+        "statepipe-worker",
+        &[(
             "terminationGracePeriodSeconds: 120",
             "terminationGracePeriodSeconds: 10",
-            1,
-        )
-        .replacen("path: /health", "path: /metrics", 1);
+        )],
+    );
+    let broken = edit(
+        &broken,
+        "Deployment",
+        "statepipe-pipeline-member",
+        &broken_leave,
+    );
+    let broken = edit(
+        &broken,
+        "Deployment",
+        "statepipe-pipeline-member",
+        &[(
+            "terminationGracePeriodSeconds: 60",
+            "terminationGracePeriodSeconds: 10",
+        )],
+    );
+    let broken = edit(
+        &broken,
+        "Job",
+        "statepipe-pipeline-coordinator",
+        &[("--min-members", "--no-min-members")],
+    );
     let file = std::env::temp_dir().join(format!("statepipe-broken-{}.yaml", std::process::id()));
-    std::fs::write(
-        &file,
-        format!("{deploy}kind: Deployment\nmetadata:\n{broken}"),
-    )
-    .unwrap();
+    std::fs::write(&file, broken).unwrap();
     let out = Command::new("python3")
         .arg(repo().join("deploy/k8s/check.py"))
         .arg(&file)
@@ -209,7 +253,11 @@ fn the_check_names_workers_that_cannot_scale_in_gracefully() {
     for want in [
         "master --workers 2, worker Deployment replicas 3",
         "the workers' grace 10 s is under 60 s",
-        "readinessProbe is not GET /health",
+        "the workers' readinessProbe is not GET /health",
+        "coordinator --members 2, member Deployment replicas 3",
+        "the members' grace 10 s is under 30 s",
+        "the members' readinessProbe is not GET /health",
+        "the coordinator has no --min-members",
     ] {
         assert!(
             said.contains(want),

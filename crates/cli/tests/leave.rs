@@ -6,7 +6,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{start_master_with, start_workers, stderr_line, EXE, FAULT_PARTICLES};
+use common::{health, start_master_with, start_workers, stderr_line, EXE, FAULT_PARTICLES};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -242,18 +242,6 @@ fn worker_drain_asks_a_running_worker_to_leave_and_waits_for_it() {
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     assert_eq!(j["lost_workers"].as_u64(), Some(0), "{j}");
-}
-
-/// `GET /health` from `addr` (HOST:PORT): the status code, or None when
-/// nothing answers (the worker exited).
-fn health(addr: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET /health HTTP/1.1\r\nhost: probe\r\n\r\n").ok()?;
-    let mut r = String::new();
-    s.read_to_string(&mut r).ok()?;
-    r.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A `statepipe worker --health 127.0.0.1:0` for the master at `connect`,

@@ -6,15 +6,21 @@
 //! after the SIGTERM kills it, both recovered as a crash; a member that
 //! joins mid-run gets parts; with --min-members the coordinator waits for
 //! a member to join instead of going on with fewer. Every time the run
-//! ends with the one-process digest and as many outputs.
+//! ends with the one-process digest and as many outputs. A member's
+//! `--health` says 503 until its coordinator admits it, 200 then, 503
+//! from its SIGTERM on; with `--served-file`, a member started again after
+//! its run ended exits 0.
 
 mod common;
 
 use std::process::Child;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::health;
 use common::remote::SECRET;
-use common::remote::{coordinator, digest, finish, member, one_process, outputs, wait_for, Lines};
+use common::remote::{
+    coordinator, digest, finish, member, member_with_health, one_process, outputs, wait_for, Lines,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -171,4 +177,77 @@ fn with_min_members_the_coordinator_waits_for_a_member_to_join() {
     assert!(stderr.contains("going on"), "{stderr}");
     assert!(a.wait_with_output().unwrap().status.success());
     assert!(d.wait_with_output().unwrap().status.success());
+}
+
+/// Asks `addr` for its health until it says one of `want` (None: nothing
+/// answers), failing after `LIMIT`; what it said.
+fn health_until(addr: &str, want: &[Option<u16>], what: &str) -> Option<u16> {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let said = health(addr);
+        if want.contains(&said) {
+            return said;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the member's health said {said:?} for {LIMIT:?}, not one of {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn member_health_is_503_until_admitted_200_then_503_from_its_sigterm_on() {
+    // A listener that never answers: the member has connected, but no
+    // coordinator has admitted it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = silent.local_addr().unwrap().to_string();
+    let (mut early, h, _early_lines) = member_with_health(&at, &[]);
+    assert_eq!(health(&h), Some(503), "a member nobody admitted is ready");
+    early.kill().unwrap();
+    let _ = early.wait();
+    drop(silent);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (c, addr, lines) = start(&dir, &[]);
+    let a = member(&addr, SECRET);
+    let (b, h, b_lines) = member_with_health(&addr, &[]);
+    health_until(&h, &[Some(200)], "admitted");
+    signal(&b, Signal::SIGTERM);
+    // Not ready once the signal is noted (a moment), until it is gone.
+    health_until(&h, &[Some(503), None], "sent SIGTERM");
+    let (out, _) = finish(b);
+    assert_eq!(out.status.code(), Some(0), "{}", b_lines.rest());
+    ends_as_one_process(c, lines);
+    assert!(a.wait_with_output().unwrap().status.success());
+}
+
+#[test]
+fn a_member_started_again_after_its_run_with_its_served_file_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("served");
+    let r = record.to_str().unwrap();
+    let (c, addr, lines) = coordinator("counts", "1000", "1", &[]);
+    let (m, _, m_lines) = member_with_health(&addr, &["--served-file", r]);
+    let (out, stdout) = finish(c);
+    assert!(out.status.success(), "{stdout}\n{}", lines.rest());
+    assert!(finish(m).0.status.success(), "{}", m_lines.rest());
+    assert!(
+        record.exists(),
+        "the member wrote no {r} at the end of its run"
+    );
+    // Started again (as a Deployment does): no coordinator, the record
+    // there, so its run is over.
+    let (again, _, again_lines) = member_with_health(&addr, &["--served-file", r]);
+    let (out, _) = finish(again);
+    let said = again_lines.rest();
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("that run is over"), "{said}");
+    // Without the record, no coordinator is a failure.
+    std::fs::remove_file(&record).unwrap();
+    let (first, _, first_lines) = member_with_health(&addr, &["--served-file", r]);
+    let (out, _) = finish(first);
+    let said = first_lines.rest();
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("connecting to the coordinator"), "{said}");
 }

@@ -73,4 +73,17 @@ pub fn start_workers(addr: &str, secret: &str, n: usize) -> Vec<std::process::Ch
         })
         .collect()
 }
+/// `GET /health` from `addr` (HOST:PORT): the status code, or None when
+/// nothing answers (the process exited).
+pub fn health(addr: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(s, "GET /health HTTP/1.1\r\nhost: probe\r\n\r\n").ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    r.split_whitespace().nth(1)?.parse().ok()
+}
+
 pub mod remote;

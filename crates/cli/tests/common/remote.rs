@@ -155,6 +155,29 @@ pub fn member(addr: &str, secret: &str) -> Child {
         .unwrap()
 }
 
+/// A `statepipe member --health 127.0.0.1:0` of the coordinator at
+/// `addr`, on one worker, with `extra` arguments; the address its health
+/// endpoint listens on, and its standard error.
+pub fn member_with_health(addr: &str, extra: &[&str]) -> (Child, String, Lines) {
+    let mut m = Command::new(EXE)
+        .args(["member", "--connect", addr, "--workers", "1", "--no-pin"])
+        .args(["--health", "127.0.0.1:0"])
+        .args(extra)
+        .env("STATEPIPE_SECRET", SECRET)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::of(m.stderr.take().unwrap());
+    let line = lines.wait_for("health: http://", Duration::from_secs(60));
+    let health = line
+        .trim()
+        .trim_start_matches("health: http://")
+        .trim_end_matches("/health")
+        .to_string();
+    (m, health, lines)
+}
+
 /// Waits for `c` to end; its output and standard output.
 pub fn finish(c: Child) -> (Output, String) {
     let out = c.wait_with_output().unwrap();

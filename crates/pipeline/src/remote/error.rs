@@ -34,6 +34,9 @@ pub enum RemoteError {
     },
     /// Not enough members joined in time, or none is left.
     NoMembers(String),
+    /// A member found no coordinator to join: none listened at the
+    /// address within the time `Member::join` retries for.
+    NoCoordinator(String),
     /// The coordinator went away; the member stopped its parts.
     CoordinatorLost(String),
     /// The configuration cannot work.
@@ -57,6 +60,7 @@ impl fmt::Display for RemoteError {
                 error,
             } => write!(f, "part {part} failed on member {member}: {error}"),
             RemoteError::NoMembers(m) => write!(f, "{m}"),
+            RemoteError::NoCoordinator(m) => write!(f, "{m}"),
             RemoteError::CoordinatorLost(m) => write!(f, "the coordinator is gone: {m}"),
             RemoteError::Config(m) => write!(f, "{m}"),
         }

@@ -31,6 +31,7 @@ pub struct Member {
     listener: TcpListener,
     metrics: RemoteMetrics,
     leave: Option<Arc<AtomicBool>>,
+    ready: Option<Arc<AtomicBool>>,
 }
 
 impl Member {
@@ -40,8 +41,9 @@ impl Member {
     /// other processes can reach).
     ///
     /// # Errors
-    /// [`RemoteError::Io`] if the coordinator cannot be reached,
-    /// [`RemoteError::Refused`] if it refuses the secret.
+    /// [`RemoteError::NoCoordinator`] if the coordinator cannot be
+    /// reached, [`RemoteError::Io`] if `listen` cannot be bound or the
+    /// connection fails, [`RemoteError::Refused`] if it refuses the secret.
     pub fn join(coordinator: &str, secret: Secret, listen: &str) -> Result<Member, RemoteError> {
         let listener = TcpListener::bind(listen)
             .map_err(|e| RemoteError::Io(format!("listening on {listen}: {e}")))?;
@@ -50,7 +52,7 @@ impl Member {
             match TcpStream::connect(coordinator) {
                 Ok(s) => break s,
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(RemoteError::Io(format!(
+                    return Err(RemoteError::NoCoordinator(format!(
                         "connecting to the coordinator at {coordinator}: {e}"
                     )))
                 }
@@ -80,6 +82,7 @@ impl Member {
             listener,
             metrics: RemoteMetrics::default(),
             leave: None,
+            ready: None,
         })
     }
 
@@ -109,6 +112,16 @@ impl Member {
     /// last committed checkpoint.
     pub fn leave_when(mut self, flag: Arc<AtomicBool>) -> Member {
         self.leave = Some(flag);
+        self
+    }
+
+    /// Sets `flag` once the coordinator has accepted this member in
+    /// [`run`](Self::run) (its build checked: the coordinator's first
+    /// message after it is not a refusal), so that it may be given parts,
+    /// and clears it when `run` returns: what a readiness probe reports
+    /// (`statepipe member --health`).
+    pub fn ready_when_admitted(mut self, flag: Arc<AtomicBool>) -> Member {
+        self.ready = Some(flag);
         self
     }
 
@@ -184,6 +197,10 @@ impl Member {
         });
         let result = serve_control(&self, parts, config, &routes, &report);
         done.store(true, Ordering::Relaxed);
+        if let Some(r) = &self.ready {
+            // Relaxed: a flag a probe reads, no data with it.
+            r.store(false, Ordering::Relaxed);
+        }
         // Wakes the listener so it sees `done`.
         if let Ok(a) = self.listener.local_addr() {
             let _ = TcpStream::connect(a);
@@ -257,6 +274,12 @@ fn serve_control<I: Wire, O: Wire>(
                 return Err(RemoteError::CoordinatorLost(why));
             }
         };
+        if !matches!(msg, Msg::Refused { .. }) {
+            if let Some(r) = &me.ready {
+                // Relaxed: a flag a probe reads, no data with it.
+                r.store(true, Ordering::Relaxed);
+            }
+        }
         match msg {
             Msg::Start {
                 epoch,

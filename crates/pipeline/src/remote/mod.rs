@@ -57,7 +57,9 @@
 //! a member that joins waits as a spare. With
 //! [`RemoteConfig::min_members`], the coordinator waits, below that many
 //! members, for more to join instead of going on with fewer; without it,
-//! the run ends once none is left.
+//! the run ends once none is left. [`Member::ready_when_admitted`] sets a
+//! flag once the coordinator has accepted the member, for a readiness
+//! probe (`statepipe member --health`).
 //!
 //! The coordinator itself is not replicated: if it dies, the members stop,
 //! and a new coordinator can [`resume`](RemoteConfig::resume) from the

@@ -1,7 +1,9 @@
-//! `statepipe worker --health ADDR`: `GET /health` for a readiness probe
-//! (Kubernetes' `httpGet`): 200 while the worker is joined, set up and not
-//! leaving (the master may give it states), 503 before it has joined,
-//! once it asked to leave (SIGTERM) and after it stopped serving.
+//! `statepipe worker --health ADDR` and `statepipe member --health ADDR`:
+//! `GET /health` for a readiness probe (Kubernetes' `httpGet`). 200 while
+//! the process is admitted and not leaving (a worker joined and set up, so
+//! the master may give it states; a member accepted by its coordinator, so
+//! it may be given parts), 503 before that, once it asked to leave
+//! (SIGTERM) and after it stopped serving.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -26,8 +28,8 @@ pub fn serve(addr: &str, ready: Arc<AtomicBool>, leave: Arc<AtomicBool>) -> anyh
                 let Ok(n) = s.read(&mut buf) else { continue };
                 let mut headers = [httparse::EMPTY_HEADER; 32];
                 let mut req = httparse::Request::new(&mut headers);
-                // Relaxed: flags set by the worker and its SIGTERM handler;
-                // a probe a moment late is no matter.
+                // Relaxed: flags set by the worker or member and its
+                // SIGTERM handler; a probe a moment late is no matter.
                 let up = ready.load(Ordering::Relaxed) && !leave.load(Ordering::Relaxed);
                 let (status, body) = match req.parse(&buf[..n]) {
                     Ok(httparse::Status::Complete(_))
