@@ -318,3 +318,113 @@ fn worker_health_is_ready_once_set_up_and_not_from_its_sigterm_on() {
     assert!(master.wait().unwrap().success(), "the master failed");
     assert!(other[0].wait().unwrap().success());
 }
+
+#[test]
+fn sigterm_at_random_moments_and_sigkill_after_it_keep_the_bits_in_both_recovery_modes() {
+    // SIGTERM to one of three workers at a random moment of the run (a
+    // steal, a replication round, a checkpoint written every step, or the
+    // run's end: the moment is drawn over the whole clean run and a little
+    // beyond), in either recovery mode, and in every other case SIGKILL
+    // 50 ms after it (a grace period that ran out). The bits are always
+    // the clean run's; a worker only ever exits 0 or dies of the SIGKILL.
+    // The seed is printed: STATEPIPE_TEST_SEED=N replays a failure.
+    use rand::{Rng, SeedableRng};
+    use std::os::unix::process::ExitStatusExt;
+    let seed = std::env::var("STATEPIPE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("STATEPIPE_TEST_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let base = [
+        "--particles",
+        FAULT_PARTICLES,
+        "--islands",
+        "10",
+        "--model",
+        "pk",
+        "--pk-hours",
+        "12",
+        "--pk-substeps",
+        "10000",
+    ];
+    let started = std::time::Instant::now();
+    let (clean, _) = master_with_sigterm(&base, 3, Duration::ZERO, 0);
+    let span = started.elapsed();
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..4 {
+        let recovery = if round % 2 == 0 {
+            "master-copy"
+        } else {
+            "buddy"
+        };
+        let then_kill = round >= 2;
+        // Not before 400 ms, as the tests above: the worker has set up its
+        // handler by then (a SIGTERM before it would end it as any process).
+        let at = span
+            .mul_f64(rng.random_range(0.0..1.1))
+            .max(Duration::from_millis(400));
+        let ckpt = dir.path().join(format!("run{round}.ckpt"));
+        let mut args: Vec<&str> = base.to_vec();
+        let ckpt = ckpt.to_str().unwrap().to_string();
+        args.extend([
+            "--recovery",
+            recovery,
+            "--checkpoint",
+            &ckpt,
+            "--every",
+            "1",
+        ]);
+        let what =
+            format!("round {round}: {recovery}, SIGTERM at {at:?}, then SIGKILL: {then_kill}");
+        eprintln!("{what}");
+        let (run, statuses) = master_with_signals(&args, 3, at, then_kill);
+        for key in ["loglik", "loglik_se", "filtered_means"] {
+            assert_eq!(clean[key], run[key], "{key} differs ({what}, seed {seed})");
+        }
+        let (lost, left) = (run["lost_workers"].as_u64(), run["left_workers"].as_u64());
+        assert!(lost.unwrap_or(0) + left.unwrap_or(0) <= 1, "{run} ({what})");
+        let first = &statuses[0];
+        assert!(
+            first.success() || (then_kill && first.signal() == Some(9)),
+            "the worker sent SIGTERM ended {first} ({what}, seed {seed})"
+        );
+        assert!(
+            statuses[1..].iter().all(|s| s.success()),
+            "{statuses:?} ({what})"
+        );
+    }
+}
+
+/// As `master_with_sigterm` with one SIGTERM `after` into the run and,
+/// when `then_kill`, SIGKILL 50 ms later.
+fn master_with_signals(
+    args: &[&str],
+    n: usize,
+    after: Duration,
+    then_kill: bool,
+) -> (serde_json::Value, Vec<std::process::ExitStatus>) {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let path = json.path().to_str().unwrap().to_string();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["--json", &path]);
+    let (mut master, addr) = start_master_with("term", &n.to_string(), &a);
+    let mut workers = start_workers(&addr, "term", n);
+    std::thread::sleep(after);
+    let first = Pid::from_raw(workers[0].id() as i32);
+    let _ = kill(first, Signal::SIGTERM);
+    if then_kill {
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = kill(first, Signal::SIGKILL);
+    }
+    let status = master.wait().unwrap();
+    assert!(status.success(), "the master failed: {status}");
+    let statuses = workers.iter_mut().map(|w| w.wait().unwrap()).collect();
+    let j = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    (j, statuses)
+}
