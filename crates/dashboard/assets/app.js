@@ -762,10 +762,20 @@
     setText('remote-skipped', digits(remote.skipped_checkpoints));
     setText('remote-last-cp', fmtSmallDur(remote.last_checkpoint_s));
     const rs = Array.isArray(remote.restores) ? remote.restores : [];
-    setHTML($('restores'), rs.slice().reverse().map((r) =>
-      '<li class="item bad"><span class="t">' + fmtClock(r.t) + '</span><span class="k">restored</span><span class="d">from checkpoint ' +
-      esc(r.checkpoint) + ' · ' + esc(r.members) + ' member' + (r.members === 1 ? '' : 's') + '</span></li>').join('') ||
-      '<li class="empty">no restores</li>');
+    setHTML($('restores'), rs.slice().reverse().map(restoreItem).join('') || '<li class="empty">no restores</li>');
+  }
+
+  /** A restore's line: why by its kind (a member lost, a part failed, a member left or joined), then where from. */
+  function restoreItem(r) {
+    const rescale = r.kind === 'left' || r.kind === 'joined';
+    let why;
+    if (r.kind === 'lost') why = 'after member ' + (r.member == null ? '?' : esc(r.member)) + ' was lost';
+    else if (r.kind === 'failed') why = 'after a part failed' + (r.why ? ': ' + esc(r.why) : '');
+    else if (rescale) why = r.why ? esc(r.why) : 'a member ' + r.kind;
+    const from = r.checkpoint == null ? 'from the start' : 'from checkpoint ' + esc(r.checkpoint);
+    return '<li class="item ' + (rescale ? 'rescale' : 'bad') + '" data-kind="' + esc(r.kind || '') + '"><span class="t">' + fmtClock(r.t) +
+      '</span><span class="k">' + (rescale ? 'rescaled' : 'restored') + '</span><span class="d">' + (why ? why + ' · ' : '') + from + ' · ' +
+      esc(r.members) + ' member' + (r.members === 1 ? '' : 's') + '</span></li>';
   }
 
   /** White → orange → red for a busy share in [0, 1]. */
