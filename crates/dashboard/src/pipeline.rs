@@ -146,7 +146,11 @@ impl PipelineSource {
                 })
             })
             .collect();
-        let restores: Vec<Value> = r.restore_history().iter().map(|x| self.restore(x)).collect();
+        let restores: Vec<Value> = r
+            .restore_history()
+            .iter()
+            .map(|x| self.restore(x))
+            .collect();
         json!({
             "elapsed_s": r.elapsed().as_secs_f64(),
             "workers": members.len(),

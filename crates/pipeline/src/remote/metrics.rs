@@ -310,11 +310,7 @@ mod tests {
         }
         assert_eq!(m.restores(), 4);
         assert_eq!(m.rescales(), 2);
-        let kinds: Vec<RestoreKind> = m
-            .restore_history()
-            .iter()
-            .map(|r| r.restore.kind)
-            .collect();
+        let kinds: Vec<RestoreKind> = m.restore_history().iter().map(|r| r.restore.kind).collect();
         assert_eq!(
             kinds,
             [
