@@ -4,8 +4,7 @@
 
 use std::time::Instant;
 
-use super::Req;
-use super::{nanos, Scheduler, WorkerId};
+use super::{nanos, Req, Scheduler, WorkerId};
 use crate::protocol::{msg, Kind};
 
 impl Scheduler {
