@@ -83,7 +83,9 @@ class ReplayHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        files = {"/": "index.html", "/assets/app.js": "app.js", "/assets/app.css": "app.css",
+        files = {"/": "index.html", "/assets/app.js": "app.js", "/assets/evolve.js": "evolve.js",
+                 "/assets/pipeline.js": "pipeline.js", "/assets/service.js": "service.js",
+                 "/assets/app.css": "app.css",
                  "/assets/vendor/uPlot.iife.min.js": "vendor/uPlot.iife.min.js",
                  "/assets/vendor/uPlot.min.css": "vendor/uPlot.min.css"}
         if self.path in files:

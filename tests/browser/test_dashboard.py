@@ -3,7 +3,7 @@
 Each test starts real `statepipe` processes with `--dashboard 127.0.0.1:0`,
 reads the URL each prints, and checks what a person would see on the page:
 worker lanes, a lost worker and its recovery, a distributed pipeline's
-checkpoints, the service's request counter. `/metrics` must parse with
+checkpoints and a member leaving it, the service's request counter. `/metrics` must parse with
 prometheus_client's (strict) OpenMetrics parser.
 
 Needs the `statepipe` binary (STATEPIPE_BIN, else target/debug/statepipe)
@@ -263,8 +263,8 @@ def test_a_distributed_pipelines_checkpoints_rise_on_the_page(browser, procs):
                               "--members", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "0.3",
                               "--dashboard", "127.0.0.1:0"])
         addr = coord.wait_line(r"--connect (\S+)").group(1)
-        for _ in range(2):
-            start(procs, ["member", "--connect", addr, "--workers", "1", "--no-pin"])
+        members = [start(procs, ["member", "--connect", addr, "--workers", "1", "--no-pin"])
+                   for _ in range(2)]
         url = coord.dashboard()
         open_page(browser, url, "pipeline")
         wait_for("two members", lambda: len(css(browser, "#members tr.member")) == 2)
@@ -272,6 +272,15 @@ def test_a_distributed_pipelines_checkpoints_rise_on_the_page(browser, procs):
         wait_for("more checkpoints", lambda: (number(browser, "#checkpoint-count") or 0) > first)
         families = parse_metrics(url)
         assert "statepipe_remote_checkpoints" in families, sorted(families)
+        # A member asked to leave: its parts move to the other at a
+        # checkpoint, listed as a rescale, not as a loss.
+        members[0].p.send_signal(signal.SIGTERM)
+        left = wait_for("the rescale listed", lambda: css(browser, '#restores li.item[data-kind="left"]'))
+        assert "rescaled" in left[0].text and "leave" in left[0].text, left[0].text
+        assert not css(browser, '#restores li.item[data-kind="lost"]')
+        assert members[0].p.wait(timeout=PATIENCE) == 0, members[0].stderr()
+        rescales = parse_metrics(url)["statepipe_remote_rescales"]
+        assert rescales.samples[0].value >= 1, rescales
     finally:
         shutil.rmtree(ckpt, ignore_errors=True)
 

@@ -19,6 +19,9 @@ pub(crate) fn find(path: &str) -> Option<Asset> {
     let (mime, body): (&str, &[u8]) = match path {
         "/" | "/index.html" => (HTML, include_bytes!("../assets/index.html")),
         "/assets/app.js" => (JS, include_bytes!("../assets/app.js")),
+        "/assets/evolve.js" => (JS, include_bytes!("../assets/evolve.js")),
+        "/assets/pipeline.js" => (JS, include_bytes!("../assets/pipeline.js")),
+        "/assets/service.js" => (JS, include_bytes!("../assets/service.js")),
         "/assets/app.css" => (CSS, include_bytes!("../assets/app.css")),
         "/assets/vendor/uPlot.iife.min.js" => {
             (JS, include_bytes!("../assets/vendor/uPlot.iife.min.js"))

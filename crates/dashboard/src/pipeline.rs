@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
-use statepipe_pipeline::remote::RemoteMetrics;
+use statepipe_pipeline::remote::{RemoteMetrics, RestoreInfo, RestoreKind};
 use statepipe_pipeline::{CheckpointInfo, Metrics, Observer, UpgradeInfo};
 
 use crate::source::{Kind, Source};
@@ -122,6 +122,18 @@ impl PipelineSource {
         json!({"t": self.t(u.completed), "stage": u.stage, "ok": u.result.is_ok()})
     }
 
+    /// One of the README's `remote.restores`.
+    fn restore(&self, x: &RestoreInfo) -> Value {
+        json!({
+            "t": self.t(x.at),
+            "kind": kind_name(x.restore.kind),
+            "checkpoint": x.restore.from,
+            "members": x.members_left,
+            "member": x.restore.lost,
+            "why": x.restore.why,
+        })
+    }
+
     fn remote_snapshot(&self, r: &RemoteMetrics) -> Value {
         let members = r.members();
         let cut_edges: Vec<Value> = r
@@ -137,9 +149,7 @@ impl PipelineSource {
         let restores: Vec<Value> = r
             .restore_history()
             .iter()
-            .map(|x| {
-                json!({"t": self.t(x.at), "checkpoint": x.restore.from, "members": x.members_left})
-            })
+            .map(|x| self.restore(x))
             .collect();
         json!({
             "elapsed_s": r.elapsed().as_secs_f64(),
@@ -162,6 +172,16 @@ impl PipelineSource {
                 "restores": restores,
             },
         })
+    }
+}
+
+/// A restore's `kind`, as the snapshot names it.
+fn kind_name(k: RestoreKind) -> &'static str {
+    match k {
+        RestoreKind::Lost => "lost",
+        RestoreKind::Failed => "failed",
+        RestoreKind::Left => "left",
+        RestoreKind::Joined => "joined",
     }
 }
 
@@ -410,8 +430,13 @@ fn render_remote(m: &RemoteMetrics) -> String {
     );
     r.register(
         "restores",
-        "Restores from a checkpoint after a loss",
+        "Restores from a checkpoint: after a member was lost or a part failed, and the rescales",
         counter(m.restores()),
+    );
+    r.register(
+        "rescales",
+        "Of the restores, those after a member left or joined",
+        counter(m.rescales()),
     );
     r.register(
         "checkpoint_seconds",
@@ -565,5 +590,54 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("statepipe_remote_restores_total 0"), "{text}");
+        assert!(text.contains("statepipe_remote_rescales_total 0"), "{text}");
+        assert!(
+            text.contains("# TYPE statepipe_remote_rescales counter"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_restore_says_its_kind() {
+        let source = PipelineSource::remote(RemoteMetrics::default(), "coordinator");
+        let info = |kind, lost: Option<&str>, why: &str| RestoreInfo {
+            at: source.created,
+            members_left: 2,
+            restore: statepipe_pipeline::remote::Restore {
+                kind,
+                lost: lost.map(str::to_string),
+                why: why.to_string(),
+                from: Some(3),
+                position: 300,
+                detected_after: std::time::Duration::from_millis(5),
+            },
+        };
+        let lost = source.restore(&info(
+            RestoreKind::Lost,
+            Some("2 (10.0.0.3:5000)"),
+            "its connection closed",
+        ));
+        assert_eq!(
+            keys(&lost),
+            sorted(&["t", "kind", "checkpoint", "members", "member", "why"])
+        );
+        assert_eq!(lost["kind"], "lost");
+        assert_eq!(lost["member"], "2 (10.0.0.3:5000)");
+        assert_eq!(lost["checkpoint"], 3);
+        assert_eq!(lost["members"], 2);
+        assert_eq!(lost["t"], 0.0);
+        let failed = source.restore(&info(RestoreKind::Failed, None, "boom"));
+        assert_eq!(failed["kind"], "failed");
+        assert_eq!(failed["member"], Value::Null);
+        assert_eq!(failed["why"], "boom");
+        let left = source.restore(&info(
+            RestoreKind::Left,
+            None,
+            "member 2 (10.0.0.3:5000) asked to leave",
+        ));
+        assert_eq!(left["kind"], "left");
+        assert_eq!(left["why"], "member 2 (10.0.0.3:5000) asked to leave");
+        let joined = source.restore(&info(RestoreKind::Joined, None, "member 3 joined"));
+        assert_eq!(joined["kind"], "joined");
     }
 }

@@ -72,13 +72,23 @@ fn every_path_answers_as_documented() {
     assert_eq!(status, 200);
     assert!(head.contains("text/html"), "{head}");
     assert!(body.contains("<"), "the page is HTML");
-    for path in [
-        "/assets/app.js",
-        "/assets/app.css",
-        "/assets/vendor/uPlot.iife.min.js",
-        "/assets/vendor/uPlot.min.css",
+    for (path, mime) in [
+        ("/assets/app.js", "text/javascript"),
+        ("/assets/evolve.js", "text/javascript"),
+        ("/assets/pipeline.js", "text/javascript"),
+        ("/assets/service.js", "text/javascript"),
+        ("/assets/app.css", "text/css"),
+        ("/assets/vendor/uPlot.iife.min.js", "text/javascript"),
+        ("/assets/vendor/uPlot.min.css", "text/css"),
     ] {
-        assert_eq!(get(a, path, "").0, 200, "{path}");
+        let (status, head, _) = get(a, path, "");
+        assert_eq!(status, 200, "{path}");
+        assert!(head.contains(mime), "{path}: {head}");
+    }
+    // Every script the page loads is served.
+    for script in body.split("<script src=\"").skip(1) {
+        let src = script.split('"').next().unwrap_or_default();
+        assert_eq!(get(a, &format!("/{src}"), "").0, 200, "{src}");
     }
     let (status, _, body) = get(a, "/api/snapshot", "");
     assert_eq!(status, 200);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::edge::{EdgeMetrics, EdgeStats};
-use super::run::Restore;
+use super::run::{Restore, RestoreKind};
 use crate::checkpoint::History;
 
 /// How many restores [`RemoteMetrics::restore_history`] keeps (the last
@@ -28,7 +28,8 @@ pub struct MemberInfo {
     pub parts: Vec<u32>,
 }
 
-/// A restore after a loss, as the coordinator made it.
+/// A restore after a loss or a failure, or a rescale after a member left
+/// or joined, as the coordinator made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreInfo {
     /// When the restore was decided (the failed attempt had stopped).
@@ -69,6 +70,8 @@ struct Inner {
     /// commit.
     last_checkpoint_ns: AtomicU64,
     restores: AtomicU64,
+    /// Restores of kind [`RestoreKind::Left`] or [`RestoreKind::Joined`].
+    rescales: AtomicU64,
     skipped: AtomicU64,
     members: Mutex<Members>,
     restore_history: History<RestoreInfo>,
@@ -85,6 +88,7 @@ impl Default for Inner {
             checkpoints: AtomicU64::new(0),
             last_checkpoint_ns: AtomicU64::new(0),
             restores: AtomicU64::new(0),
+            rescales: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
             members: Mutex::default(),
             restore_history: History::new(RESTORES_KEPT),
@@ -139,6 +143,9 @@ impl RemoteMetrics {
     /// Counts a restore, and keeps it for [`restore_history`](Self::restore_history).
     pub(crate) fn count_restore(&self, restore: Restore, members_left: usize) {
         self.inner.restores.fetch_add(1, Ordering::Relaxed);
+        if matches!(restore.kind, RestoreKind::Left | RestoreKind::Joined) {
+            self.inner.rescales.fetch_add(1, Ordering::Relaxed);
+        }
         self.inner.restore_history.push(RestoreInfo {
             at: Instant::now(),
             members_left,
@@ -206,9 +213,16 @@ impl RemoteMetrics {
         self.inner.skipped.load(Ordering::Relaxed)
     }
 
-    /// Restores from a checkpoint after a loss (the coordinator's count).
+    /// Restores from a checkpoint: after a loss or a failure, and the
+    /// rescales (the coordinator's count).
     pub fn restores(&self) -> u64 {
         self.inner.restores.load(Ordering::Relaxed)
+    }
+
+    /// Of the [`restores`](Self::restores), the rescales: a member left
+    /// ([`RestoreKind::Left`]) or joined ([`RestoreKind::Joined`]).
+    pub fn rescales(&self) -> u64 {
+        self.inner.rescales.load(Ordering::Relaxed)
     }
 
     /// The last restores (at most [`RESTORES_KEPT`]), oldest first: when,
@@ -265,5 +279,46 @@ impl RemoteMetrics {
             .copied()
             .unwrap_or_else(Instant::now);
         end.saturating_duration_since(self.inner.created)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restore(kind: RestoreKind) -> Restore {
+        Restore {
+            kind,
+            lost: None,
+            why: String::new(),
+            from: None,
+            position: 0,
+            detected_after: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn rescales_are_counted_among_the_restores_and_apart() {
+        let m = RemoteMetrics::default();
+        for kind in [
+            RestoreKind::Lost,
+            RestoreKind::Left,
+            RestoreKind::Failed,
+            RestoreKind::Joined,
+        ] {
+            m.count_restore(restore(kind), 1);
+        }
+        assert_eq!(m.restores(), 4);
+        assert_eq!(m.rescales(), 2);
+        let kinds: Vec<RestoreKind> = m.restore_history().iter().map(|r| r.restore.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                RestoreKind::Lost,
+                RestoreKind::Left,
+                RestoreKind::Failed,
+                RestoreKind::Joined
+            ]
+        );
     }
 }
