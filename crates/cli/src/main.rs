@@ -23,6 +23,7 @@ mod dashboard_cmd;
 mod demos;
 mod health;
 mod netns_cmd;
+mod one_route;
 mod pipeline_cmd;
 mod remote_cmd;
 mod remote_metrics;

@@ -10,40 +10,45 @@ use common::{health, start_master_with, start_workers, stderr_line, EXE, FAULT_P
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// The run every test here starts: the pk model, a few seconds of work
+/// over 10 islands.
+const PK_RUN: [&str; 10] = [
+    "--particles",
+    FAULT_PARTICLES,
+    "--islands",
+    "10",
+    "--model",
+    "pk",
+    "--pk-hours",
+    "12",
+    "--pk-substeps",
+    "10000",
+];
+
 /// `statepipe master` with `n` worker processes this test owns (so their
-/// exit statuses are seen), the first of them sent SIGTERM `signals`
-/// times, 100 ms apart, `after` into the run. Returns the master's JSON
-/// result and each worker's exit status.
-fn master_with_sigterm(
+/// exit statuses are seen), the first of them sent each of `signals` in
+/// turn, each after waiting its delay (the first's counted from the
+/// start). Returns the master's JSON result and each worker's exit status.
+fn master_with(
     args: &[&str],
     n: usize,
-    after: Duration,
-    signals: usize,
+    signals: &[(Duration, Signal)],
 ) -> (serde_json::Value, Vec<std::process::ExitStatus>) {
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let json =
-        std::env::temp_dir().join(format!("statepipe-term-{}-{call}.json", std::process::id()));
-    let path = json.to_str().unwrap().to_string();
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let path = json.path().to_str().unwrap().to_string();
     let mut a: Vec<&str> = args.to_vec();
     a.extend(["--json", &path]);
     let (mut master, addr) = start_master_with("term", &n.to_string(), &a);
     let mut workers = start_workers(&addr, "term", n);
-    if signals > 0 {
-        std::thread::sleep(after);
-        let first = Pid::from_raw(workers[0].id() as i32);
-        for k in 0..signals {
-            if k > 0 {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = kill(first, Signal::SIGTERM);
-        }
+    let first = Pid::from_raw(workers[0].id() as i32);
+    for &(delay, signal) in signals {
+        std::thread::sleep(delay);
+        let _ = kill(first, signal);
     }
     let status = master.wait().unwrap();
     assert!(status.success(), "the master failed: {status}");
     let statuses = workers.iter_mut().map(|w| w.wait().unwrap()).collect();
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
+    let j = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     (j, statuses)
 }
 
@@ -52,20 +57,9 @@ fn a_worker_told_to_leave_hands_its_states_over_and_exits_0() {
     // SIGTERM one of three workers mid-run: it tells the master, its states
     // move to the other two when the step ends, and it exits 0. Nothing is
     // lost or recovered, and the bits are those of the run without it.
-    let args = [
-        "--particles",
-        FAULT_PARTICLES,
-        "--islands",
-        "10",
-        "--model",
-        "pk",
-        "--pk-hours",
-        "12",
-        "--pk-substeps",
-        "10000",
-    ];
-    let (clean, _) = master_with_sigterm(&args, 3, Duration::ZERO, 0);
-    let (left, statuses) = master_with_sigterm(&args, 3, Duration::from_millis(400), 1);
+    let args = PK_RUN;
+    let (clean, _) = master_with(&args, 3, &[]);
+    let (left, statuses) = master_with(&args, 3, &[(Duration::from_millis(400), Signal::SIGTERM)]);
     for key in ["loglik", "loglik_se", "filtered_means"] {
         assert_eq!(clean[key], left[key], "{key} differs after a worker left");
     }
@@ -79,20 +73,16 @@ fn a_second_sigterm_is_a_crash_recovered_from_with_the_same_bits() {
     // Two SIGTERMs 100 ms apart: the worker exits at once (143) on the
     // second, the master recovers its states as from any loss, and the
     // bits are still those of the clean run.
-    let args = [
-        "--particles",
-        FAULT_PARTICLES,
-        "--islands",
-        "10",
-        "--model",
-        "pk",
-        "--pk-hours",
-        "12",
-        "--pk-substeps",
-        "10000",
-    ];
-    let (clean, _) = master_with_sigterm(&args, 3, Duration::ZERO, 0);
-    let (hurt, statuses) = master_with_sigterm(&args, 3, Duration::from_millis(400), 2);
+    let args = PK_RUN;
+    let (clean, _) = master_with(&args, 3, &[]);
+    let (hurt, statuses) = master_with(
+        &args,
+        3,
+        &[
+            (Duration::from_millis(400), Signal::SIGTERM),
+            (Duration::from_millis(100), Signal::SIGTERM),
+        ],
+    );
     for key in ["loglik", "loglik_se", "filtered_means"] {
         assert_eq!(
             clean[key], hurt[key],
@@ -134,7 +124,7 @@ fn a_sigtermed_master_checkpoints_lets_its_workers_go_and_names_the_file() {
         "--pk-substeps",
         "10000",
     ];
-    let (clean, _) = master_with_sigterm(&filter, 2, Duration::ZERO, 0);
+    let (clean, _) = master_with(&filter, 2, &[]);
     let mut first = Command::new(EXE)
         .args([
             "master",
@@ -206,19 +196,7 @@ fn worker_drain_asks_a_running_worker_to_leave_and_waits_for_it() {
     let err = String::from_utf8_lossy(&not_a_worker.stderr);
     assert!(err.contains("is not a statepipe worker"), "{err}");
 
-    let args = [
-        "--particles",
-        FAULT_PARTICLES,
-        "--islands",
-        "10",
-        "--model",
-        "pk",
-        "--pk-hours",
-        "12",
-        "--pk-substeps",
-        "10000",
-        "--json",
-    ];
+    let args = [PK_RUN.as_slice(), &["--json"]].concat();
     let json = std::env::temp_dir().join(format!("statepipe-drain-{}.json", std::process::id()));
     let path = json.to_str().unwrap().to_string();
     let mut a: Vec<&str> = args.to_vec();
@@ -341,20 +319,9 @@ fn sigterm_at_random_moments_and_sigkill_after_it_keep_the_bits_in_both_recovery
         });
     eprintln!("STATEPIPE_TEST_SEED={seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let base = [
-        "--particles",
-        FAULT_PARTICLES,
-        "--islands",
-        "10",
-        "--model",
-        "pk",
-        "--pk-hours",
-        "12",
-        "--pk-substeps",
-        "10000",
-    ];
+    let base = PK_RUN;
     let started = std::time::Instant::now();
-    let (clean, _) = master_with_sigterm(&base, 3, Duration::ZERO, 0);
+    let (clean, _) = master_with(&base, 3, &[]);
     let span = started.elapsed();
     let dir = tempfile::tempdir().unwrap();
     for round in 0..4 {
@@ -383,7 +350,13 @@ fn sigterm_at_random_moments_and_sigkill_after_it_keep_the_bits_in_both_recovery
         let what =
             format!("round {round}: {recovery}, SIGTERM at {at:?}, then SIGKILL: {then_kill}");
         eprintln!("{what}");
-        let (run, statuses) = master_with_signals(&args, 3, at, then_kill);
+        let (run, statuses) = {
+            let mut signals = vec![(at, Signal::SIGTERM)];
+            if then_kill {
+                signals.push((Duration::from_millis(50), Signal::SIGKILL));
+            }
+            master_with(&args, 3, &signals)
+        };
         for key in ["loglik", "loglik_se", "filtered_means"] {
             assert_eq!(clean[key], run[key], "{key} differs ({what}, seed {seed})");
         }
@@ -399,32 +372,4 @@ fn sigterm_at_random_moments_and_sigkill_after_it_keep_the_bits_in_both_recovery
             "{statuses:?} ({what})"
         );
     }
-}
-
-/// As `master_with_sigterm` with one SIGTERM `after` into the run and,
-/// when `then_kill`, SIGKILL 50 ms later.
-fn master_with_signals(
-    args: &[&str],
-    n: usize,
-    after: Duration,
-    then_kill: bool,
-) -> (serde_json::Value, Vec<std::process::ExitStatus>) {
-    let json = tempfile::NamedTempFile::new().unwrap();
-    let path = json.path().to_str().unwrap().to_string();
-    let mut a: Vec<&str> = args.to_vec();
-    a.extend(["--json", &path]);
-    let (mut master, addr) = start_master_with("term", &n.to_string(), &a);
-    let mut workers = start_workers(&addr, "term", n);
-    std::thread::sleep(after);
-    let first = Pid::from_raw(workers[0].id() as i32);
-    let _ = kill(first, Signal::SIGTERM);
-    if then_kill {
-        std::thread::sleep(Duration::from_millis(50));
-        let _ = kill(first, Signal::SIGKILL);
-    }
-    let status = master.wait().unwrap();
-    assert!(status.success(), "the master failed: {status}");
-    let statuses = workers.iter_mut().map(|w| w.wait().unwrap()).collect();
-    let j = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    (j, statuses)
 }
