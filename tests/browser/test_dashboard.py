@@ -279,6 +279,9 @@ def test_a_distributed_pipelines_checkpoints_rise_on_the_page(browser, procs):
         assert "rescaled" in left[0].text and "leave" in left[0].text, left[0].text
         assert not css(browser, '#restores li.item[data-kind="lost"]')
         assert members[0].p.wait(timeout=PATIENCE) == 0, members[0].stderr()
+        wait_for("the member shown as left", lambda: any(
+            "left" in r.text for r in css(browser, "#members tr.member")))
+        assert not any("lost" in r.text for r in css(browser, "#members tr.member"))
         rescales = parse_metrics(url)["statepipe_remote_rescales"]
         assert rescales.samples[0].value >= 1, rescales
     finally:

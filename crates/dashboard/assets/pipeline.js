@@ -105,8 +105,8 @@
     const members = Array.isArray(remote.members) ? remote.members : [];
     setText('remote-parts', (isNum(remote.parts) ? remote.parts : 0) + ' parts · ' + members.filter((m) => m.alive).length + ' of ' + members.length + ' alive');
     setHTML($('members').tBodies[0], members.map((m) =>
-      '<tr class="member' + (m.alive ? '' : ' is-lost') + '" data-id="' + esc(m.id) + '"><td class="n">' + esc(m.id) + '</td><td>' + esc(m.addr) + '</td><td>' +
-      (m.alive ? '<span class="badge ok">alive</span>' : '<span class="badge bad">lost</span>') + '</td><td>' +
+      '<tr class="member' + (m.alive || m.left ? '' : ' is-lost') + '" data-id="' + esc(m.id) + '"><td class="n">' + esc(m.id) + '</td><td>' + esc(m.addr) + '</td><td>' +
+      (m.alive ? '<span class="badge ok">alive</span>' : m.left ? '<span class="badge">left</span>' : '<span class="badge bad">lost</span>') + '</td><td>' +
       (Array.isArray(m.parts) && m.parts.length ? m.parts.map(esc).join(', ') : '—') + '</td></tr>').join('') ||
       '<tr><td class="empty" colspan="4">no members</td></tr>');
     setHTML($('cut-edges').tBodies[0], cut.map((e, i) =>

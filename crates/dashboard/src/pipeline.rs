@@ -162,7 +162,7 @@ impl PipelineSource {
             "remote": {
                 "members": members
                     .iter()
-                    .map(|m| json!({"id": m.id, "addr": m.addr, "alive": m.alive, "parts": m.parts}))
+                    .map(|m| json!({"id": m.id, "addr": m.addr, "alive": m.alive, "left": m.left, "parts": m.parts}))
                     .collect::<Vec<_>>(),
                 "parts": r.parts(),
                 "cut_edges": cut_edges,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::watchdog;
 use statepipe_pipeline::remote::{
-    Coordinator, Member, Parts, RemoteConfig, RemoteError, RemoteRun, RestoreKind,
+    Coordinator, Member, Parts, RemoteConfig, RemoteError, RemoteMetrics, RemoteRun, RestoreKind,
 };
 use statepipe_pipeline::{Config, Pipeline};
 use statepipe_sys::auth::Secret;
@@ -54,6 +54,7 @@ struct Run {
     secret: Secret,
     outputs: Arc<Mutex<Vec<(u64, i64)>>>,
     notes: Arc<Mutex<Vec<String>>>,
+    metrics: RemoteMetrics,
     run: JoinHandle<Result<RemoteRun, RemoteError>>,
     committed: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -72,6 +73,7 @@ impl Run {
         let secret = Secret::random();
         let co = Coordinator::bind("127.0.0.1:0", secret.clone(), "elastic").unwrap();
         let addr = co.local_addr().to_string();
+        let metrics = co.metrics();
         let (hold, idle) = mpsc::channel::<()>();
         let idle = Mutex::new(Some(idle));
         let inputs = move |from: u64| -> Box<dyn Iterator<Item = i64> + Send> {
@@ -108,6 +110,7 @@ impl Run {
             secret,
             outputs,
             notes,
+            metrics,
             run,
             committed: dir.path().join("COORDINATOR"),
             _dir: dir,
@@ -151,6 +154,10 @@ fn a_member_asked_to_leave_is_let_go_once_its_parts_run_on_the_other() {
         leave.store(true, Ordering::Relaxed);
         // It is let go while the run goes on.
         leaves.join().unwrap().unwrap();
+        // The live view shows it as left, not lost.
+        let seen = r.metrics.members();
+        assert!(seen.iter().any(|m| m.left && !m.alive), "{seen:?}");
+        assert_eq!(seen.iter().filter(|m| m.left).count(), 1, "{seen:?}");
         let (run, notes) = r.finish();
         let kinds: Vec<RestoreKind> = run.restores.iter().map(|x| x.kind).collect();
         assert_eq!(kinds, [RestoreKind::Left], "{notes:?}");

@@ -405,9 +405,10 @@ impl<I: Wire, O: Wire> Driver<'_, I, O> {
     fn release(&mut self, n: u32) {
         let name = self.name(n);
         if let Some(k) = self.members.get_mut(&n).filter(|k| k.alive) {
+            // Marked before it is told, so whoever sees it go sees it left.
+            self.co.metrics.member_left(n);
             k.send(&Msg::Finish);
             k.drop_connection();
-            self.co.metrics.member_gone(n);
             self.config.notes.say(&format!(
                 "{name} left: released, its parts run on the others"
             ));

@@ -1,7 +1,7 @@
 //! A distributed run's counters, per cut edge, for metrics; and, at the
 //! coordinator, its members and the restores, for a live view.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -23,6 +23,8 @@ pub struct MemberInfo {
     pub addr: String,
     /// Whether it is still connected (not lost, and the run not over).
     pub alive: bool,
+    /// Whether it asked to leave and was let go (not lost).
+    pub left: bool,
     /// The parts placed on it by the latest attempt, in order (empty for a
     /// member lost before it, or that joined after it).
     pub parts: Vec<u32>,
@@ -57,6 +59,8 @@ pub struct RemoteMetrics {
 struct Members {
     /// By number: address and whether alive.
     known: BTreeMap<u32, (String, bool)>,
+    /// Those let go after they asked to leave.
+    left: BTreeSet<u32>,
     /// Part `k`'s member, for the latest attempt.
     placement: Vec<u32>,
 }
@@ -171,6 +175,15 @@ impl RemoteMetrics {
         }
     }
 
+    /// Member `id` asked to leave and was let go.
+    pub(crate) fn member_left(&self, id: u32) {
+        let mut m = self.members_lock();
+        m.left.insert(id);
+        if let Some(k) = m.known.get_mut(&id) {
+            k.1 = false;
+        }
+    }
+
     /// An attempt placed part `k` on member `placement[k]`.
     pub(crate) fn placed(&self, placement: &[u32]) {
         self.members_lock().placement = placement.to_vec();
@@ -242,6 +255,7 @@ impl RemoteMetrics {
                 id,
                 addr: addr.clone(),
                 alive: *alive,
+                left: m.left.contains(&id),
                 parts: (0u32..)
                     .zip(&m.placement)
                     .filter(|&(_, &on)| on == id)
