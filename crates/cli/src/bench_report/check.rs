@@ -140,7 +140,7 @@ pub fn check_file(
 ) {
     let name = file.to_string_lossy().replace('\\', "/");
     let masked = mask_code(text);
-    let found = links(&masked);
+    let found = links(text);
     let mut run_text_spans = Vec::new();
     let mut push = |offset: usize, message: String| {
         out.push(Problem {

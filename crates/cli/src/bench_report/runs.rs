@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use statepipe_bench::report::{markdown as md_table, Report};
 
-use super::markdown::{links, mask_code};
+use super::markdown::links;
 
 /// Where the runs live, relative to the repository root.
 pub const RESULTS: &str = "bench/results";
@@ -272,10 +272,9 @@ fn paragraphs(text: &str) -> Vec<String> {
 /// Links reduced to their text (their targets are relative to the note, not to the page
 /// the summary is copied into).
 fn unlink(text: &str) -> String {
-    let masked = mask_code(text);
     let mut out = text.to_string();
     let mut done = usize::MAX;
-    let mut found = links(&masked);
+    let mut found = links(text);
     found.sort_by_key(|l| std::cmp::Reverse(l.span.end));
     for link in &found {
         // A link inside one already replaced (an image in a link) went with it.
